@@ -1,0 +1,85 @@
+"""The functions behind the invoke tasks: each takes parsed flags, does one job, returns data.
+
+Nothing here prints results or exits; ``tasks.py`` formats the returned data and maps
+exceptions (:mod:`oota.errors`) to exit codes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from oota.build import BuildOptions, build_cells
+from oota.console import Console
+from oota.errors import EXIT_FAILED, EXIT_OK
+from oota.matrix import Matrix, load_matrix
+from oota.plan import Cell, plan, select
+from oota.render import Drift, check, context_files, fingerprint, render_all, write_all
+from oota.report import Report, write_report
+
+
+def cells_for(matrix_path: str, vendors: list[str] | None, ids: list[str] | None = None,
+              everything: bool = True) -> tuple[Matrix, list[Cell]]:
+    matrix = load_matrix(matrix_path)
+    cells = plan(matrix, vendors or None)
+    return matrix, select(matrix, cells, ids=ids, everything=everything)
+
+
+def matrix_rows(matrix_path: str, vendors: list[str] | None) -> list[dict[str, Any]]:
+    matrix, cells = cells_for(matrix_path, vendors)
+    defaults = {c.id for c in select(matrix, cells)}
+    rows = []
+    for rendered in render_all(matrix, cells):
+        cell = rendered.cell
+        rows.append({"id": cell.id, **cell.coordinates(), "base": cell.os.image,
+                     "tag": cell.tag, "default": cell.id in defaults,
+                     "fingerprint": fingerprint(context_files(matrix, rendered))})
+    return rows
+
+
+def format_rows(rows: list[dict[str, Any]], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(rows, indent=2)
+    headers = ("id", "vendor", "torch", "python", "toolkit_version", "os", "default")
+    table = [[str(r.get(h) if r.get(h) is not None else "-") for h in headers] for r in rows]
+    widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h)
+              for i, h in enumerate(headers)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
+    out += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in table]
+    return "\n".join(out)
+
+
+def generate(matrix_path: str, vendors: list[str] | None, *, check_only: bool
+             ) -> tuple[list[Path], Drift | None]:
+    matrix, cells = cells_for(matrix_path, vendors)
+    rendered = render_all(matrix, cells)
+    names = vendors or list(matrix.vendors)
+    if check_only:
+        return [], check(matrix, rendered, names)
+    return write_all(rendered), None
+
+
+def build(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, everything: bool,
+          options: BuildOptions, console: Console, *, build_images: bool = True
+          ) -> list[dict[str, Any]]:
+    from oota.engine import DockerEngine
+
+    matrix, cells = cells_for(matrix_path, vendors, ids, everything)
+    if not cells:
+        console.warn("no cells selected")
+        return []
+    console.info(f"{len(cells)} cell(s): " + ", ".join(c.id for c in cells))
+    engine = DockerEngine()
+    logging.getLogger("oota").debug("engine ready")
+    return build_cells(matrix, cells, engine, console, options, build=build_images)
+
+
+def exit_code_for(results: list[dict[str, Any]]) -> int:
+    return EXIT_OK if results and all(r["status"] in ("passed", "skipped", "unsupported-here")
+                                      for r in results) else EXIT_FAILED
+
+
+def report(results_dir: str, out_dir: str) -> Report:
+    return write_report(Path(results_dir), Path(out_dir))

@@ -1,0 +1,275 @@
+"""Build: for each cell, assemble its context, build its image with BuildKit, then verify it.
+
+The executor is a short loop over cells. One cell's failure (build, verify, or a bug in oota
+itself) becomes that cell's result and never stops the next cell.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from oota import __version__
+from oota.bases import Base, ensure_base
+from oota.console import Console
+from oota.engine import RUN_LABEL, BuildRequest, Engine, StepEvent
+from oota.errors import OotaError, StepFailed
+from oota.matrix import Matrix
+from oota.plan import Cell
+from oota.render import context_files, fingerprint, render_cell
+from oota.results import overall_status, save, summarize
+from oota.sources import PipSources, fill_wheelhouse, find_ca_bundle, resolve_sources
+from oota.verify import verify_image
+
+log = logging.getLogger("oota.build")
+_MOUNT_FLAG = re.compile(r"--mount=\S+\s*")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BuildOptions:
+    results_dir: Path
+    ca_bundle: str | None = None
+    index_url: str | None = None
+    find_links: tuple[str, ...] = ()
+    use_host_pip_config: bool = True
+    rebuild: bool = False
+    verify: bool = True
+    layers: tuple[str, ...] = ()
+    build_timeout_s: int = 3600
+    verify_timeout_s: int = 1800
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    extra_labels: tuple[tuple[str, str], ...] = ()
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def git_revision(root: Path) -> str:
+    try:
+        proc = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+class CellRun:
+    """Builds and verifies one cell, recording every stage into its result."""
+
+    def __init__(self, matrix: Matrix, cell: Cell, engine: Engine, console: Console,
+                 options: BuildOptions, bases: dict[str, Base | StepFailed], host: dict[str, Any]):
+        self.matrix, self.cell, self.engine = matrix, cell, engine
+        self.console, self.options, self.bases, self.host = console, options, bases, host
+        self.folder = options.results_dir / cell.id
+        self.stages: dict[str, dict[str, Any]] = {}
+        self.tests: list[dict[str, Any]] = []
+        self.extra: dict[str, Any] = {}
+        self.rendered = render_cell(matrix, cell)
+        self.files = context_files(matrix, self.rendered)
+        self.fingerprint = fingerprint(self.files)
+
+    def run(self, *, build: bool) -> dict[str, Any]:
+        started = now()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for name in ("build.log", "verify.log"):
+            (self.folder / name).unlink(missing_ok=True)
+        try:
+            if build:
+                self._stage("build", self._build)
+            if self.options.verify and self.stages.get("build", {}).get("status") != "failed":
+                self._stage("verify", self._verify)
+        except KeyboardInterrupt:
+            self.stages.setdefault("interrupted", {"status": "error", "duration_s": 0.0,
+                                                   "message": "interrupted by the user"})
+            self._save(started)
+            raise
+        return self._save(started)
+
+    def _stage(self, name: str, body) -> None:
+        t0 = dt.datetime.now()
+        entry: dict[str, Any] = {"status": "passed", "log": f"{name}.log"}
+        try:
+            detail = body()
+            if detail:
+                entry.update(detail)
+        except StepFailed as exc:
+            entry.update(status="failed", message=str(exc))
+            if exc.log_tail:
+                self.console.block(exc.log_tail)
+        except OotaError as exc:
+            entry.update(status="error", message=str(exc))
+        except Exception as exc:  # a bug in oota must not stop the other cells
+            trace = traceback.format_exc()
+            (self.folder / f"{name}.log").open("a").write(trace)
+            entry.update(status="error", message=f"internal error: {type(exc).__name__}: {exc}")
+            log.debug("%s", trace)
+        entry["duration_s"] = round((dt.datetime.now() - t0).total_seconds(), 3)
+        if not (self.folder / entry["log"]).exists():
+            entry.pop("log")
+        self.stages[name] = entry
+        kind = {"passed": "ok", "failed": "fail", "error": "fail"}.get(entry["status"], "skip")
+        text = f"{self.cell.id}: {name} {entry['status']}"
+        if entry.get("message") and entry["status"] != "passed":
+            text += f": {entry['message'].splitlines()[0]}"
+        self.console.line(kind, text, entry["duration_s"])
+
+    # -- build -------------------------------------------------------------------------------
+    def _build(self) -> dict[str, Any] | None:
+        labels = self.engine.image_labels(self.cell.tag)
+        if labels and labels.get("oota.fingerprint") == self.fingerprint and not self.options.rebuild:
+            self.console.info(f"{self.cell.id}: image {self.cell.tag} is up to date "
+                              f"({self.fingerprint[:19]}); --rebuild forces a build")
+            return {"detail": {"up_to_date": True}}
+        base = self.bases.get(self.cell.os.key)
+        if isinstance(base, StepFailed):
+            raise base
+        assert base is not None
+        sources = resolve_sources(vendor_index=self.cell.vendor.index_url,
+                                  index_url=self.options.index_url,
+                                  find_links=self.options.find_links,
+                                  use_host_config=self.options.use_host_pip_config)
+        for note in sources.notes:
+            self.console.info(f"{self.cell.id}: {note}")
+        self.extra["sources"] = sources.describe()
+        self.extra["base"] = {"ref": base.ref, "how": base.how, "note": base.note}
+        work = self.matrix.root / ".oota-cache" / "contexts"
+        work.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=f"{self.cell.id}-", dir=work) as tmp:
+            request = self._request(Path(tmp), sources, base)
+            self.engine.build(request, self._on_step)
+        return {"detail": {"base": base.ref, "base_how": base.how}}
+
+    def _request(self, tmp: Path, sources: PipSources, base: Base) -> BuildRequest:
+        context = tmp / "context"
+        for name, source in self.files.items():
+            target = context / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(source, bytes):
+                target.write_bytes(source)
+            else:
+                shutil.copy2(source, target)
+        (context / "vendor" / "verify").mkdir(parents=True, exist_ok=True)
+        wheels = fill_wheelhouse(context / "wheelhouse", sources.wheel_dirs)
+        secrets: dict[str, Path] = {}
+        pipconf = tmp / "pip.conf"
+        pipconf.write_text(sources.pip_conf(with_wheelhouse=bool(wheels)))
+        os.chmod(pipconf, 0o600)
+        secrets["pipconf"] = pipconf
+        ca = find_ca_bundle(self.options.ca_bundle)
+        if ca:
+            secrets["ca"] = ca
+        self.extra["ca_bundle_used"] = bool(ca)
+        labels = {
+            RUN_LABEL: self.options.run_id,
+            "oota.fingerprint": self.fingerprint,
+            "oota.version": __version__,
+            "org.opencontainers.image.created": now(),
+            "org.opencontainers.image.version": self.cell.id,
+            "org.opencontainers.image.vendor": "oota",
+            "org.opencontainers.image.source": "https://github.com/oota/oota",
+            "org.opencontainers.image.revision": git_revision(self.matrix.root),
+            "org.opencontainers.image.base.name": base.ref,
+            **dict(self.options.extra_labels),
+        }
+        return BuildRequest(context=context, tag=self.cell.tag, labels=labels, secrets=secrets,
+                            build_args={"BASE_IMAGE": base.ref},
+                            log_path=self.folder / "build.log",
+                            timeout_s=self.options.build_timeout_s)
+
+    def _on_step(self, event: StepEvent) -> None:
+        if event.cached:
+            return
+        kind = "fail" if event.failed else "ok"
+        instruction = " ".join(_MOUNT_FLAG.sub("", event.instruction).split())
+        self.console.line(kind, f"{self.cell.id}: [{' '.join(event.name.split())}] "
+                          f"{instruction[:90]}", event.seconds)
+
+    # -- verify ------------------------------------------------------------------------------
+    def _verify(self) -> dict[str, Any] | None:
+        outcome = verify_image(self.engine, self.cell, self.cell.tag, self.folder,
+                               run_id=self.options.run_id, layers=self.options.layers,
+                               timeout_s=self.options.verify_timeout_s)
+        self.tests = outcome.tests
+        self.extra["installed"] = outcome.installed
+        self.extra["image"] = outcome.image
+        if outcome.problem:
+            raise StepFailed(outcome.problem, log_tail=outcome.log_tail)
+        return None
+
+    def _save(self, started: str) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "schema": "oota.result/v1",
+            "cell": {**self.cell.coordinates(), "id": self.cell.id,
+                     "fingerprint": self.fingerprint},
+            "stages": self.stages,
+            "tests": self.tests,
+            "host": self.host,
+            "toolkit": {"name": "oota", "version": __version__},
+            "run_id": self.options.run_id,
+            "started_at": started,
+            "finished_at": now(),
+        }
+        image = dict(self.extra.get("image") or {"tag": self.cell.tag})
+        if "base" in self.extra:
+            image["base"] = self.extra["base"]
+        result["image"] = image
+        for key in ("installed", "sources"):
+            if self.extra.get(key):
+                result[key] = self.extra[key]
+        result["status"] = overall_status(self.tests, self.stages)
+        result["summary"] = summarize(self.tests, self.stages)
+        failing = [f"{name}: {s.get('message', '')}" for name, s in self.stages.items()
+                   if s["status"] in ("failed", "error")]
+        if failing:
+            result["message"] = failing[0].splitlines()[0]
+        save(self.folder, result)
+        return result
+
+
+def prepare_bases(engine: Engine, cells: list[Cell], console: Console,
+                  workdir: Path) -> dict[str, Base | StepFailed]:
+    """Each OS's base image, once per run; a failure is kept and becomes those cells' result."""
+    bases: dict[str, Base | StepFailed] = {}
+    for cell in cells:
+        key = cell.os.key
+        if key in bases:
+            continue
+        t0 = dt.datetime.now()
+        try:
+            with console.status(f"base image for {key}"):
+                bases[key] = ensure_base(engine, cell.os, workdir)
+            base = bases[key]
+            assert isinstance(base, Base)
+            took = (dt.datetime.now() - t0).total_seconds()
+            console.line("ok", f"base {key}: {base.ref} ({base.how})", took)
+        except StepFailed as exc:
+            bases[key] = exc
+            console.line("fail", f"base {key}: {exc}")
+    return bases
+
+
+def build_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Console,
+                options: BuildOptions, *, build: bool = True) -> list[dict[str, Any]]:
+    """Build (optionally) and verify every cell; return their results, in order."""
+    from oota.hostinfo import host_facts
+
+    host = host_facts(engine)
+    bases = prepare_bases(engine, cells, console, matrix.root / ".oota-cache") if build else {}
+    results = []
+    for index, cell in enumerate(cells, 1):
+        console.info(f"[{index}/{len(cells)}] {cell.id}")
+        with console.status(cell.id):
+            results.append(CellRun(matrix, cell, engine, console, options, bases, host)
+                           .run(build=build))
+    return results

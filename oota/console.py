@@ -1,0 +1,77 @@
+"""The one user-facing progress channel: stderr, a line per step with its duration.
+
+On a TTY the running step shows a live elapsed-time line that the finished line replaces;
+elsewhere (CI, pipes) only plain finished lines are written. Results go to stdout, never here.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TextIO
+
+MARKS = {"ok": "ok  ", "cached": "hit ", "fail": "FAIL", "skip": "skip", "info": "    ",
+         "warn": "warn"}
+
+
+class Console:
+    def __init__(self, stream: TextIO | None = None, *, live: bool | None = None):
+        self.stream = stream or sys.stderr
+        self.live = self.stream.isatty() if live is None else live
+        self._lock = threading.Lock()
+        self._status = ""
+        self._since = 0.0
+        self._ticker: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def line(self, kind: str, text: str, seconds: float | None = None) -> None:
+        took = f" ({seconds:.1f}s)" if seconds is not None else ""
+        with self._lock:
+            if self.live and self._status:
+                self.stream.write("\r\033[K")
+            self.stream.write(f"{MARKS.get(kind, kind)} {text}{took}\n")
+            self.stream.flush()
+
+    def info(self, text: str) -> None:
+        self.line("info", text)
+
+    def warn(self, text: str) -> None:
+        self.line("warn", text)
+
+    def block(self, text: str, indent: str = "     | ") -> None:
+        """A multi-line block (a log tail), indented so it reads as evidence."""
+        with self._lock:
+            for row in text.splitlines():
+                self.stream.write(f"{indent}{row}\n")
+            self.stream.flush()
+
+    @contextmanager
+    def status(self, text: str) -> Iterator[None]:
+        """While the body runs, show ``text`` with a live timer (TTY only)."""
+        self._status, self._since = text, time.monotonic()
+        if self.live:
+            self._stop.clear()
+            self._ticker = threading.Thread(target=self._tick, daemon=True)
+            self._ticker.start()
+        try:
+            yield
+        finally:
+            self._stop.set()
+            if self._ticker:
+                self._ticker.join()
+                self._ticker = None
+            with self._lock:
+                if self.live:
+                    self.stream.write("\r\033[K")
+                    self.stream.flush()
+                self._status = ""
+
+    def _tick(self) -> None:
+        while not self._stop.wait(0.5):
+            with self._lock:
+                elapsed = time.monotonic() - self._since
+                self.stream.write(f"\r\033[K  .. {self._status} {elapsed:5.0f}s")
+                self.stream.flush()

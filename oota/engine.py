@@ -1,0 +1,359 @@
+"""The one door to Docker. Nothing else in oota imports ``docker`` or runs the docker CLI.
+
+Two channels, each for what it does best:
+
+* the Docker SDK (docker-py) for inspection, pulls, labels, archives and clean-up;
+* the docker CLI for BuildKit builds (the SDK's ``images.build`` is the legacy builder: no
+  secret or cache mounts, docker/docker-py#2230) and for ``docker create`` with a vendor's
+  device flags, which are written as CLI flags in ``vendors/<name>/vendor.yaml``.
+
+Every CLI call is an argv list (never a shell string) with a timeout, echoed at debug level.
+Everything the toolkit creates carries the ``oota.run`` label so :meth:`DockerEngine.cleanup`
+can remove it.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from oota.errors import EnvironmentProblem, StepFailed
+
+log = logging.getLogger("oota.engine")
+
+RUN_LABEL = "oota.run"
+_STEP = re.compile(r"^#(\d+) \[([^\]]+)\] (.*)$")
+_DONE = re.compile(r"^#(\d+) (DONE [\d.]+s|CACHED|ERROR.*)$")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepEvent:
+    """One finished build step, from BuildKit's plain progress output."""
+
+    name: str          # e.g. "builder 4/6"
+    instruction: str   # e.g. "RUN python3.11 -m venv /opt/venv"
+    seconds: float
+    cached: bool
+    failed: bool
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BuildRequest:
+    context: Path
+    tag: str
+    build_args: dict[str, str] = field(default_factory=dict)
+    secrets: dict[str, Path] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    target: str = "runtime"
+    log_path: Path | None = None
+    timeout_s: int = 3600
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunRequest:
+    image: str
+    command: list[str]
+    flags: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+    collect: str = ""          # a path inside the container copied out after the run
+    collect_to: Path | None = None
+    log_path: Path | None = None
+    timeout_s: int = 1800
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunOutcome:
+    exit_code: int
+    timed_out: bool
+    output_tail: str
+
+
+class Engine(Protocol):
+    """What the pipeline needs from a container engine; unit tests fake this."""
+
+    def facts(self) -> dict[str, str]: ...
+    def image_labels(self, ref: str) -> dict[str, str] | None: ...
+    def image_digest(self, ref: str) -> str: ...
+    def pull(self, ref: str) -> str | None: ...
+    def import_rootfs(self, rootfs: Path, tag: str, labels: dict[str, str]) -> None: ...
+    def build(self, request: BuildRequest, on_step: Callable[[StepEvent], None]) -> str: ...
+    def run(self, request: RunRequest) -> RunOutcome: ...
+    def cleanup(self, run_id: str, *, images: bool) -> int: ...
+
+
+def _tail(text: str, lines: int = 30) -> str:
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def find_buildkit_cli() -> tuple[list[str], dict[str, str]]:
+    """A docker CLI that can drive BuildKit: argv prefix and extra environment.
+
+    ``docker buildx build --load`` where the buildx plugin exists; otherwise a pre-23 CLI with
+    ``DOCKER_BUILDKIT=1`` (newer CLIs refuse BuildKit without buildx). ``OOTA_DOCKER_CLI``
+    names a CLI to prefer.
+    """
+    candidates = [os.environ.get("OOTA_DOCKER_CLI", ""), shutil.which("docker") or "",
+                  "/usr/bin/docker", "/usr/local/bin/docker"]
+    tried = []
+    for cli in dict.fromkeys(c for c in candidates if c and os.access(c, os.X_OK)):
+        tried.append(cli)
+        if _quiet([cli, "buildx", "version"]):
+            return [cli, "buildx", "build", "--load"], {}
+        version = _output([cli, "version", "--format", "{{.Client.Version}}"])
+        major = re.match(r"(\d+)\.", version or "")
+        if major and int(major.group(1)) < 23:
+            return [cli, "build"], {"DOCKER_BUILDKIT": "1"}
+    raise EnvironmentProblem(
+        "no docker CLI that can run BuildKit builds (tried: " + (", ".join(tried) or "none") +
+        "). Install the buildx plugin, or Debian's docker.io package (its CLI runs BuildKit "
+        "with DOCKER_BUILDKIT=1); OOTA_DOCKER_CLI=/path/to/docker picks one.")
+
+
+def _quiet(argv: list[str]) -> bool:
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _output(argv: list[str]) -> str | None:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+class DockerEngine:
+    """The real engine: the local (or ``DOCKER_HOST``) Docker daemon."""
+
+    def __init__(self) -> None:
+        import docker
+        import docker.errors
+
+        self._errors = docker.errors
+        try:
+            self.client = docker.from_env(timeout=600)
+            self.client.ping()
+        except docker.errors.DockerException as exc:
+            raise EnvironmentProblem(
+                f"cannot reach a Docker Engine ({exc}). Start one (`dockerd &` as root, or "
+                "`systemctl start docker`) or set DOCKER_HOST; `./oota.sh` installs and starts "
+                "it on Debian.") from exc
+        self._cli: tuple[list[str], dict[str, str]] | None = None
+
+    # -- inspection ------------------------------------------------------------------------
+    def facts(self) -> dict[str, str]:
+        info = self.client.info()
+        version = self.client.version()
+        return {
+            "docker_server": version.get("Version", ""),
+            "docker_api": version.get("ApiVersion", ""),
+            "kernel": info.get("KernelVersion", ""),
+            "os": info.get("OperatingSystem", ""),
+            "arch": info.get("Architecture", ""),
+            "cpus": str(info.get("NCPU", "")),
+            "memory_bytes": str(info.get("MemTotal", "")),
+            "runtimes": ",".join(sorted(info.get("Runtimes", {}))),
+            "storage_driver": info.get("Driver", ""),
+        }
+
+    def image_labels(self, ref: str) -> dict[str, str] | None:
+        try:
+            image = self.client.images.get(ref)
+        except self._errors.ImageNotFound:
+            return None
+        return dict(image.labels or {})
+
+    def image_digest(self, ref: str) -> str:
+        image = self.client.images.get(ref)
+        digests = image.attrs.get("RepoDigests") or []
+        return digests[0].split("@", 1)[1] if digests else image.id
+
+    def pull(self, ref: str) -> str | None:
+        """Pull ``ref``; None (with the reason logged) when the registry does not answer."""
+        repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
+        try:
+            self.client.images.pull(repo, tag=tag)
+            return None
+        except self._errors.DockerException as exc:
+            log.debug("pull %s failed: %s", ref, exc)
+            return str(exc).splitlines()[0][:300]
+
+    # -- creation --------------------------------------------------------------------------
+    def import_rootfs(self, rootfs: Path, tag: str, labels: dict[str, str]) -> None:
+        """``tar -C rootfs -c . | docker import`` with labels, streamed (no temp tarball)."""
+        cli = self._plain_cli()
+        changes = [arg for key, value in sorted(labels.items())
+                   for arg in ("--change", f"LABEL {key}={_label_quote(value)}")]
+        argv = [cli, "import", *changes, "-", tag]
+        log.debug("run: tar -C %s -c . | %s", rootfs, " ".join(argv))
+        tar = subprocess.Popen(["tar", "--numeric-owner", "-C", str(rootfs), "-c", "."],
+                               stdout=subprocess.PIPE)
+        try:
+            proc = subprocess.run(argv, stdin=tar.stdout, capture_output=True, text=True,
+                                  timeout=900)
+        finally:
+            if tar.stdout:
+                tar.stdout.close()
+            tar.wait(timeout=60)
+        if proc.returncode != 0 or tar.returncode != 0:
+            raise StepFailed(f"importing {rootfs} as {tag} failed", command=argv,
+                             exit_code=proc.returncode, log_tail=_tail(proc.stderr))
+
+    def build(self, request: BuildRequest, on_step: Callable[[StepEvent], None]) -> str:
+        """Build with BuildKit; stream progress to ``on_step`` and the log file; return image id."""
+        if self._cli is None:
+            self._cli = find_buildkit_cli()
+        prefix, extra_env = self._cli
+        argv = [*prefix, "--progress=plain", "--target", request.target, "-t", request.tag]
+        for key, value in sorted(request.build_args.items()):
+            argv += ["--build-arg", f"{key}={value}"]
+        for key, value in sorted(request.labels.items()):
+            argv += ["--label", f"{key}={value}"]
+        for key, path in sorted(request.secrets.items()):
+            argv += ["--secret", f"id={key},src={path}"]
+        argv.append(str(request.context))
+        log.debug("run: %s", " ".join(argv))
+        env = {**os.environ, **extra_env}
+        output = self._stream(argv, env, request.log_path, request.timeout_s, on_step)
+        if output.exit_code != 0:
+            why = "timed out" if output.timed_out else f"exited with {output.exit_code}"
+            raise StepFailed(f"docker build of {request.tag} {why}", command=argv,
+                             exit_code=output.exit_code, log_tail=output.output_tail)
+        return self.client.images.get(request.tag).id
+
+    def _stream(self, argv: list[str], env: dict[str, str], log_path: Path | None,
+                timeout_s: int, on_step: Callable[[StepEvent], None]) -> RunOutcome:
+        steps: dict[str, tuple[str, str]] = {}
+        tail: list[str] = []
+        expired = threading.Event()
+        with _open_log(log_path) as sink:
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    env=env, text=True, errors="replace")
+            assert proc.stdout is not None
+
+            def expire() -> None:
+                expired.set()
+                proc.kill()
+
+            watchdog = threading.Timer(timeout_s, expire)
+            watchdog.start()
+            try:
+                for line in proc.stdout:
+                    sink.write(line)
+                    tail = (tail + [line.rstrip("\n")])[-40:]
+                    _parse_progress(line.rstrip("\n"), steps, on_step)
+                code = proc.wait()
+            finally:
+                watchdog.cancel()
+        timed_out = expired.is_set()
+        return RunOutcome(exit_code=124 if timed_out else code, timed_out=timed_out,
+                          output_tail="\n".join(tail))
+
+    def run(self, request: RunRequest) -> RunOutcome:
+        """``docker create`` with the request's flags, start attached with a deadline, copy
+        ``request.collect`` out, and always remove the container."""
+        cli = self._plain_cli()
+        labels = [arg for k, v in sorted(request.labels.items()) for arg in ("--label", f"{k}={v}")]
+        create = [cli, "create", *labels, *request.flags, request.image, *request.command]
+        log.debug("run: %s", " ".join(create))
+        proc = subprocess.run(create, capture_output=True, text=True, timeout=120)
+        if proc.returncode != 0:
+            raise StepFailed(f"docker create {request.image} failed", command=create,
+                             exit_code=proc.returncode, log_tail=_tail(proc.stderr))
+        container_id = proc.stdout.strip().splitlines()[-1]
+        try:
+            outcome = self._stream([cli, "start", "--attach", container_id], dict(os.environ),
+                                   request.log_path, request.timeout_s, lambda _e: None)
+            if outcome.timed_out:
+                subprocess.run([cli, "kill", container_id], capture_output=True, timeout=60)
+            if request.collect and request.collect_to:
+                self._copy_out(container_id, request.collect, request.collect_to)
+            return outcome
+        finally:
+            try:
+                self.client.containers.get(container_id).remove(force=True)
+            except self._errors.DockerException as exc:
+                log.warning("could not remove container %s: %s", container_id[:12], exc)
+
+    def _copy_out(self, container_id: str, path: str, dest: Path) -> None:
+        try:
+            stream, _ = self.client.containers.get(container_id).get_archive(path)
+        except self._errors.NotFound:
+            return  # the run wrote nothing there; the caller reports missing results
+        data = io.BytesIO(b"".join(stream))
+        dest.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=data) as tar:
+            members = []
+            for member in tar.getmembers():  # strip the archive's top folder
+                _, _, rest = member.name.partition("/")
+                if rest and (member.isfile() or member.isdir()):
+                    member.name = rest
+                    members.append(member)
+            tar.extractall(dest, members=members, filter="data")
+
+    def cleanup(self, run_id: str, *, images: bool) -> int:
+        """Remove containers (and images, if asked) labelled with ``oota.run=run_id``."""
+        removed = 0
+        selector = {"label": f"{RUN_LABEL}={run_id}"}
+        for container in self.client.containers.list(all=True, filters=selector):
+            container.remove(force=True)
+            removed += 1
+        if images:
+            for image in self.client.images.list(filters=selector):
+                for tag in image.tags or [image.id]:
+                    try:
+                        self.client.images.remove(tag, force=True)
+                    except self._errors.ImageNotFound:
+                        pass
+                removed += 1
+        return removed
+
+    def _plain_cli(self) -> str:
+        cli = shutil.which("docker") or "/usr/bin/docker"
+        if not os.access(cli, os.X_OK):
+            raise EnvironmentProblem("no docker CLI on PATH")
+        return cli
+
+
+def _label_quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@contextmanager
+def _open_log(path: Path | None) -> Iterator[io.TextIOBase]:
+    if path is None:
+        yield io.StringIO()
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        yield fh
+
+
+def _parse_progress(line: str, steps: dict[str, tuple[str, str]],
+                    on_step: Callable[[StepEvent], None]) -> None:
+    started = _STEP.match(line)
+    if started:
+        number, name, instruction = started.groups()
+        if not name.startswith("internal"):
+            steps.setdefault(number, (name, instruction))
+        return
+    finished = _DONE.match(line)
+    if finished and finished.group(1) in steps:
+        name, instruction = steps.pop(finished.group(1))
+        status = finished.group(2)
+        seconds = float(status.split()[1][:-1]) if status.startswith("DONE") else 0.0
+        on_step(StepEvent(name=name, instruction=instruction, seconds=seconds,
+                          cached=status == "CACHED", failed=status.startswith("ERROR")))

@@ -1,0 +1,55 @@
+"""The one exception hierarchy; the task layer maps each class to a documented exit code.
+
+Exit codes (also in README.md):
+  0  every selected cell passed (skips allowed)
+  1  at least one cell failed, errored, or `generate --check` found stale files
+  2  bad input: matrix/vendor data, unknown cell or vendor, bad flag
+  3  environment: Docker Engine unreachable, BuildKit unavailable, a required tool missing
+  130 interrupted
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_ENVIRONMENT = 3
+EXIT_INTERRUPTED = 130
+
+
+class OotaError(Exception):
+    """Base of every error the toolkit raises on purpose."""
+
+    exit_code = EXIT_FAILED
+
+
+class InputError(OotaError):
+    """The user's input (matrix, vendor data, flags) is wrong; the message says how to fix it."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class MatrixError(InputError):
+    """One or more problems in a YAML data file, each located as file:line:column: path."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        noun = "problem" if len(problems) == 1 else "problems"
+        super().__init__(f"{len(problems)} {noun}:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+class EnvironmentProblem(OotaError):
+    """Something outside the project is missing: Docker, BuildKit, a host tool."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
+class StepFailed(OotaError):
+    """A build or verify step failed; carries the evidence a user needs."""
+
+    def __init__(self, message: str, *, command: list[str] | None = None,
+                 exit_code: int | None = None, log_tail: str = ""):
+        self.command = command or []
+        self.returncode = exit_code
+        self.log_tail = log_tail
+        super().__init__(message)

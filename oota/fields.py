@@ -1,0 +1,133 @@
+"""Typed getters over a :class:`~oota.yamlsrc.Doc`: each records a located problem and
+returns a fallback instead of raising, so one run reports every problem in a file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from oota.yamlsrc import Doc, Path_, did_you_mean
+
+_TYPE_NAMES = {dict: "a mapping", list: "a list", str: "a string", int: "a whole number",
+               bool: "true or false"}
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "empty"
+    return _TYPE_NAMES.get(type(value), type(value).__name__)
+
+
+class Fields:
+    """Reads one mapping of a document, checking keys and value types as it goes."""
+
+    def __init__(self, doc: Doc, path: Path_, value: Any, *, allowed: tuple[str, ...],
+                 required: tuple[str, ...] = ()):
+        self.doc = doc
+        self.path = path
+        self.ok = isinstance(value, dict)
+        self.data: dict[str, Any] = value if self.ok else {}
+        if not self.ok:
+            doc.error(path, f"expected a mapping, got {_kind(value)}")
+            return
+        for key in self.data:
+            if key not in allowed:
+                doc.error(path + (key,), f"unknown key '{key}'", did_you_mean(key, allowed))
+        for key in required:
+            if key not in self.data:
+                doc.error(path, f"missing required key '{key}'")
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def raw(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+    def str(self, key: str, default: str = "") -> str:
+        value = self.data.get(key, default)
+        if value is None and default is None:
+            return None  # type: ignore[return-value]
+        if isinstance(value, (int, bool)) or not isinstance(value, str):
+            self.doc.error(self.path + (key,), f"expected a string, got {_kind(value)}")
+            return default
+        return value
+
+    def bool(self, key: str, default: bool = False) -> bool:
+        value = self.data.get(key, default)
+        if not isinstance(value, bool):
+            self.doc.error(self.path + (key,), f"expected true or false, got {_kind(value)}")
+            return default
+        return value
+
+    def int(self, key: str, default: int = 0) -> int:
+        value = self.data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.doc.error(self.path + (key,), f"expected a whole number, got {_kind(value)}")
+            return default
+        return value
+
+    def str_list(self, key: str) -> tuple[str, ...]:
+        value = self.data.get(key, [])
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            self.doc.error(self.path + (key,), f"expected a list of strings, got {_kind(value)}")
+            return ()
+        out = []
+        for i, item in enumerate(value):
+            if isinstance(item, (str, int)) and not isinstance(item, bool):
+                out.append(str(item))
+            else:
+                self.doc.error(self.path + (key, i), f"expected a string, got {_kind(item)}")
+        return tuple(out)
+
+    def mapping(self, key: str) -> dict[str, Any]:
+        value = self.data.get(key, {})
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.doc.error(self.path + (key,), f"expected a mapping, got {_kind(value)}")
+            return {}
+        return value
+
+    def str_map(self, key: str) -> dict[str, str]:
+        out = {}
+        for name, value in self.mapping(key).items():
+            if isinstance(value, (str, int)) and not isinstance(value, bool):
+                out[name] = str(value)
+            else:
+                self.doc.error(self.path + (key, name), f"expected a string, got {_kind(value)}")
+        return out
+
+    def version_list(self, key: str, *, known: tuple[str, ...] = ()) -> tuple[Version, ...]:
+        return tuple(v for i, text in enumerate(self.str_list(key))
+                     if (v := parse_version(self.doc, self.path + (key, i), text, known)))
+
+    def specifier(self, key: str, default: str = "") -> SpecifierSet:
+        text = self.str(key, default)
+        try:
+            return SpecifierSet(text)
+        except InvalidSpecifier:
+            self.doc.error(self.path + (key,), f"'{text}' is not a version specifier",
+                           "write it like '>=3.10,<3.15'")
+            return SpecifierSet(default)
+
+
+def parse_version(doc: Doc, path: Path_, text: str, known: tuple[str, ...] = ()) -> Version | None:
+    """Parse with packaging; on failure record a located problem with the closest fix."""
+    try:
+        return Version(text)
+    except InvalidVersion:
+        repaired = text.replace("O", "0").replace("o", "0").replace("l", "1").replace(",", ".")
+        hint = did_you_mean(text, known) if known else None
+        if not hint or hint.startswith("expected"):
+            try:
+                hint = f"did you mean '{Version(repaired)}'?" if repaired != text else None
+            except InvalidVersion:
+                hint = None
+        doc.error(path, f"'{text}' is not a version", hint or "write it like '2.13.0'")
+        return None

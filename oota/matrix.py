@@ -1,0 +1,183 @@
+"""Load ``matrix.yaml`` (the single source of truth) into frozen dataclasses.
+
+Shape of the file::
+
+    version: 1
+    os:                                  # every OS a cell may use
+      debian12:
+        image: debian:bookworm-slim      # pulled when a registry answers
+        python: ["3.11"]                 # Python versions its package manager provides
+        bootstrap:                       # optional: how to build the base when none can be pulled
+          tool: debootstrap
+          suite: bookworm
+          mirror: http://deb.debian.org/debian
+    vendors:
+      cpu:                               # a folder vendors/cpu/ must exist
+        os: [debian12]
+        python: ["3.11"]
+        torch: ["2.13.0"]
+        # cuda: ["12.6", "13.0"]         # the vendor's toolkit axis, named in its vendor.yaml
+        exclude: [{os: debian12, python: "3.13"}]   # GitHub Actions matrix semantics
+        include: []
+        default: [{python: "3.11"}]      # what `build` takes when no --cell/--all is given
+
+Every problem is reported at once, located as ``file:line:column: yaml.path: message``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+from oota.errors import MatrixError
+from oota.fields import Fields, parse_version
+from oota.vendors import Vendor, discover, load_vendor
+from oota.yamlsrc import Doc, Path_, did_you_mean, load_yaml
+
+SCHEMA_VERSION = 1
+CORE_AXES = ("os", "python", "torch")
+_RULE_KEYS = ("include", "exclude", "default")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Bootstrap:
+    tool: str
+    suite: str
+    mirror: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OsSpec:
+    key: str
+    image: str
+    python: tuple[Version, ...]
+    bootstrap: Bootstrap | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VendorMatrix:
+    """One vendor's axes and rules, values already validated (axis -> tuple of strings)."""
+
+    vendor: Vendor
+    axes: tuple[tuple[str, tuple[str, ...]], ...]
+    include: tuple[tuple[tuple[str, str], ...], ...]
+    exclude: tuple[tuple[tuple[str, str], ...], ...]
+    default: tuple[tuple[tuple[str, str], ...], ...]
+    path: Path_
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Matrix:
+    file: Path
+    root: Path                       # folder of matrix.yaml; vendors/ and images/ live here
+    os: dict[str, OsSpec]
+    vendors: dict[str, VendorMatrix]
+    doc: Doc                         # kept to locate problems found while planning
+
+    @property
+    def images_dir(self) -> Path:
+        return self.root / "images"
+
+
+def load_matrix(file: Path | str) -> Matrix:
+    """Load and validate a matrix file and every vendor it names."""
+    file = Path(file)
+    doc = load_yaml(file, file.name if file.parent == Path.cwd() else str(file))
+    top = Fields(doc, (), doc.data, allowed=("version", "os", "vendors"),
+                 required=("version", "os", "vendors"))
+    if top.has("version") and top.raw("version") != SCHEMA_VERSION:
+        doc.error(("version",), f"unsupported version {top.raw('version')!r}",
+                  f"this oota reads version {SCHEMA_VERSION}")
+    oses = {key: _load_os(doc, key, value) for key, value in top.mapping("os").items()}
+    known = discover(file.parent / "vendors")
+    vendors: dict[str, VendorMatrix] = {}
+    problems_from_vendor_files: list[str] = []
+    for name, value in top.mapping("vendors").items():
+        path = ("vendors", name)
+        if name not in known:
+            doc.error(path, f"no vendor folder vendors/{name}/ with a vendor.yaml",
+                      did_you_mean(name, tuple(known)))
+            continue
+        try:
+            vendor = load_vendor(known[name], file.parent)
+        except MatrixError as exc:
+            problems_from_vendor_files.extend(exc.problems)
+            continue
+        vendors[name] = _load_vendor_matrix(doc, path, value, vendor, oses)
+    doc.problems.extend(problems_from_vendor_files)
+    doc.raise_if_problems()
+    return Matrix(file=file, root=file.parent, os=oses, vendors=vendors, doc=doc)
+
+
+def _load_os(doc: Doc, key: str, value: Any) -> OsSpec:
+    path = ("os", key)
+    f = Fields(doc, path, value, allowed=("image", "python", "bootstrap"),
+               required=("image", "python"))
+    bootstrap = None
+    if f.raw("bootstrap") is not None:
+        b = Fields(doc, path + ("bootstrap",), f.raw("bootstrap"),
+                   allowed=("tool", "suite", "mirror"), required=("tool", "suite", "mirror"))
+        tool = b.str("tool", "debootstrap")
+        if b.has("tool") and tool != "debootstrap":
+            doc.error(path + ("bootstrap", "tool"), f"unknown bootstrap tool '{tool}'",
+                      did_you_mean(tool, ("debootstrap",)))
+        bootstrap = Bootstrap(tool=tool, suite=b.str("suite"), mirror=b.str("mirror"))
+    return OsSpec(key=key, image=f.str("image"), python=f.version_list("python"),
+                  bootstrap=bootstrap)
+
+
+def _load_vendor_matrix(doc: Doc, path: Path_, value: Any, vendor: Vendor,
+                        oses: dict[str, OsSpec]) -> VendorMatrix:
+    axis_names = CORE_AXES + ((vendor.toolkit.axis,) if vendor.toolkit else ())
+    f = Fields(doc, path, value, allowed=axis_names + _RULE_KEYS)
+    axes = []
+    for axis in axis_names:
+        if not f.has(axis):
+            continue
+        values = f.str_list(axis)
+        if not values:
+            doc.error(path + (axis,), "the axis is empty", "list at least one value or remove it")
+        for i, text in enumerate(values):
+            _check_value(doc, path + (axis, i), axis, text, oses)
+        axes.append((axis, values))
+    rules = {key: _load_rules(doc, path + (key,), f.raw(key), axis_names, oses)
+             for key in _RULE_KEYS}
+    if not axes and not rules["include"]:
+        doc.error(path, "declares no axes and no include entries", "add os, python and torch")
+    return VendorMatrix(vendor=vendor, axes=tuple(axes), include=rules["include"],
+                        exclude=rules["exclude"], default=rules["default"], path=path)
+
+
+def _check_value(doc: Doc, path: Path_, axis: str, text: str, oses: dict[str, OsSpec]) -> None:
+    if axis == "os":
+        if text not in oses:
+            doc.error(path, f"unknown os '{text}'", did_you_mean(text, tuple(oses)))
+        return
+    known = tuple(sorted({str(v) for spec in oses.values() for v in spec.python})) \
+        if axis == "python" else ()
+    parse_version(doc, path, text, known)
+
+
+def _load_rules(doc: Doc, path: Path_, value: Any, axis_names: tuple[str, ...],
+                oses: dict[str, OsSpec]) -> tuple[tuple[tuple[str, str], ...], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        doc.error(path, "expected a list of mappings", "write each entry as {os: ..., python: ...}")
+        return ()
+    out = []
+    for i, entry in enumerate(value):
+        f = Fields(doc, path + (i,), entry, allowed=axis_names)
+        if f.ok and not entry:
+            doc.error(path + (i,), "the entry is empty", "name at least one axis")
+        pairs = []
+        for key in axis_names:
+            if f.has(key):
+                text = f.str(key) if not isinstance(f.raw(key), int) else str(f.raw(key))
+                _check_value(doc, path + (i, key), key, text, oses)
+                pairs.append((key, text))
+        out.append(tuple(pairs))
+    return tuple(out)

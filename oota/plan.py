@@ -1,0 +1,152 @@
+"""Plan: expand the matrix into cells. Pure functions, no Docker, no file writes.
+
+Expansion follows GitHub Actions' matrix semantics: the cartesian product of the axes, minus
+every combination that matches an ``exclude`` entry on all the keys it names, then each
+``include`` entry is merged into every combination whose original values it does not
+contradict (adding keys), or appended as a new combination when it fits none.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from packaging.version import Version
+
+from oota.errors import InputError
+from oota.matrix import CORE_AXES, Matrix, OsSpec, VendorMatrix
+from oota.vendors import Vendor
+from oota.yamlsrc import did_you_mean
+
+Combo = dict[str, str]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Cell:
+    """One image to build and verify."""
+
+    vendor: Vendor
+    os: OsSpec
+    python: Version
+    torch: Version
+    toolkit: Version | None
+
+    @property
+    def id(self) -> str:
+        parts = [self.vendor.name, f"torch{self.torch}"]
+        if self.vendor.toolkit and self.toolkit is not None:
+            parts.append(f"{self.vendor.toolkit.id_prefix}{self.toolkit}")
+        parts += [f"py{self.python}", self.os.key]
+        return "-".join(parts)
+
+    @property
+    def tag(self) -> str:
+        return f"oota/{self.vendor.name}:{self.id}"
+
+    def coordinates(self) -> dict[str, str | None]:
+        """The cell's position in the matrix, as plain strings (labels, results, templates)."""
+        return {
+            "vendor": self.vendor.name,
+            "os": self.os.key,
+            "python": str(self.python),
+            "torch": str(self.torch),
+            "toolkit": self.vendor.toolkit.axis if self.vendor.toolkit else None,
+            "toolkit_version": str(self.toolkit) if self.toolkit is not None else None,
+        }
+
+
+def expand_combos(axes: list[tuple[str, tuple[str, ...]]], include: list[Combo],
+                  exclude: list[Combo]) -> list[Combo]:
+    """GitHub Actions matrix expansion over plain string values."""
+    names = [name for name, _ in axes]
+    combos: list[Combo] = []
+    if axes:
+        combos = [dict(zip(names, values))
+                  for values in itertools.product(*(vals for _, vals in axes))]
+    combos = [c for c in combos if not any(_matches(c, rule) for rule in exclude)]
+    originals = [dict(c) for c in combos]
+    for rule in include:
+        merged = False
+        for combo, original in zip(combos, originals):
+            if all(original.get(k, v) == v for k, v in rule.items()):
+                combo.update(rule)
+                merged = True
+        if not merged:
+            combos.append(dict(rule))
+            originals.append(dict(rule))
+    return combos
+
+
+def _matches(combo: Combo, rule: Combo) -> bool:
+    return all(combo.get(k) == v for k, v in rule.items())
+
+
+def vendor_cells(matrix: Matrix, vm: VendorMatrix) -> list[Cell]:
+    """All cells of one vendor; impossible combinations are located errors."""
+    doc = matrix.doc
+    combos = expand_combos(list(vm.axes), [dict(r) for r in vm.include],
+                           [dict(r) for r in vm.exclude])
+    axis_names = CORE_AXES + ((vm.vendor.toolkit.axis,) if vm.vendor.toolkit else ())
+    cells, seen = [], set()
+    for combo in combos:
+        missing = [a for a in axis_names if a not in combo]
+        if missing:
+            doc.error(vm.path, f"combination {combo} has no value for {', '.join(missing)}",
+                      "give the axis at the vendor level or in the include entry")
+            continue
+        os_spec = matrix.os[combo["os"]]
+        python = Version(combo["python"])
+        if python not in os_spec.python:
+            provided = ", ".join(str(v) for v in os_spec.python)
+            doc.error(vm.path, f"combination os={combo['os']} python={combo['python']} is "
+                      f"impossible: {combo['os']} provides Python {provided}",
+                      f"add exclude entry {{os: {combo['os']}, python: \"{combo['python']}\"}}")
+            continue
+        toolkit = vm.vendor.toolkit
+        cell = Cell(vendor=vm.vendor, os=os_spec, python=python, torch=Version(combo["torch"]),
+                    toolkit=Version(combo[toolkit.axis]) if toolkit else None)
+        if cell.id not in seen:
+            seen.add(cell.id)
+            cells.append(cell)
+    return cells
+
+
+def plan(matrix: Matrix, vendors: list[str] | None = None) -> list[Cell]:
+    """Every cell of the chosen vendors (all when None), in matrix order."""
+    names = list(matrix.vendors) if not vendors else vendors
+    unknown = [n for n in names if n not in matrix.vendors]
+    if unknown:
+        raise InputError("\n".join(
+            f"{matrix.file}: vendor '{n}' is not in the matrix; "
+            f"{did_you_mean(n, tuple(matrix.vendors))}" for n in unknown))
+    cells = [cell for n in names for cell in vendor_cells(matrix, matrix.vendors[n])]
+    matrix.doc.raise_if_problems()
+    return cells
+
+
+def select(matrix: Matrix, cells: list[Cell], *, ids: list[str] | None = None,
+           everything: bool = False) -> list[Cell]:
+    """Pick cells: by id, all of them, or each vendor's declared ``default`` entries."""
+    if ids:
+        by_id = {c.id: c for c in cells}
+        unknown = [i for i in ids if i not in by_id]
+        if unknown:
+            raise InputError("\n".join(f"unknown cell '{i}'; {did_you_mean(i, tuple(by_id))}"
+                                       for i in unknown))
+        return [by_id[i] for i in dict.fromkeys(ids)]
+    if everything:
+        return cells
+    chosen = []
+    for cell in cells:
+        rules = matrix.vendors[cell.vendor.name].default
+        coords = _combo_of(cell)
+        if not rules or any(_matches(coords, dict(rule)) for rule in rules):
+            chosen.append(cell)
+    return chosen
+
+
+def _combo_of(cell: Cell) -> Combo:
+    combo = {"os": cell.os.key, "python": str(cell.python), "torch": str(cell.torch)}
+    if cell.vendor.toolkit and cell.toolkit is not None:
+        combo[cell.vendor.toolkit.axis] = str(cell.toolkit)
+    return combo

@@ -1,0 +1,166 @@
+"""Where packages come from during a build: indexes, wheelhouses and the CA bundle.
+
+Users sit behind TLS-intercepting proxies, use private mirrors and air-gapped wheelhouses.
+This module reads what the host already trusts and uses (pip's own configuration, the usual
+CA variables), merges it with the vendor's index and the command-line overrides, and turns
+it into two BuildKit secrets (``ca``, ``pipconf``) plus a wheelhouse folder for the context.
+Secrets never reach an image layer; the wheelhouse is bind-mounted, not copied.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from oota.errors import InputError
+
+CA_VARIABLES = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
+WHEELHOUSE_IN_BUILD = "/wheelhouse"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PipSources:
+    index_url: str
+    extra_index_urls: tuple[str, ...]
+    find_links_urls: tuple[str, ...]
+    wheel_dirs: tuple[Path, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    def pip_conf(self, *, with_wheelhouse: bool) -> str:
+        """The pip.conf handed to the build as the ``pipconf`` secret."""
+        lines = ["[global]", f"index-url = {self.index_url}"]
+        if self.extra_index_urls:
+            lines.append("extra-index-url = " + " ".join(self.extra_index_urls))
+        links = ([WHEELHOUSE_IN_BUILD] if with_wheelhouse else []) + list(self.find_links_urls)
+        if links:
+            lines.append("find-links = " + " ".join(links))
+        return "\n".join(lines) + "\n"
+
+    def describe(self) -> dict[str, object]:
+        """For results and labels: URLs with any credentials removed."""
+        return {"index_url": redact(self.index_url),
+                "extra_index_urls": [redact(u) for u in self.extra_index_urls],
+                "find_links": [redact(u) for u in self.find_links_urls]
+                + [str(d) for d in self.wheel_dirs],
+                "notes": list(self.notes)}
+
+
+def redact(url: str) -> str:
+    parts = urlsplit(url)
+    if "@" in parts.netloc:
+        return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
+    return url
+
+
+def find_ca_bundle(explicit: str | None) -> Path | None:
+    """``--ca-bundle``, else the first of PIP_CERT/REQUESTS_CA_BUNDLE/SSL_CERT_FILE, else pip's
+    ``cert`` setting. None when the host configures no bundle (public CAs then suffice)."""
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise InputError(f"--ca-bundle {explicit}: no such file")
+        return path.resolve()
+    for name in CA_VARIABLES:
+        value = os.environ.get(name)
+        if value and Path(value).is_file():
+            return Path(value).resolve()
+    cert = host_pip_config().get("cert")
+    return Path(cert).resolve() if cert and Path(cert).is_file() else None
+
+
+@lru_cache(maxsize=1)
+def host_pip_config() -> dict[str, str]:
+    """pip's effective configuration on this host (files and PIP_* variables), last one wins."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    config: dict[str, str] = {}
+    for line in proc.stdout.splitlines():
+        match = re.match(r"^(?:global|install|download|wheel|:env:)\.([\w-]+)='(.*)'$", line)
+        if match:
+            config[match.group(1)] = match.group(2)
+    return config
+
+
+@lru_cache(maxsize=32)
+def reachable(url: str, timeout: float = 8.0) -> str | None:
+    """None when ``url`` answers over HTTP(S); otherwise why not (one line)."""
+    try:
+        request = urllib.request.Request(url.rstrip("/") + "/", method="GET")
+        with urllib.request.urlopen(request, timeout=timeout):
+            return None
+    except urllib.error.HTTPError as exc:
+        return None if exc.code < 500 and exc.code != 404 else f"HTTP {exc.code}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return str(reason).splitlines()[0][:200]
+
+
+def resolve_sources(*, vendor_index: str, index_url: str | None = None,
+                    find_links: tuple[str, ...] = (), use_host_config: bool = True,
+                    probe: bool = True) -> PipSources:
+    """Merge (in order of precedence) the command line, the host's pip configuration and the
+    vendor's index. The vendor's index is left out, with a note, when it does not answer."""
+    host = host_pip_config() if use_host_config else {}
+    notes: list[str] = []
+    primary = index_url or host.get("index-url") or "https://pypi.org/simple"
+    extras: list[str] = []
+    if vendor_index and not index_url:
+        why = reachable(vendor_index) if probe else None
+        if why:
+            notes.append(f"vendor index {vendor_index} is unreachable from this host ({why}); "
+                         "left out, packages come from the other sources")
+        else:
+            extras.append(vendor_index)
+    for url in host.get("extra-index-url", "").split():
+        if url.startswith("file:"):
+            notes.append(f"host extra-index-url {url} is a local folder index: not visible "
+                         "inside the build; use --find-links with a wheel folder instead")
+        else:
+            extras.append(url)
+    links = list(find_links) + host.get("find-links", "").split()
+    link_urls, dirs = [], []
+    for link in links:
+        path = Path(link.removeprefix("file://")).expanduser()
+        if link.startswith(("http://", "https://")):
+            link_urls.append(link)
+        elif path.is_dir():
+            dirs.append(path.resolve())
+        else:
+            notes.append(f"find-links {link} is neither a URL nor an existing folder; ignored")
+    return PipSources(index_url=primary, extra_index_urls=tuple(dict.fromkeys(extras)),
+                      find_links_urls=tuple(dict.fromkeys(link_urls)),
+                      wheel_dirs=tuple(dict.fromkeys(dirs)), notes=tuple(notes))
+
+
+def fill_wheelhouse(dest: Path, dirs: tuple[Path, ...]) -> list[str]:
+    """Hard-link (or copy) every wheel of the host's wheelhouses into the build context."""
+    dest.mkdir(parents=True, exist_ok=True)
+    names = []
+    for folder in dirs:
+        for wheel in sorted(folder.glob("*.whl")):
+            target = dest / wheel.name
+            if target.exists():
+                continue
+            try:
+                os.link(wheel, target)
+            except OSError:
+                import shutil
+                shutil.copy2(wheel, target)
+            names.append(wheel.name)
+    return names
+
+
+def dump(sources: PipSources) -> str:
+    return json.dumps(sources.describe(), indent=2)

@@ -1,0 +1,73 @@
+"""Verify: run the image's own suite (``oota-verify``) with the vendor's device flags and
+collect what it wrote. The same command is what a user runs by hand on a pulled image."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from oota.engine import RUN_LABEL, Engine, RunRequest
+from oota.plan import Cell
+
+RESULTS_IN_CONTAINER = "/tmp/oota-results"
+
+
+@dataclass(kw_only=True, slots=True)
+class VerifyOutcome:
+    tests: list[dict[str, Any]] = field(default_factory=list)
+    installed: dict[str, Any] = field(default_factory=dict)
+    image: dict[str, Any] = field(default_factory=dict)
+    problem: str = ""
+    log_tail: str = ""
+
+
+def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id: str,
+                 layers: tuple[str, ...] = (), timeout_s: int = 1800) -> VerifyOutcome:
+    outcome = VerifyOutcome(image={"tag": image})
+    if engine.image_labels(image) is None:
+        outcome.problem = f"image {image} not found; build it first (invoke build --cell {cell.id})"
+        return outcome
+    outcome.image.update(id=None, digest=engine.image_digest(image))
+    command = ["oota-verify", "--out", RESULTS_IN_CONTAINER]
+    if layers:
+        command += ["--layer", ",".join(layers)]
+    collected = folder / "verify"
+    for stale in ("tests.json", "junit.xml", "installed.json"):
+        (collected / stale).unlink(missing_ok=True)
+    run = engine.run(RunRequest(
+        image=image, command=command, flags=list(cell.vendor.run_flags),
+        labels={RUN_LABEL: run_id, "oota.cell": cell.id}, collect=RESULTS_IN_CONTAINER,
+        collect_to=collected, log_path=folder / "verify.log", timeout_s=timeout_s))
+    outcome.log_tail = run.output_tail
+    tests_file = collected / "tests.json"
+    if not tests_file.exists():
+        why = "timed out" if run.timed_out else f"exited with {run.exit_code}"
+        outcome.problem = f"the verify suite wrote no results ({why})"
+        return outcome
+    data = json.loads(tests_file.read_text())
+    outcome.tests = [_test_entry(t) for t in data.get("tests", [])]
+    installed = collected / "installed.json"
+    if installed.exists():
+        outcome.installed = json.loads(installed.read_text())
+    failed = [t for t in outcome.tests if t["status"] in ("failed", "error")]
+    if failed:
+        first = failed[0]
+        outcome.problem = (f"{len(failed)} of {len(outcome.tests)} tests failed; first: "
+                           f"{first['id']}: {first.get('message', '').splitlines()[0] if first.get('message') else ''}")
+    elif run.exit_code != 0:
+        outcome.problem = f"oota-verify exited with {run.exit_code} although no test failed"
+    elif not outcome.tests:
+        outcome.problem = "the verify suite ran no test"
+    return outcome
+
+
+def _test_entry(raw: dict[str, Any]) -> dict[str, Any]:
+    entry = {"id": str(raw["id"]), "layer": str(raw.get("layer", "vendor")),
+             "status": raw.get("status", "error"), "duration_s": float(raw.get("duration_s", 0.0))}
+    if raw.get("message"):
+        entry["message"] = str(raw["message"])
+    if raw.get("data"):
+        entry["data"] = raw["data"]
+    return entry

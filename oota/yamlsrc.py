@@ -1,0 +1,199 @@
+"""Strict YAML loading that remembers where every value came from.
+
+PyYAML's safe loader silently keeps the last of two duplicate keys, turns ``3.10`` into the
+float ``3.1`` and expands alias bombs until memory runs out. This module composes the node
+graph instead and builds plain Python values from it itself, so that:
+
+* every mapping key and sequence item keeps its ``file:line:column``;
+* duplicate keys, non-string keys and documents that expand past a node budget are errors;
+* floats keep their source text (everything float-shaped in our data is a version).
+
+Nothing below the loaders sees a raw YAML node; they see :class:`Doc` (values + locations).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from oota.errors import MatrixError
+
+# A matrix with every vendor fully spelled out is a few thousand nodes; a billion-laughs
+# document needs millions. The budget sits far above the first and far below the second.
+MAX_NODES = 50_000
+
+Path_ = tuple[str | int, ...]
+
+
+def path_str(path: Path_) -> str:
+    """Render a YAML path as ``vendors.cuda.python[2]``."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "<document>"
+
+
+@dataclass(slots=True)
+class Doc:
+    """A loaded YAML document: plain values plus the location of every path in it."""
+
+    file: str
+    data: Any
+    marks: dict[Path_, tuple[int, int]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def where(self, path: Path_) -> str:
+        """``file:line:col`` of the nearest located ancestor of ``path``."""
+        for cut in range(len(path), -1, -1):
+            mark = self.marks.get(path[:cut])
+            if mark:
+                return f"{self.file}:{mark[0]}:{mark[1]}"
+        return f"{self.file}:1:1"
+
+    def error(self, path: Path_, message: str, suggestion: str | None = None) -> None:
+        """Record one problem; they are raised together by :meth:`raise_if_problems`."""
+        text = f"{self.where(path)}: {path_str(path)}: {message}"
+        if suggestion:
+            text += f"; {suggestion}"
+        self.problems.append(text)
+
+    def raise_if_problems(self) -> None:
+        if self.problems:
+            raise MatrixError(list(self.problems))
+
+
+def did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str | None:
+    """A ``did you mean 'x'?`` hint from the closest choice, or a list of valid ones."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    if close:
+        return f"did you mean '{close[0]}'?"
+    if choices:
+        return "expected one of: " + ", ".join(sorted(str(c) for c in choices))
+    return None
+
+
+class _NodeBudgetExceeded(Exception):
+    pass
+
+
+class _Builder:
+    """Turns a composed node graph into plain values, recording marks and problems."""
+
+    def __init__(self, doc: Doc):
+        self.doc = doc
+        self.visited = 0
+
+    def build(self, node: yaml.Node, path: Path_) -> Any:
+        self.visited += 1
+        if self.visited > MAX_NODES:
+            raise _NodeBudgetExceeded
+        self.doc.marks.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(item, path + (i,)) for i, item in enumerate(node.value)]
+        return self._scalar(node)
+
+    def _mapping(self, node: yaml.MappingNode, path: Path_) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        merged: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                merged.update(self._merge_source(value_node, path))
+                continue
+            if not isinstance(key_node, yaml.ScalarNode):
+                self._problem_at(key_node, path, "mapping keys must be plain strings")
+                continue
+            key = key_node.value
+            if key in out:
+                first = self.doc.marks.get(path + (key,), (0, 0))
+                self._problem_at(key_node, path + (key,),
+                                 f"duplicate key '{key}' (first defined at line {first[0]})",
+                                 "remove one of them")
+                continue
+            self.doc.marks[path + (key,)] = (key_node.start_mark.line + 1,
+                                             key_node.start_mark.column + 1)
+            out[key] = self.build(value_node, path + (key,))
+        for key, value in merged.items():
+            out.setdefault(key, value)
+        return out
+
+    def _merge_source(self, node: yaml.Node, path: Path_) -> dict[str, Any]:
+        sources = node.value if isinstance(node, yaml.SequenceNode) else [node]
+        merged: dict[str, Any] = {}
+        for source in sources:
+            value = self.build(source, path)
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    merged.setdefault(key, item)
+            else:
+                self._problem_at(source, path, "a merge key '<<' needs a mapping or list of mappings")
+        return merged
+
+    def _scalar(self, node: yaml.ScalarNode) -> Any:
+        if node.tag == "tag:yaml.org,2002:null":
+            return None
+        if node.tag == "tag:yaml.org,2002:bool":
+            return node.value.lower() in ("true", "yes", "on")
+        if node.tag == "tag:yaml.org,2002:int":
+            try:
+                return int(node.value.replace("_", ""), 0)
+            except ValueError:
+                return node.value
+        # Floats stay text: '3.10' is a Python version, not 3.1.
+        return node.value
+
+    def _problem_at(self, node: yaml.Node, path: Path_, message: str,
+                    suggestion: str | None = None) -> None:
+        where = f"{self.doc.file}:{node.start_mark.line + 1}:{node.start_mark.column + 1}"
+        text = f"{where}: {path_str(path)}: {message}"
+        self.doc.problems.append(text + (f"; {suggestion}" if suggestion else ""))
+
+
+def load_yaml(path: Path, display_name: str | None = None) -> Doc:
+    """Load one YAML file into a :class:`Doc`; every structural problem raises MatrixError."""
+    name = display_name or str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MatrixError([f"{name}: file not found"]) from None
+    except UnicodeDecodeError as exc:
+        raise MatrixError([f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})"]) from None
+    return parse_yaml(text, name)
+
+
+def parse_yaml(text: str, name: str) -> Doc:
+    """Parse YAML text; see :func:`load_yaml`."""
+    doc = Doc(file=name, data=None)
+    try:
+        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
+        problem = exc.problem or exc.context or "malformed YAML"
+        raise MatrixError([f"{where}: malformed YAML: {problem}"]) from None
+    except yaml.YAMLError as exc:
+        raise MatrixError([f"{name}: malformed YAML: {exc}"]) from None
+    if not nodes or nodes[0] is None:
+        raise MatrixError([f"{name}:1:1: the file is empty; expected a mapping at the top level"])
+    if len(nodes) > 1:
+        raise MatrixError([f"{name}: holds {len(nodes)} YAML documents; expected exactly one"])
+    root = nodes[0]
+    if not isinstance(root, yaml.MappingNode):
+        kind = "a list" if isinstance(root, yaml.SequenceNode) else "a single value"
+        raise MatrixError([f"{name}:{root.start_mark.line + 1}:{root.start_mark.column + 1}: "
+                           f"the document is {kind}; expected a mapping at the top level"])
+    try:
+        doc.data = _Builder(doc).build(root, ())
+    except (_NodeBudgetExceeded, RecursionError):
+        raise MatrixError([f"{name}: the document expands to more than {MAX_NODES} nodes "
+                           "(an alias bomb?); write the values out or use fewer aliases"]) from None
+    doc.raise_if_problems()
+    return doc

@@ -1,0 +1,148 @@
+"""Invoke tasks: parse flags, call one function of oota.api, map errors to exit codes.
+
+Exit codes: 0 all selected cells passed; 1 a cell failed or generated files are stale;
+2 bad input (matrix, vendor, cell, flag); 3 environment (Docker, BuildKit, host tool);
+130 interrupted. See README.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from invoke import Exit, task
+
+from oota import api
+from oota.build import BuildOptions
+from oota.console import Console
+from oota.errors import EXIT_FAILED, EXIT_INTERRUPTED, OotaError
+
+HELP_MATRIX = "matrix file (default: matrix.yaml)"
+
+
+def _errors_to_exit(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if os.environ.get("OOTA_DEBUG"):
+            logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+        try:
+            return fn(*args, **kwargs)
+        except OotaError as exc:
+            raise Exit(f"error: {exc}", code=exc.exit_code) from None
+        except KeyboardInterrupt:
+            raise Exit("interrupted", code=EXIT_INTERRUPTED) from None
+    return wrapper
+
+
+def _vendors(vendor):
+    return [v for item in vendor for v in item.split(",") if v] if vendor else None
+
+
+@task(iterable=["vendor"], help={"vendor": "vendor name (repeatable)", "matrix": HELP_MATRIX,
+                                 "format": "table or json"})
+@_errors_to_exit
+def matrix(c, vendor=None, matrix="matrix.yaml", format="table"):
+    """List the expanded cells of the matrix."""
+    rows = api.matrix_rows(matrix, _vendors(vendor))
+    print(api.format_rows(rows, format))
+
+
+@task(iterable=["vendor"], help={"vendor": "vendor name (repeatable)", "matrix": HELP_MATRIX,
+                                 "check": "only compare; exit 1 and show the diff when stale"})
+@_errors_to_exit
+def generate(c, vendor=None, matrix="matrix.yaml", check=False):
+    """Render images/<vendor>/<cell>/Dockerfile for every cell."""
+    written, drift = api.generate(matrix, _vendors(vendor), check_only=check)
+    if drift is not None:
+        if not drift.clean:
+            sys.stdout.write(drift.stale_diff)
+            raise Exit(f"{len(drift.changed)} generated file(s) are stale; run `invoke generate`",
+                       code=EXIT_FAILED)
+        print("generated files are up to date")
+        return
+    for path in written:
+        print(f"wrote {path}")
+    print(f"{len(written)} file(s) changed")
+
+
+def _options(results, ca_bundle, index_url, find_links, no_host_pip_config, rebuild, layer,
+             verify=True):
+    return BuildOptions(results_dir=Path(results), ca_bundle=ca_bundle,
+                        index_url=index_url, find_links=tuple(find_links or ()),
+                        use_host_pip_config=not no_host_pip_config, rebuild=rebuild,
+                        verify=verify, layers=tuple(x for x in (layer or "").split(",") if x))
+
+
+def _finish(results, results_dir):
+    report = api.report(results_dir, "reports")
+    for r in results:
+        print(f"{r['status']:>16}  {r['cell']['id']}" + (f"  ({r['message']})" if r.get("message") else ""))
+    print(f"report: reports/matrix.md, reports/index.html ({len(report.results)} cells)")
+    code = api.exit_code_for(results)
+    if code:
+        raise Exit(code=code)
+
+
+_BUILD_HELP = {
+    "vendor": "vendor name (repeatable)", "cell": "cell id (repeatable)", "matrix": HELP_MATRIX,
+    "all": "every cell of the vendor, not just its defaults",
+    "ca_bundle": "CA bundle for TLS-intercepting proxies (default: PIP_CERT, REQUESTS_CA_BUNDLE, "
+                 "SSL_CERT_FILE, pip's cert)",
+    "index_url": "package index replacing the vendor's and the host's", "find_links":
+    "wheel folder or URL (repeatable)", "no_host_pip_config": "ignore the host's pip configuration",
+    "rebuild": "build even when an image with the same fingerprint exists",
+    "results": "results folder (default: results)", "layer": "verify layers, comma-separated",
+    "no_verify": "build only",
+}
+
+
+@task(iterable=["vendor", "cell", "find_links"], help=_BUILD_HELP)
+@_errors_to_exit
+def build(c, vendor=None, cell=None, matrix="matrix.yaml", all=False, ca_bundle=None,
+          index_url=None, find_links=None, no_host_pip_config=False, rebuild=False,
+          results="results", layer="", no_verify=False):
+    """Build each selected cell's image with BuildKit, verify it, and write the report."""
+    options = _options(results, ca_bundle, index_url, find_links, no_host_pip_config, rebuild,
+                       layer, verify=not no_verify)
+    out = api.build(matrix, _vendors(vendor), cell, all, options, Console())
+    _finish(out, results)
+
+
+@task(iterable=["vendor", "cell"],
+      help={k: _BUILD_HELP[k] for k in ("vendor", "cell", "matrix", "all", "results", "layer")})
+@_errors_to_exit
+def verify(c, vendor=None, cell=None, matrix="matrix.yaml", all=False, results="results",
+           layer=""):
+    """Verify already built images (no build) and write the report."""
+    options = _options(results, None, None, None, False, False, layer)
+    out = api.build(matrix, _vendors(vendor), cell, all, options, Console(), build_images=False)
+    _finish(out, results)
+
+
+@task(help={"results": "results folder (default: results)", "out": "report folder"})
+@_errors_to_exit
+def report(c, results="results", out="reports"):
+    """Write reports/matrix.md, reports/results.json and reports/index.html from results."""
+    rep = api.report(results, out)
+    print(f"{out}/matrix.md, {out}/results.json, {out}/index.html: {len(rep.results)} cells")
+    for problem in rep.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+
+
+@task(help={"docker": "also run the tests marked docker (default: yes)", "k": "pytest -k"})
+def test(c, docker=True, k=""):
+    """Run the test suite: unit tests, then the Docker integration tests."""
+    args = [sys.executable, "-m", "pytest"]
+    if not docker:
+        args += ["-m", "not docker and not network"]
+    else:
+        args += ["-m", "not network"]
+    if k:
+        args += ["-k", k]
+    code = subprocess.call(args)  # argv list: -k text never reaches a shell
+    if code:
+        raise Exit(code=code)
