@@ -49,6 +49,10 @@ class BuildOptions:
     verify_timeout_s: int = 1800
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     extra_labels: tuple[tuple[str, str], ...] = ()
+    namespace: str = "oota"   # image repository prefix: <namespace>/<vendor>:<cell-id>
+
+    def tag_for(self, cell: Cell) -> str:
+        return f"{self.namespace}/{cell.vendor.name}:{cell.id}"
 
 
 def now() -> str:
@@ -78,6 +82,7 @@ class CellRun:
         self.rendered = render_cell(matrix, cell)
         self.files = context_files(matrix, self.rendered)
         self.fingerprint = fingerprint(self.files)
+        self.tag = options.tag_for(cell)
 
     def run(self, *, build: bool) -> dict[str, Any]:
         started = now()
@@ -126,9 +131,9 @@ class CellRun:
 
     # -- build -------------------------------------------------------------------------------
     def _build(self) -> dict[str, Any] | None:
-        labels = self.engine.image_labels(self.cell.tag)
+        labels = self.engine.image_labels(self.tag)
         if labels and labels.get("oota.fingerprint") == self.fingerprint and not self.options.rebuild:
-            self.console.info(f"{self.cell.id}: image {self.cell.tag} is up to date "
+            self.console.info(f"{self.cell.id}: image {self.tag} is up to date "
                               f"({self.fingerprint[:19]}); --rebuild forces a build")
             return {"detail": {"up_to_date": True}}
         base = self.bases.get(self.cell.os.key)
@@ -182,7 +187,7 @@ class CellRun:
             "org.opencontainers.image.base.name": base.ref,
             **dict(self.options.extra_labels),
         }
-        return BuildRequest(context=context, tag=self.cell.tag, labels=labels, secrets=secrets,
+        return BuildRequest(context=context, tag=self.tag, labels=labels, secrets=secrets,
                             build_args={"BASE_IMAGE": base.ref},
                             log_path=self.folder / "build.log",
                             timeout_s=self.options.build_timeout_s)
@@ -197,7 +202,7 @@ class CellRun:
 
     # -- verify ------------------------------------------------------------------------------
     def _verify(self) -> dict[str, Any] | None:
-        outcome = verify_image(self.engine, self.cell, self.cell.tag, self.folder,
+        outcome = verify_image(self.engine, self.cell, self.tag, self.folder,
                                run_id=self.options.run_id, layers=self.options.layers,
                                timeout_s=self.options.verify_timeout_s)
         self.tests = outcome.tests
@@ -220,7 +225,7 @@ class CellRun:
             "started_at": started,
             "finished_at": now(),
         }
-        image = dict(self.extra.get("image") or {"tag": self.cell.tag})
+        image = dict(self.extra.get("image") or {"tag": self.tag})
         if "base" in self.extra:
             image["base"] = self.extra["base"]
         result["image"] = image

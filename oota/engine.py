@@ -239,9 +239,9 @@ class DockerEngine:
         steps: dict[str, tuple[str, str]] = {}
         tail: list[str] = []
         expired = threading.Event()
-        with _open_log(log_path) as sink:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    env=env, text=True, errors="replace")
+        with _open_log(log_path) as sink, subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
+                errors="replace") as proc:
             assert proc.stdout is not None
 
             def expire() -> None:

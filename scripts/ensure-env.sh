@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Make this host ready for oota, idempotently: a running Docker Engine with a BuildKit-capable
+# CLI, debootstrap (to build base images where no registry answers), and the project's
+# virtual environment in .venv. On a host that already has all of it, this does nothing.
+#
+# Installs only on Debian/Ubuntu as root (apt-get); elsewhere it says what is missing.
+# OOTA_NO_INSTALL=1 turns installing off (then a missing piece is an error).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+can_install() { [ "${OOTA_NO_INSTALL:-0}" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; }
+apt_updated=0
+apt_install() {
+  if ! can_install; then say "missing: $* (install it, or run as root on Debian/Ubuntu)"; exit 3; fi
+  if [ "$apt_updated" = 0 ]; then apt-get update -qq; apt_updated=1; fi
+  say "installing $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+docker_answers() {
+  for cli in docker /usr/bin/docker; do
+    if command -v "$cli" >/dev/null && timeout 20 "$cli" info >/dev/null 2>&1; then return 0; fi
+  done
+  return 1
+}
+
+# 1. Docker Engine (Debian's docker.io also brings a CLI that runs BuildKit builds).
+if ! docker_answers; then
+  if ! command -v dockerd >/dev/null; then
+    apt_install docker.io
+  fi
+  if ! docker_answers; then
+    say "starting dockerd (log: /var/log/oota-dockerd.log)"
+    if command -v systemctl >/dev/null && systemctl is-system-running >/dev/null 2>&1; then
+      systemctl start docker
+    else
+      nohup dockerd >/var/log/oota-dockerd.log 2>&1 &
+    fi
+    for _ in $(seq 1 60); do docker_answers && break; sleep 1; done
+    docker_answers || { say "dockerd did not answer within 60 s; see /var/log/oota-dockerd.log"; exit 3; }
+  fi
+fi
+
+# 2. debootstrap: only needed when a base image can be neither found nor pulled.
+if ! command -v debootstrap >/dev/null && can_install; then
+  apt_install debootstrap
+fi
+
+# 3. The virtual environment, reinstalled when pyproject.toml changes.
+stamp=.venv/.oota-installed
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "creating .venv and installing oota with its test extra"
+  python3 -m venv .venv
+  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e '.[test]'; } \
+      >.venv/install.log 2>&1; then
+    tail -n 30 .venv/install.log >&2; say "pip install failed; full log: .venv/install.log"; exit 3
+  fi
+  echo "$want" >"$stamp"
+fi

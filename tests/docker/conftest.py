@@ -1,0 +1,119 @@
+"""Docker integration tests: real Engine, real BuildKit builds, real containers.
+
+One session build of the repository's default CPU cell (Debian 12, Python 3.11, the real torch
+CPU wheel) is shared by the tests. Its images go to the ``oota-test`` namespace with a
+per-session ``oota.run`` label, and are removed when the session ends (set OOTA_KEEP=1 to keep
+them for debugging). The bootstrapped base image ``oota/base:*`` is a cache and is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import pytest
+
+from oota.build import BuildOptions, build_cells
+from oota.console import Console
+from oota.engine import RUN_LABEL, DockerEngine
+from oota.matrix import load_matrix
+from oota.plan import plan, select
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_CELL = "cpu-torch2.13.0-py3.11-debian12"
+NAMESPACE = "oota-test"
+
+os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # the Ryuk image cannot be pulled
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "tests/docker/" in str(item.path):
+            item.add_marker(pytest.mark.docker)
+
+
+@pytest.fixture(scope="session")
+def run_id() -> str:
+    return f"test-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def engine(run_id):
+    try:
+        eng = DockerEngine()
+    except Exception as exc:  # noqa: BLE001 - any failure means: no engine here
+        pytest.skip(f"no Docker Engine reachable: {exc}")
+    yield eng
+    if not os.environ.get("OOTA_KEEP"):
+        eng.cleanup(run_id, images=True)
+
+
+@pytest.fixture(scope="session")
+def marker_ca(tmp_path_factory) -> tuple[Path, str]:
+    """The host's CA bundle plus a freshly made self-signed certificate with a unique name:
+    the build must work with it, and not one byte of it may reach the image."""
+    folder = tmp_path_factory.mktemp("ca")
+    marker = f"oota-marker-{uuid.uuid4().hex}"
+    cert = folder / "marker.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", f"/CN={marker}", "-keyout", str(folder / "key.pem"),
+                    "-out", str(cert)], check=True, capture_output=True, timeout=60)
+    host = next((Path(os.environ[v]) for v in ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
+                 if os.environ.get(v) and Path(os.environ[v]).is_file()),
+                Path("/etc/ssl/certs/ca-certificates.crt"))
+    bundle = folder / "bundle.pem"
+    bundle.write_bytes((host.read_bytes() if host.is_file() else b"") + b"\n" + cert.read_bytes())
+    return bundle, cert.read_text()
+
+
+@dataclass
+class Built:
+    results: list[dict]
+    results_dir: Path
+    tag: str
+    options: BuildOptions
+
+
+def copy_project(dest: Path) -> Path:
+    """A throw-away copy of the project's inputs (matrix, vendors, templates, verify suite)."""
+    for name in ("vendors", "verify", "images/templates"):
+        shutil.copytree(REPO / name, dest / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+    shutil.copy(REPO / "matrix.yaml", dest / "matrix.yaml")
+    return dest / "matrix.yaml"
+
+
+@pytest.fixture(scope="session")
+def built(engine, run_id, marker_ca, tmp_path_factory) -> Built:
+    results_dir = tmp_path_factory.mktemp("results")
+    options = BuildOptions(results_dir=results_dir, ca_bundle=str(marker_ca[0]), run_id=run_id,
+                           namespace=NAMESPACE, rebuild=True,
+                           extra_labels=(("oota.test", "true"),))
+    matrix = load_matrix(REPO / "matrix.yaml")
+    cells = select(matrix, plan(matrix, ["cpu"]), ids=[DEFAULT_CELL])
+    results = build_cells(matrix, cells, engine, Console(), options)
+    return Built(results=results, results_dir=results_dir, tag=options.tag_for(cells[0]),
+                 options=options)
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    return docker.from_env()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_leftover_containers(run_id):
+    yield
+    if os.environ.get("OOTA_KEEP"):
+        return
+    try:
+        client = docker.from_env()
+        for container in client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"}):
+            container.remove(force=True)
+    except docker.errors.DockerException:
+        pass

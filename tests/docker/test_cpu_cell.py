@@ -1,0 +1,95 @@
+"""The default CPU cell, built and verified for real, and what a user can check of the image."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+from testcontainers.core.container import DockerContainer
+
+from oota.results import validation_errors
+
+from .conftest import DEFAULT_CELL
+
+
+def test_default_cell_builds_and_verifies(built):
+    (result,) = built.results
+    assert result["status"] == "passed", result.get("message")
+    assert result["stages"]["build"]["status"] == "passed"
+    assert result["stages"]["verify"]["status"] == "passed"
+    layers = {t["layer"] for t in result["tests"] if t["status"] == "passed"}
+    assert {"install", "device"} <= layers
+    assert result["installed"]["torch"]["version"] == "2.13.0+cpu"
+    assert result["installed"]["torch"]["cuda"] is None
+
+
+def test_result_files_validate_against_the_schema(built):
+    folder = built.results_dir / DEFAULT_CELL
+    data = json.loads((folder / "result.json").read_text())
+    assert validation_errors(data) == []
+    junit = (folder / "junit.xml").read_text()
+    assert "<testsuite" in junit and DEFAULT_CELL in junit
+    assert (folder / "build.log").stat().st_size > 0
+    assert (folder / "verify.log").stat().st_size > 0
+
+
+def test_report_states_where_torch_came_from(built):
+    torch = built.results[0]["installed"]["torch"]
+    # Whichever source won (the host's wheelhouse here, an index elsewhere), it is named.
+    assert torch["source"].endswith(".whl")
+    assert "torch-2.13.0+cpu" in torch["source"] or "torch-2.13.0%2Bcpu" in torch["source"]
+
+
+def test_image_carries_oci_and_cell_labels(built, docker_client):
+    labels = docker_client.images.get(built.tag).labels
+    assert labels["oota.cell"] == DEFAULT_CELL
+    assert labels["oota.torch"] == "2.13.0" and labels["oota.python"] == "3.11"
+    assert labels["oota.fingerprint"] == built.results[0]["cell"]["fingerprint"]
+    for key in ("title", "created", "revision", "source", "base.name"):
+        assert f"org.opencontainers.image.{key}" in labels
+
+
+def _layer_blobs(docker_client, tag: str):
+    """Every file of every layer of the image, as (layer, path, bytes)."""
+    raw = io.BytesIO(b"".join(docker_client.images.get(tag).save(named=True)))
+    with tarfile.open(fileobj=raw) as outer:
+        for member in outer.getmembers():
+            if not member.name.endswith("layer.tar"):
+                continue
+            with tarfile.open(fileobj=outer.extractfile(member)) as layer:
+                for entry in layer.getmembers():
+                    if entry.isfile():
+                        yield member.name, entry.name, layer.extractfile(entry).read()
+
+
+def test_ca_bundle_is_in_no_layer_and_no_history(built, docker_client, marker_ca):
+    bundle, marker_pem = marker_ca
+    body = "".join(marker_pem.strip().splitlines()[1:-1]).encode()
+    needle_lines = [line.encode() for line in marker_pem.strip().splitlines()[1:-1]][:3]
+    assert built.results[0]["stages"]["build"]["status"] == "passed"
+    hits = [f"{layer}:{path}" for layer, path, data in _layer_blobs(docker_client, built.tag)
+            if any(n in data for n in needle_lines) or body in data]
+    assert hits == [], f"the CA bundle leaked into: {hits}"
+    history = json.dumps(docker_client.images.get(built.tag).history())
+    assert "marker" not in history and str(bundle) not in history
+    assert "PIP_CERT=/" not in history.replace("PIP_CERT=/run/secrets/ca", "")
+
+
+def test_runtime_image_is_non_root_without_compilers(built):
+    with DockerContainer(built.tag).with_command("sleep 120") as container:
+        code, out = container.exec(["id", "-u"])
+        assert code == 0 and out.decode().strip() != "0"
+        code, out = container.exec(["bash", "-c", "command -v gcc cc g++ c++ clang || true"])
+        assert out.decode().strip() == "", f"compiler in runtime image: {out.decode()}"
+        code, _ = container.exec(["test", "-e", "/run/secrets/ca"])
+        assert code != 0
+
+
+def test_user_can_reverify_the_image_by_hand(built, docker_client):
+    output = docker_client.containers.run(built.tag, ["oota-verify", "-q"], remove=True,
+                                          labels={"oota.run": built.options.run_id})
+    text = output.decode()
+    assert "passed" in text and "failed" not in text.lower().replace("0 failed", "")

@@ -1,0 +1,45 @@
+"""A failing cell never stops a passing one, and both results are written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from oota.build import build_cells
+from oota.console import Console
+from oota.matrix import load_matrix
+from oota.plan import plan
+
+from .conftest import DEFAULT_CELL, copy_project
+
+
+def test_failing_cell_does_not_stop_the_next(built, engine, tmp_path):
+    matrix_file = copy_project(tmp_path)
+    data = yaml.safe_load(matrix_file.read_text())
+    cpu = data["vendors"]["cpu"]
+    # torch 0.0.1 does not exist for Python 3.11: pip must fail in the builder stage.
+    cpu.update(os=["debian12"], python=["3.11"], torch=["0.0.1", "2.13.0"], exclude=[],
+               default=[])
+    matrix_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    matrix = load_matrix(matrix_file)
+    cells = plan(matrix, ["cpu"])
+    assert [c.id for c in cells] == ["cpu-torch0.0.1-py3.11-debian12", DEFAULT_CELL]
+    results_dir = tmp_path / "results"
+    options = built.options.__class__(**{**_fields(built.options), "results_dir": results_dir,
+                                         "rebuild": False})
+    results = build_cells(matrix, cells, engine, Console(), options)
+    failing, passing = results
+    assert failing["status"] == "failed"
+    assert failing["stages"]["build"]["status"] == "failed"
+    assert "verify" not in failing["stages"]
+    assert passing["status"] == "passed", passing.get("message")
+    for cell_id in (failing["cell"]["id"], passing["cell"]["id"]):
+        on_disk = json.loads((results_dir / cell_id / "result.json").read_text())
+        assert on_disk["status"] in ("failed", "passed")
+    assert "torch==0.0.1" in (results_dir / failing["cell"]["id"] / "build.log").read_text()
+
+
+def _fields(options) -> dict:
+    return {name: getattr(options, name) for name in options.__dataclass_fields__}
