@@ -33,7 +33,7 @@ def matrix_rows(matrix_path: str, vendors: list[str] | None) -> list[dict[str, A
     rows = []
     for rendered in render_all(matrix, cells):
         cell = rendered.cell
-        rows.append({"id": cell.id, **cell.coordinates(), "base": cell.os.image,
+        rows.append({"id": cell.id, **cell.coordinates(), "base": cell.base_image,
                      "tag": cell.tag, "default": cell.id in defaults,
                      "fingerprint": fingerprint(context_files(matrix, rendered))})
     return rows

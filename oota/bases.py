@@ -42,16 +42,19 @@ def _bootstrap_labels(spec: OsSpec) -> dict[str, str]:
             "oota.base.replaces": spec.image}
 
 
-def ensure_base(engine: Engine, spec: OsSpec, workdir: Path) -> Base:
-    """Make ``spec``'s base image available and say which reference to build FROM."""
-    if engine.image_labels(spec.image) is not None:
-        return Base(ref=spec.image, how="local")
-    why = engine.pull(spec.image)
+def ensure_base(engine: Engine, image: str, spec: OsSpec, workdir: Path) -> Base:
+    """Make ``image`` available and say which reference to build FROM. The OS entry's
+    bootstrap stands in only for the OS's own image, never for a vendor's base image."""
+    if engine.image_labels(image) is not None:
+        return Base(ref=image, how="local")
+    why = engine.pull(image)
     if why is None:
-        return Base(ref=spec.image, how="pulled")
-    if spec.bootstrap is None:
-        raise StepFailed(f"base image {spec.image} is not available ({why}) and os.{spec.key} "
-                         "in matrix.yaml declares no bootstrap; pull or load it, or add one")
+        return Base(ref=image, how="pulled")
+    if spec.bootstrap is None or image != spec.image:
+        where = f"os.{spec.key} in matrix.yaml declares no bootstrap" if image == spec.image \
+            else "it is the vendor's base image, which oota cannot bootstrap"
+        raise StepFailed(f"base image {image} is not available ({why}) and {where}; pull it "
+                         "or `docker load` it on this host")
     tag = bootstrap_tag(spec)
     wanted = _bootstrap_labels(spec)
     labels = engine.image_labels(tag)

@@ -136,7 +136,7 @@ class CellRun:
             self.console.info(f"{self.cell.id}: image {self.tag} is up to date "
                               f"({self.fingerprint[:19]}); --rebuild forces a build")
             return {"detail": {"up_to_date": True}}
-        base = self.bases.get(self.cell.os.key)
+        base = self.bases.get(self.cell.base_image)
         if isinstance(base, StepFailed):
             raise base
         assert base is not None
@@ -247,13 +247,13 @@ def prepare_bases(engine: Engine, cells: list[Cell], console: Console,
     """Each OS's base image, once per run; a failure is kept and becomes those cells' result."""
     bases: dict[str, Base | StepFailed] = {}
     for cell in cells:
-        key = cell.os.key
+        key = cell.base_image
         if key in bases:
             continue
         t0 = dt.datetime.now()
         try:
-            with console.status(f"base image for {key}"):
-                bases[key] = ensure_base(engine, cell.os, workdir)
+            with console.status(f"base image {key}"):
+                bases[key] = ensure_base(engine, key, cell.os, workdir)
             base = bases[key]
             assert isinstance(base, Base)
             took = (dt.datetime.now() - t0).total_seconds()

@@ -40,6 +40,12 @@ class Cell:
         return "-".join(parts)
 
     @property
+    def base_image(self) -> str:
+        """FROM of both stages: the vendor's override for this OS/toolkit, else the OS's."""
+        toolkit = str(self.toolkit) if self.toolkit is not None else None
+        return self.vendor.base_image_for(self.os.key, toolkit) or self.os.image
+
+    @property
     def tag(self) -> str:
         return f"oota/{self.vendor.name}:{self.id}"
 
@@ -64,16 +70,17 @@ def expand_combos(axes: list[tuple[str, tuple[str, ...]]], include: list[Combo],
         combos = [dict(zip(names, values))
                   for values in itertools.product(*(vals for _, vals in axes))]
     combos = [c for c in combos if not any(_matches(c, rule) for rule in exclude)]
-    originals = [dict(c) for c in combos]
+    # Include entries merge into the expanded combinations only; a combination appended by an
+    # earlier include entry is never extended by a later one (GitHub Actions does the same).
+    expanded = [(combo, dict(combo)) for combo in combos]
     for rule in include:
         merged = False
-        for combo, original in zip(combos, originals):
+        for combo, original in expanded:
             if all(original.get(k, v) == v for k, v in rule.items()):
                 combo.update(rule)
                 merged = True
         if not merged:
             combos.append(dict(rule))
-            originals.append(dict(rule))
     return combos
 
 

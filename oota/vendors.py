@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from oota.errors import InputError
 from oota.fields import Fields
@@ -42,6 +43,16 @@ class Vendor:
     runtime_apt: tuple[str, ...]
     run_flags: tuple[str, ...]        # `docker run` flags that expose the device
     smoke_imports: tuple[str, ...]
+    base_images: dict[str, dict[str, str]]  # os -> toolkit version (or "default") -> image
+    env: dict[str, str]               # environment of the runtime image
+    host: dict[str, Any]              # how to probe a Docker host for the hardware (oota/hosts.py)
+    facts: dict[str, Any]             # vendor data: python range, extension, compat table
+    verify: dict[str, Any]            # what the in-image suite checks (dtypes, tolerances, models)
+
+    def base_image_for(self, os_key: str, toolkit: str | None) -> str | None:
+        """The vendor's own base image for a cell, when it overrides the OS's."""
+        per_os = self.base_images.get(os_key, {})
+        return per_os.get(toolkit or "default") or per_os.get("default")
 
     @property
     def template(self) -> Path:
@@ -49,7 +60,8 @@ class Vendor:
 
 
 _KEYS = ("name", "display", "source", "device", "toolkit", "index_url", "requirements",
-         "test_requirements", "builder_apt", "runtime_apt", "run_flags", "smoke_imports")
+         "test_requirements", "builder_apt", "runtime_apt", "run_flags", "smoke_imports",
+         "base_images", "env", "host", "facts", "verify")
 
 
 def load_vendor(folder: Path, display_root: Path | None = None) -> Vendor:
@@ -78,9 +90,21 @@ def load_vendor(folder: Path, display_root: Path | None = None) -> Vendor:
         test_requirements=f.str_list("test_requirements"), builder_apt=f.str_list("builder_apt"),
         runtime_apt=f.str_list("runtime_apt"), run_flags=f.str_list("run_flags"),
         smoke_imports=f.str_list("smoke_imports"),
+        base_images={os_key: {str(k): str(v) for k, v in (per_os or {}).items()}
+                     for os_key, per_os in f.mapping("base_images").items()
+                     if _is_map(doc, ("base_images", os_key), per_os)},
+        env=f.str_map("env"), host=f.mapping("host"), facts=f.mapping("facts"),
+        verify=f.mapping("verify"),
     )
     doc.raise_if_problems()
     return vendor
+
+
+def _is_map(doc, path, value) -> bool:
+    if isinstance(value, dict):
+        return True
+    doc.error(path, "expected a mapping of toolkit version (or 'default') to image")
+    return False
 
 
 def discover(vendors_dir: Path) -> dict[str, Path]:
