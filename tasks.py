@@ -8,6 +8,7 @@ Exit codes: 0 all selected cells passed; 1 a cell failed or generated files are 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import subprocess
@@ -113,14 +114,40 @@ def build(c, vendor=None, cell=None, matrix="matrix.yaml", all=False, ca_bundle=
 
 
 @task(iterable=["vendor", "cell"],
-      help={k: _BUILD_HELP[k] for k in ("vendor", "cell", "matrix", "all", "results", "layer")})
+      help={**{k: _BUILD_HELP[k] for k in ("vendor", "cell", "matrix", "all", "results", "layer")},
+            "here": "verify a Python environment and this host's devices, without Docker",
+            "python": "with --here: the interpreter whose torch is verified (default: this one)"})
 @_errors_to_exit
 def verify(c, vendor=None, cell=None, matrix="matrix.yaml", all=False, results="results",
-           layer=""):
-    """Verify already built images (no build) and write the report."""
-    options = _options(results, None, None, None, False, False, layer)
-    out = api.build(matrix, _vendors(vendor), cell, all, options, Console(), build_images=False)
+           layer="", here=False, python=None):
+    """Verify already built images (no build), or the current environment with --here."""
+    layers = tuple(x for x in layer.split(",") if x)
+    if here:
+        names = _vendors(vendor) or []
+        if len(names) != 1:
+            raise Exit("error: --here needs exactly one --vendor", code=2)
+        out = [api.verify_here(matrix, names[0], results, layers, python)]
+    else:
+        options = _options(results, None, None, None, False, False, layer)
+        out = api.build(matrix, _vendors(vendor), cell, all, options, Console(),
+                        build_images=False)
     _finish(out, results)
+
+
+@task(iterable=["vendor"], help={"vendor": "vendor name (repeatable)", "matrix": HELP_MATRIX,
+                                 "format": "table or json"})
+@_errors_to_exit
+def hosts(c, vendor=None, matrix="matrix.yaml", format="table"):
+    """Probe this Docker host for each vendor's driver, devices and container runtime."""
+    rows = api.hosts(matrix, _vendors(vendor))
+    if format == "json":
+        print(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        state = "available" if row["supported"] else "unsupported here"
+        driver = f" (driver {row['driver']})" if row["driver"] else ""
+        print(f"{row['vendor']:<10} {state}{driver}" +
+              ("" if row["supported"] else ": " + "; ".join(row["reasons"])))
 
 
 @task(help={"results": "results folder (default: results)", "out": "report folder"})

@@ -13,7 +13,7 @@ from typing import Any
 
 from oota.build import BuildOptions, build_cells
 from oota.console import Console
-from oota.errors import EXIT_FAILED, EXIT_OK
+from oota.errors import EXIT_FAILED, EXIT_OK, InputError, OotaError
 from oota.matrix import Matrix, load_matrix
 from oota.plan import Cell, plan, select
 from oota.render import Drift, check, context_files, fingerprint, render_all, write_all
@@ -83,3 +83,34 @@ def exit_code_for(results: list[dict[str, Any]]) -> int:
 
 def report(results_dir: str, out_dir: str) -> Report:
     return write_report(Path(results_dir), Path(out_dir))
+
+
+def hosts(matrix_path: str, vendors: list[str] | None) -> list[dict[str, Any]]:
+    """Probe this host for every selected vendor's hardware; no image is built."""
+    from oota.engine import DockerEngine
+    from oota.hosts import check_vendor
+
+    matrix = load_matrix(matrix_path)
+    names = vendors or list(matrix.vendors)
+    plan(matrix, names)  # validates the names
+    try:
+        docker_facts = DockerEngine().facts()
+    except OotaError as exc:
+        docker_facts = {"error": str(exc).splitlines()[0]}
+    rows = []
+    for name in names:
+        check = check_vendor(matrix.vendors[name].vendor, docker_facts)
+        rows.append({"vendor": name, "supported": check.supported, "driver": check.driver,
+                     "reasons": list(check.reasons), "facts": check.facts})
+    return rows
+
+
+def verify_here(matrix_path: str, vendor: str, results_dir: str, layers: tuple[str, ...],
+                python: str | None) -> dict[str, Any]:
+    import sys
+
+    from oota.inplace import verify_here as run
+
+    matrix = load_matrix(matrix_path)
+    plan(matrix, [vendor])
+    return run(matrix, vendor, Path(results_dir), layers=layers, python=python or sys.executable)

@@ -24,6 +24,7 @@ from oota.bases import Base, ensure_base
 from oota.console import Console
 from oota.engine import RUN_LABEL, BuildRequest, Engine, StepEvent
 from oota.errors import OotaError, StepFailed
+from oota.hosts import HostCheck, check_vendor, describe
 from oota.matrix import Matrix
 from oota.plan import Cell
 from oota.render import context_files, fingerprint, render_cell
@@ -72,9 +73,11 @@ class CellRun:
     """Builds and verifies one cell, recording every stage into its result."""
 
     def __init__(self, matrix: Matrix, cell: Cell, engine: Engine, console: Console,
-                 options: BuildOptions, bases: dict[str, Base | StepFailed], host: dict[str, Any]):
+                 options: BuildOptions, bases: dict[str, Base | StepFailed], host: dict[str, Any],
+                 *, unsupported: str = ""):
         self.matrix, self.cell, self.engine = matrix, cell, engine
         self.console, self.options, self.bases, self.host = console, options, bases, host
+        self.unsupported = unsupported   # why this host cannot run the device tests ('' if it can)
         self.folder = options.results_dir / cell.id
         self.stages: dict[str, dict[str, Any]] = {}
         self.tests: list[dict[str, Any]] = []
@@ -270,11 +273,29 @@ def build_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Cons
     from oota.hostinfo import host_facts
 
     host = host_facts(engine)
+    checks = check_hosts(cells, host, console)
     bases = prepare_bases(engine, cells, console, matrix.root / ".oota-cache") if build else {}
     results = []
     for index, cell in enumerate(cells, 1):
         console.info(f"[{index}/{len(cells)}] {cell.id}")
+        check = checks[cell.vendor.name]
+        cell_host = {**host, "vendor_check": {"supported": check.supported,
+                                              "reasons": list(check.reasons), **check.facts}}
+        unsupported = check.reason_for(str(cell.toolkit) if cell.toolkit else None,
+                                       cell.vendor.host.get("driver_min", {}))
         with console.status(cell.id):
-            results.append(CellRun(matrix, cell, engine, console, options, bases, host)
-                           .run(build=build))
+            results.append(CellRun(matrix, cell, engine, console, options, bases, cell_host,
+                                   unsupported=unsupported).run(build=build))
     return results
+
+
+def check_hosts(cells: list[Cell], docker_facts: dict[str, Any],
+                console: Console) -> dict[str, HostCheck]:
+    """Probe the host once per vendor before anything is built."""
+    checks: dict[str, HostCheck] = {}
+    for cell in cells:
+        if cell.vendor.name not in checks:
+            checks[cell.vendor.name] = check_vendor(cell.vendor, docker_facts)
+            result = checks[cell.vendor.name]
+            console.line("ok" if result.supported else "skip", "host " + describe(result))
+    return checks

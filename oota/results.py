@@ -64,7 +64,8 @@ def overall_status(tests: list[dict[str, Any]], stages: dict[str, dict[str, Any]
     for status in ("error", "failed"):
         if status in states:
             return status
-    if states and all(s == "unsupported-here" for s in states):
+    if "unsupported-here" in states:
+        # Not fully verified on this host (no hardware): never reported as a pass.
         return "unsupported-here"
     if "passed" in states:
         return "passed"

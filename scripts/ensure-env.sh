@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make this host ready for oota, idempotently: a running Docker Engine with a BuildKit-capable
-# CLI, debootstrap (to build base images where no registry answers), and the project's
+# CLI, debootstrap (to build base images where no registry answers), Chromium (report tests),
+# and the project's
 # virtual environment in .venv. On a host that already has all of it, this does nothing.
 #
 # Installs only on Debian/Ubuntu as root (apt-get); elsewhere it says what is missing.
@@ -47,7 +48,12 @@ if ! command -v debootstrap >/dev/null && can_install; then
   apt_install debootstrap
 fi
 
-# 3. The virtual environment, reinstalled when pyproject.toml changes.
+# 3. Chromium, for the test that opens the HTML report in a real headless browser.
+if ! command -v chromium >/dev/null && can_install; then
+  apt_install chromium
+fi
+
+# 4. The virtual environment, reinstalled when pyproject.toml changes.
 stamp=.venv/.oota-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
