@@ -122,12 +122,16 @@ def parse_version(doc: Doc, path: Path_, text: str, known: tuple[str, ...] = ())
     try:
         return Version(text)
     except InvalidVersion:
+        # A typo'd digit ('3.1O') is fixed mechanically first: a fuzzy match against the known
+        # versions would pick whichever looks closest ('3.13'), not what the user meant.
         repaired = text.replace("O", "0").replace("o", "0").replace("l", "1").replace(",", ".")
-        hint = did_you_mean(text, known) if known else None
-        if not hint or hint.startswith("expected"):
+        hint = None
+        if repaired != text:
             try:
-                hint = f"did you mean '{Version(repaired)}'?" if repaired != text else None
+                hint = f"did you mean '{Version(repaired)}'?"
             except InvalidVersion:
                 hint = None
+        if hint is None and known:
+            hint = did_you_mean(text, known)
         doc.error(path, f"'{text}' is not a version", hint or "write it like '2.13.0'")
         return None

@@ -137,15 +137,16 @@ def _load_vendor_matrix(doc: Doc, path: Path_, value: Any, vendor: Vendor,
     for axis in axis_names:
         if not f.has(axis):
             continue
+        reported = len(doc.problems)
         values = f.str_list(axis)
-        if not values:
+        if not values and len(doc.problems) == reported:  # not after "expected a list ..."
             doc.error(path + (axis,), "the axis is empty", "list at least one value or remove it")
         for i, text in enumerate(values):
             _check_value(doc, path + (axis, i), axis, text, oses)
         axes.append((axis, values))
     rules = {key: _load_rules(doc, path + (key,), f.raw(key), axis_names, oses)
              for key in _RULE_KEYS}
-    if not axes and not rules["include"]:
+    if f.ok and not axes and not rules["include"]:
         doc.error(path, "declares no axes and no include entries", "add os, python and torch")
     return VendorMatrix(vendor=vendor, axes=tuple(axes), include=rules["include"],
                         exclude=rules["exclude"], default=rules["default"], path=path)
@@ -176,8 +177,10 @@ def _load_rules(doc: Doc, path: Path_, value: Any, axis_names: tuple[str, ...],
         pairs = []
         for key in axis_names:
             if f.has(key):
+                reported = len(doc.problems)
                 text = f.str(key) if not isinstance(f.raw(key), int) else str(f.raw(key))
-                _check_value(doc, path + (i, key), key, text, oses)
+                if len(doc.problems) == reported:  # not after "expected a string, got ..."
+                    _check_value(doc, path + (i, key), key, text, oses)
                 pairs.append((key, text))
         out.append(tuple(pairs))
     return tuple(out)

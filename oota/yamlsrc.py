@@ -80,7 +80,13 @@ def did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str | None:
 
 
 class _NodeBudgetExceeded(Exception):
-    pass
+    def __init__(self, path: Path_):
+        self.path = path
+
+
+class _RecursiveAlias(Exception):
+    def __init__(self, node: yaml.Node):
+        self.node = node
 
 
 class _Builder:
@@ -89,17 +95,24 @@ class _Builder:
     def __init__(self, doc: Doc):
         self.doc = doc
         self.visited = 0
+        self.open: set[int] = set()   # collections being built: one seen again is a cycle
 
     def build(self, node: yaml.Node, path: Path_) -> Any:
         self.visited += 1
         if self.visited > MAX_NODES:
-            raise _NodeBudgetExceeded
+            raise _NodeBudgetExceeded(path)
         self.doc.marks.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
-        if isinstance(node, yaml.MappingNode):
-            return self._mapping(node, path)
-        if isinstance(node, yaml.SequenceNode):
+        if isinstance(node, yaml.ScalarNode):
+            return self._scalar(node)
+        if id(node) in self.open:
+            raise _RecursiveAlias(node)
+        self.open.add(id(node))
+        try:
+            if isinstance(node, yaml.MappingNode):
+                return self._mapping(node, path)
             return [self.build(item, path + (i,)) for i, item in enumerate(node.value)]
-        return self._scalar(node)
+        finally:
+            self.open.discard(id(node))
 
     def _mapping(self, node: yaml.MappingNode, path: Path_) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -161,11 +174,18 @@ def load_yaml(path: Path, display_name: str | None = None) -> Doc:
     """Load one YAML file into a :class:`Doc`; every structural problem raises MatrixError."""
     name = display_name or str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise MatrixError([f"{name}: file not found"]) from None
+    except IsADirectoryError:
+        raise MatrixError([f"{name}: is a folder, not a file"]) from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise MatrixError([f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start})"]) from None
+        line = raw.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise MatrixError([f"{name}:{line}:{column}: not UTF-8 text ({exc.reason} at byte "
+                           f"{exc.start}); save the file as UTF-8"]) from None
     return parse_yaml(text, name)
 
 
@@ -178,13 +198,23 @@ def parse_yaml(text: str, name: str) -> Doc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
         problem = exc.problem or exc.context or "malformed YAML"
+        if exc.problem and exc.context and exc.context_mark:  # where the unclosed thing began
+            problem += (f" ({exc.context} that starts at line {exc.context_mark.line + 1}, "
+                        f"column {exc.context_mark.column + 1})")
         raise MatrixError([f"{where}: malformed YAML: {problem}"]) from None
     except yaml.YAMLError as exc:
         raise MatrixError([f"{name}: malformed YAML: {exc}"]) from None
-    if not nodes or nodes[0] is None:
+    if not nodes or nodes[0] is None or (isinstance(nodes[0], yaml.ScalarNode)  # '---' only
+                                         and nodes[0].tag == "tag:yaml.org,2002:null"
+                                         and nodes[0].value == ""):
         raise MatrixError([f"{name}:1:1: the file is empty; expected a mapping at the top level"])
     if len(nodes) > 1:
-        raise MatrixError([f"{name}: holds {len(nodes)} YAML documents; expected exactly one"])
+        starts = [e.start_mark for e in yaml.parse(text, Loader=yaml.SafeLoader)
+                  if isinstance(e, yaml.DocumentStartEvent)]
+        mark = starts[1] if len(starts) > 1 else nodes[1].start_mark
+        raise MatrixError([f"{name}:{mark.line + 1}:{mark.column + 1}: a second YAML document "
+                           f"starts here (the file holds {len(nodes)}); expected exactly one, "
+                           "remove the '---' separator"]) from None
     root = nodes[0]
     if not isinstance(root, yaml.MappingNode):
         kind = "a list" if isinstance(root, yaml.SequenceNode) else "a single value"
@@ -192,8 +222,15 @@ def parse_yaml(text: str, name: str) -> Doc:
                            f"the document is {kind}; expected a mapping at the top level"])
     try:
         doc.data = _Builder(doc).build(root, ())
-    except (_NodeBudgetExceeded, RecursionError):
-        raise MatrixError([f"{name}: the document expands to more than {MAX_NODES} nodes "
-                           "(an alias bomb?); write the values out or use fewer aliases"]) from None
+    except _RecursiveAlias as exc:
+        mark = exc.node.start_mark
+        raise MatrixError([f"{name}:{mark.line + 1}:{mark.column + 1}: a recursive alias: this "
+                           "anchored value contains an alias to itself; write the values out"]
+                          ) from None
+    except (_NodeBudgetExceeded, RecursionError) as exc:
+        top = exc.path[:1] if isinstance(exc, _NodeBudgetExceeded) else ()
+        raise MatrixError([f"{doc.where(top)}: {path_str(top)}: the document expands to more "
+                           f"than {MAX_NODES} nodes (an alias bomb?); write the values out or "
+                           "use fewer aliases"]) from None
     doc.raise_if_problems()
     return doc
