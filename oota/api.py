@@ -55,10 +55,18 @@ def generate(matrix_path: str, vendors: list[str] | None, *, check_only: bool
              ) -> tuple[list[Path], Drift | None]:
     matrix, cells = cells_for(matrix_path, vendors)
     rendered = render_all(matrix, cells)
-    names = vendors or list(matrix.vendors)
+    names = vendors or list(matrix.vendors) + _vendor_dirs_not_in(matrix)
     if check_only:
         return [], check(matrix, rendered, names)
     return write_all(rendered), None
+
+
+def _vendor_dirs_not_in(matrix: Matrix) -> list[str]:
+    """Generated folders under images/ of vendors the matrix no longer has (stale output)."""
+    if not matrix.images_dir.is_dir():
+        return []
+    return [p.name for p in sorted(matrix.images_dir.iterdir())
+            if p.is_dir() and p.name != "templates" and p.name not in matrix.vendors]
 
 
 def build(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, everything: bool,

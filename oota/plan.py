@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from oota.errors import InputError
 from oota.matrix import CORE_AXES, Matrix, OsSpec, VendorMatrix
@@ -85,7 +85,17 @@ def expand_combos(axes: list[tuple[str, tuple[str, ...]]], include: list[Combo],
 
 
 def _matches(combo: Combo, rule: Combo) -> bool:
-    return all(combo.get(k) == v for k, v in rule.items())
+    return all(_same(k, combo.get(k), v) for k, v in rule.items())
+
+
+def _same(key: str, have: str | None, want: str) -> bool:
+    """Axis values are equal as text, or as versions ('2.13' == '2.13.0') except for os."""
+    if have == want or have is None or key == "os":
+        return have == want
+    try:
+        return Version(have) == Version(want)
+    except InvalidVersion:
+        return False
 
 
 def vendor_cells(matrix: Matrix, vm: VendorMatrix) -> list[Cell]:
@@ -143,12 +153,21 @@ def select(matrix: Matrix, cells: list[Cell], *, ids: list[str] | None = None,
         return [by_id[i] for i in dict.fromkeys(ids)]
     if everything:
         return cells
-    chosen = []
+    chosen, used = [], set()
     for cell in cells:
         rules = matrix.vendors[cell.vendor.name].default
         coords = _combo_of(cell)
-        if not rules or any(_matches(coords, dict(rule)) for rule in rules):
+        hits = [i for i, rule in enumerate(rules) if _matches(coords, dict(rule))]
+        used.update((cell.vendor.name, i) for i in hits)
+        if not rules or hits:
             chosen.append(cell)
+    for vendor in dict.fromkeys(c.vendor.name for c in cells):
+        vm = matrix.vendors[vendor]
+        for i, rule in enumerate(vm.default):
+            if (vendor, i) not in used:
+                matrix.doc.error(vm.path + ("default", i), f"default entry {dict(rule)} "
+                                 "matches no cell", "fix it or pass --cell/--all")
+    matrix.doc.raise_if_problems()
     return chosen
 
 

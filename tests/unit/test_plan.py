@@ -226,3 +226,17 @@ def test_vendor_without_default_selects_all_its_cells(project):
     matrix = write(project, cpu=CPU_BOTH)
     cells = plan(matrix)
     assert select(matrix, cells) == cells
+
+
+def test_default_matches_versions_not_text(project):
+    matrix = write(project, cpu=CPU_BOTH + 'default: [{python: "3.11", torch: "2.13"}]')
+    assert [c.id for c in select(matrix, plan(matrix))] == ["cpu-torch2.13.0-py3.11-debian12"]
+
+
+def test_default_entry_matching_no_cell_is_an_error(project):
+    matrix = write(project, cpu=CPU_BOTH + 'default: [{torch: "2.11.0"}]')
+    with pytest.raises(MatrixError) as info:
+        select(matrix, plan(matrix))
+    (problem,) = info.value.problems
+    assert "vendors.cpu.default[0]: default entry {'torch': '2.11.0'} matches no cell" in problem
+    assert problem.startswith("matrix.yaml:")
