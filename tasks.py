@@ -150,12 +150,16 @@ def hosts(c, vendor=None, matrix="matrix.yaml", format="table"):
               ("" if row["supported"] else ": " + "; ".join(row["reasons"])))
 
 
-@task(help={"results": "results folder (default: results)", "out": "report folder"})
+@task(help={"results": "results folder (default: results)", "out": "report folder",
+            "compare": "an earlier run's results folder: list what changed per cell"})
 @_errors_to_exit
-def report(c, results="results", out="reports"):
-    """Write reports/matrix.md, reports/results.json and reports/index.html from results."""
-    rep = api.report(results, out)
-    print(f"{out}/matrix.md, {out}/results.json, {out}/index.html: {len(rep.results)} cells")
+def report(c, results="results", out="reports", compare=None):
+    """Write reports/ (matrix.md, results.json, index.html, cells/) from result files only."""
+    rep = api.report(results, out, compare)
+    print(f"{out}/matrix.md, {out}/results.json, {out}/index.html, {out}/cells/: "
+          f"{len(rep.results)} cells")
+    if rep.comparison is not None:
+        print(rep.comparison.text())
     for problem in rep.problems:
         print(f"warning: {problem}", file=sys.stderr)
 

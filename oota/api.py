@@ -89,8 +89,9 @@ def exit_code_for(results: list[dict[str, Any]]) -> int:
                                       for r in results) else EXIT_FAILED
 
 
-def report(results_dir: str, out_dir: str) -> Report:
-    return write_report(Path(results_dir), Path(out_dir))
+def report(results_dir: str, out_dir: str, previous_dir: str | None = None) -> Report:
+    return write_report(Path(results_dir), Path(out_dir),
+                        Path(previous_dir) if previous_dir else None)
 
 
 def hosts(matrix_path: str, vendors: list[str] | None) -> list[dict[str, Any]]:

@@ -28,6 +28,7 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data.encode() if isinstance(data, str) else data)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; reports are served by static web servers
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
