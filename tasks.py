@@ -164,6 +164,18 @@ def report(c, results="results", out="reports", compare=None):
         print(f"warning: {problem}", file=sys.stderr)
 
 
+@task(help={"matrix": HELP_MATRIX})
+@_errors_to_exit
+def lint(c, matrix="matrix.yaml"):
+    """hadolint every generated Dockerfile and the templates' current output (.hadolint.yaml)."""
+    problems = api.lint(matrix)
+    for line in problems:
+        print(line)
+    if problems:
+        raise Exit(f"{len(problems)} hadolint problem(s)", code=EXIT_FAILED)
+    print("hadolint: no problems")
+
+
 @task(help={"docker": "also run the tests marked docker (default: yes)", "k": "pytest -k"})
 def test(c, docker=True, k=""):
     """Run the test suite: unit tests, then the Docker integration tests."""

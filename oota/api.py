@@ -123,3 +123,9 @@ def verify_here(matrix_path: str, vendor: str, results_dir: str, layers: tuple[s
     matrix = load_matrix(matrix_path)
     plan(matrix, [vendor])
     return run(matrix, vendor, Path(results_dir), layers=layers, python=python or sys.executable)
+
+
+def lint(matrix_path: str) -> list[str]:
+    from oota.lint import lint_project
+
+    return lint_project(matrix_path)

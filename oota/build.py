@@ -143,7 +143,7 @@ class CellRun:
         if isinstance(base, StepFailed):
             raise base
         assert base is not None
-        sources = resolve_sources(vendor_index=self.cell.vendor.index_url,
+        sources = resolve_sources(vendor_index=self.cell.index_url,
                                   index_url=self.options.index_url,
                                   find_links=self.options.find_links,
                                   use_host_config=self.options.use_host_pip_config)

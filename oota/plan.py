@@ -49,6 +49,19 @@ class Cell:
     def tag(self) -> str:
         return f"oota/{self.vendor.name}:{self.id}"
 
+    def format_vars(self) -> dict[str, str]:
+        """What vendor.yaml format strings (requirements, index_url) may use: the
+        coordinates, the toolkit axis by name, and ``<axis>_nodot`` (13.0 -> 130)."""
+        coords = {k: v for k, v in self.coordinates().items() if v is not None}
+        if self.vendor.toolkit and self.toolkit is not None:
+            coords[self.vendor.toolkit.axis] = str(self.toolkit)
+            coords[f"{self.vendor.toolkit.axis}_nodot"] = str(self.toolkit).replace(".", "")
+        return coords
+
+    @property
+    def index_url(self) -> str:
+        return self.vendor.index_url.format(**self.format_vars())
+
     def coordinates(self) -> dict[str, str | None]:
         """The cell's position in the matrix, as plain strings (labels, results, templates)."""
         return {
