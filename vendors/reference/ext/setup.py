@@ -75,7 +75,12 @@ setup(
     ext_modules=[
         CppExtension(
             name="torch_refdev._C",
-            sources=["csrc/module.cpp", "csrc/device.cpp", "csrc/ops.cpp"],
+            sources=[
+                "csrc/module.cpp",
+                "csrc/device.cpp",
+                "csrc/ops.cpp",
+                "csrc/autocast.cpp",
+            ],
             extra_compile_args={"cxx": CXX_FLAGS},
         )
     ],

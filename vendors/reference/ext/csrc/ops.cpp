@@ -761,6 +761,15 @@ void write_back(const at::Tensor& host, const at::Tensor& original) {
   }
 }
 
+// Operators that mutate arguments their schema does not mark as mutable
+// (legacy signatures); their updates must still reach the refdev tensors.
+bool mutates_unannotated(const c10::FunctionSchema& schema, size_t arg_index) {
+  // native_batch_norm(input, weight, bias, running_mean, running_var,
+  //                   training, momentum, eps) updates the running stats.
+  return schema.name() == "aten::native_batch_norm" &&
+      schema.overload_name().empty() && (arg_index == 3 || arg_index == 4);
+}
+
 void refdev_cpu_fallback(
     const c10::OperatorHandle& op,
     torch::jit::Stack* stack) {
@@ -851,7 +860,8 @@ void refdev_cpu_fallback(
   // Pass 4: write mutated arguments back into the refdev originals.
   auto is_mutated = [&](size_t arg_index) {
     const c10::AliasInfo* info = arguments[arg_index].alias_info();
-    return info != nullptr && info->isWrite();
+    return (info != nullptr && info->isWrite()) ||
+        mutates_unannotated(schema, arg_index);
   };
   for (const auto& moved : moved_tensors) {
     if (is_mutated(moved.arg_index)) {
@@ -961,6 +971,43 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl(
       "convolution_backward_overrideable",
       TORCH_FN(refdev_convolution_backward));
+
+  // Operators with both a CPU kernel and a CompositeExplicitAutograd
+  // decomposition would otherwise take the decomposition on refdev; sending
+  // them to the host fallback runs the CPU kernel, so refdev results stay
+  // identical to CPU (e.g. layer_norm/group_norm in float16/bfloat16).
+  constexpr const char* kPreferHostKernel[] = {
+      "native_layer_norm",
+      "native_group_norm",
+      "addr",
+      "addr.out",
+      "all.dims",
+      "all.dims_out",
+      "any.dims",
+      "any.dims_out",
+      "_stack",
+      "_stack.out",
+      "linalg__powsum",
+  };
+  for (const char* name : kPreferHostKernel) {
+    m.impl(
+        name,
+        torch::CppFunction::makeFromBoxedFunction<&refdev_cpu_fallback>());
+  }
+}
+
+// refdev's copy kernels honour the lazy conjugate/negative bits themselves
+// (the host views carry them).  Without these fallthroughs the conjugate
+// fallback would materialize the source with clone(), whose copy_ calls
+// _copy_from again, recursing forever.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
