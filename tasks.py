@@ -164,6 +164,43 @@ def report(c, results="results", out="reports", compare=None):
         print(f"warning: {problem}", file=sys.stderr)
 
 
+@task(iterable=["vendor"], help={
+    "vendor": "vendor name (repeatable; default: all)", "matrix": HELP_MATRIX,
+    "torch": "the release to check (default: the newest on the index); N-1 is derived",
+    "format": "table, json or markdown", "index_url": "index root or simple URL (mirrors)",
+    "update": "rewrite the torch axes of matrix.yaml to N and N-1 (comments kept)"})
+@_errors_to_exit
+def release_check(c, vendor=None, matrix="matrix.yaml", torch=None, format="table",
+                  index_url="https://pypi.org", update=False):
+    """For torch N and N-1: which vendors and Python versions have a working stack, and why not."""
+    print(api.release_check(matrix, torch=torch, index_url=index_url, fmt=format, update=update,
+                            vendors=_vendors(vendor)))
+
+
+@task(iterable=["vendor", "cell", "find_links"], help={
+    **{k: _BUILD_HELP[k] for k in ("vendor", "cell", "matrix", "all", "ca_bundle", "index_url",
+                                   "find_links", "no_host_pip_config")},
+    "check": "only report fresh/stale/missing per cell; exit 1 when a lock is stale"})
+@_errors_to_exit
+def lock(c, vendor=None, cell=None, matrix="matrix.yaml", all=False, check=False, ca_bundle=None,
+         index_url=None, find_links=None, no_host_pip_config=False):
+    """Write hash-pinned locks/<vendor>/<cell>.txt (pip-compile inside each cell's builder)."""
+    if check:
+        rows = api.lock_status(matrix, _vendors(vendor))
+        for cell_id, status, path in rows:
+            print(f"{status:>8}  {cell_id}  {path}")
+        if any(status == "stale" for _, status, _ in rows):
+            raise Exit("stale lock(s): run `invoke lock`", code=EXIT_FAILED)
+        return
+    out = api.lock(matrix, _vendors(vendor), cell, all, Console(), ca_bundle=ca_bundle,
+                   index_url=index_url, find_links=tuple(find_links or ()),
+                   use_host_pip_config=not no_host_pip_config)
+    for o in out:
+        print(f"{o.status:>9}  {o.cell}  {o.path}" + (f"  ({o.message})" if o.message else ""))
+    if any(o.status == "failed" for o in out):
+        raise Exit(code=EXIT_FAILED)
+
+
 @task(help={"matrix": HELP_MATRIX})
 @_errors_to_exit
 def lint(c, matrix="matrix.yaml"):

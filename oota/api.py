@@ -129,3 +129,25 @@ def lint(matrix_path: str) -> list[str]:
     from oota.lint import lint_project
 
     return lint_project(matrix_path)
+
+
+def release_check(matrix_path: str, *, torch: str | None, index_url: str, fmt: str, update: bool,
+                  vendors: list[str] | None) -> str:
+    from oota import releases
+
+    return releases.run(matrix_path, torch=torch, index_url=index_url, fmt=fmt, update=update,
+                        vendors=vendors)
+
+
+def lock_status(matrix_path: str, vendors: list[str] | None) -> list[tuple[str, str, str]]:
+    from oota import lock as locks
+
+    return locks.status_rows(matrix_path, vendors)
+
+
+def lock(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, everything: bool,
+         console: Console, **options: Any) -> list[Any]:
+    from oota import lock as locks
+
+    return locks.lock_cells(matrix_path, vendors, ids, everything, console,
+                            locks.LockOptions(**options))

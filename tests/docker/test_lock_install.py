@@ -1,0 +1,89 @@
+"""The committed lock of the default CPU cell installs with --require-hashes in that cell's own
+builder stage, a tampered hash is refused, and re-locking in the container gives the same pins."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from oota.console import Console
+from oota.engine import RUN_LABEL, RunRequest
+from oota.lock import LockOptions, build_builder, lock_cell, lock_path, mounts, pins
+from oota.matrix import load_matrix
+from oota.plan import plan
+
+REPO = Path(__file__).resolve().parents[2]
+CELL = "cpu-torch2.13.0-py3.11-debian12"
+# Constant script; the lock arrives through the read-only /lock mount.
+INSTALL = r"""
+set -euo pipefail
+if [ -f /run/secrets/pipconf ]; then export PIP_CONFIG_FILE=/run/secrets/pipconf; fi
+if [ -f /run/secrets/ca ]; then export PIP_CERT=/run/secrets/ca; fi
+/opt/venv/bin/python -m venv /tmp/v
+/tmp/v/bin/pip install --quiet --no-cache-dir --require-hashes $OOTA_PIP_ARGS -r /lock/$OOTA_LOCK
+/tmp/v/bin/python -c "import torch, numpy, pytest; print('installed torch', torch.__version__)"
+"""
+
+
+@pytest.fixture(scope="module")
+def default_cell():
+    matrix = load_matrix(REPO / "matrix.yaml")
+    return matrix, next(c for c in plan(matrix, ["cpu"]) if c.id == CELL)
+
+
+@pytest.fixture(scope="module")
+def options(run_id, tmp_path_factory) -> LockOptions:
+    return LockOptions(run_id=run_id, work=tmp_path_factory.mktemp("lock-work"))
+
+
+@pytest.fixture(scope="module")
+def builder(engine, default_cell, options) -> str:
+    matrix, cell = default_cell
+    return build_builder(matrix, cell, engine, Console(), options)
+
+
+def install(engine, cell, builder, options, lock_dir: Path, lock: str, pip_args: str = ""):
+    flags = mounts(cell, options, lock_dir) + [
+        "-v", f"{lock_dir}:/lock:ro", "-e", f"OOTA_LOCK={lock}", "-e", f"OOTA_PIP_ARGS={pip_args}"]
+    return engine.run(RunRequest(image=builder, command=["bash", "-c", INSTALL], flags=flags,
+                                 labels={RUN_LABEL: options.run_id}, timeout_s=900,
+                                 log_path=lock_dir / "install.log"))
+
+
+def test_lock_pins_the_wheelhouse_torch_by_its_sha256(default_cell):
+    matrix, cell = default_cell
+    wheels = sorted(Path("/opt/wheels").glob("torch-2.13.0+cpu-*.whl"))
+    if not wheels:
+        pytest.skip("no torch-2.13.0+cpu wheel in /opt/wheels on this host")
+    digest = hashlib.sha256(wheels[0].read_bytes()).hexdigest()
+    assert pins(lock_path(matrix, cell).read_text())["torch"] == ("2.13.0+cpu",
+                                                                  frozenset({digest}))
+
+
+def test_lock_installs_with_require_hashes(engine, default_cell, builder, options, tmp_path):
+    matrix, cell = default_cell
+    (tmp_path / "lock.txt").write_bytes(lock_path(matrix, cell).read_bytes())
+    outcome = install(engine, cell, builder, options, tmp_path, "lock.txt")
+    assert outcome.exit_code == 0, outcome.output_tail
+    assert "installed torch 2.13.0+cpu" in outcome.output_tail
+
+
+def test_a_tampered_hash_is_refused(engine, default_cell, builder, options, tmp_path):
+    matrix, cell = default_cell
+    version, _hashes = pins(lock_path(matrix, cell).read_text())["iniconfig"]
+    # The locked pin with every hash swapped: what a replaced file on a mirror looks like.
+    (tmp_path / "one.txt").write_text(f"iniconfig=={version} --hash=sha256:{'0' * 64}\n")
+    outcome = install(engine, cell, builder, options, tmp_path, "one.txt", "--no-deps")
+    assert outcome.exit_code != 0
+    assert "DO NOT MATCH THE HASHES" in outcome.output_tail
+
+
+def test_relocking_in_the_builder_gives_the_committed_pins(engine, default_cell, options,
+                                                           tmp_path):
+    matrix, cell = default_cell
+    dest = tmp_path / "relocked.txt"
+    outcome = lock_cell(matrix, cell, engine, Console(), options, dest=dest)
+    assert outcome.status == "written", outcome.message
+    assert pins(dest.read_text()) == pins(lock_path(matrix, cell).read_text())

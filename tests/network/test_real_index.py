@@ -1,0 +1,97 @@
+"""release-check against the real PyPI, refereed by pip's own finder and resolver.
+
+Opt-in (``-m network``): it needs https://pypi.org. pip runs with the host's CA bundle but
+without the host's pip configuration (no local wheelhouse or file:// indexes), so both sides
+look at the same index.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from oota.releases import PackageIndex, torch_release
+
+pytestmark = pytest.mark.network
+PYPI = "https://pypi.org"
+
+
+def pip(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PIP_FIND_LINKS", "PIP_INDEX_URL",
+                                                            "PIP_EXTRA_INDEX_URL")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    return subprocess.run([sys.executable, "-m", "pip", *args, "--index-url", f"{PYPI}/simple"],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@pytest.fixture(scope="module")
+def index() -> PackageIndex:
+    return PackageIndex(PYPI)
+
+
+@pytest.fixture(scope="module")
+def newest(index) -> tuple[Version, Version | None]:
+    from oota.releases import newest_and_previous
+
+    return newest_and_previous(index.releases("torch"))
+
+
+def test_newest_release_matches_pip_index_versions(index, newest):
+    proc = pip("index", "versions", "torch")
+    assert proc.returncode == 0, proc.stderr
+    latest = re.search(r"^torch \(([^)]+)\)", proc.stdout, re.M)
+    available = re.search(r"^Available versions: (.+)$", proc.stdout, re.M)
+    assert latest and available, proc.stdout
+    assert Version(latest.group(1)) == newest[0]
+    # pip lists what this interpreter could install; every one of those is a release for us.
+    listed = {Version(v.strip()) for v in available.group(1).split(",")}
+    assert listed <= set(index.releases("torch"))
+    assert newest[1] in listed
+
+
+def resolves(requirements: list[str], python: Version, target: Path) -> subprocess.CompletedProcess:
+    """pip's resolver for CPython ``python`` on manylinux x86_64, metadata only (PEP 658):
+    the verdict of ``pip download --only-binary=:all: --python-version`` without the 1 GB."""
+    return pip("install", "--dry-run", "--ignore-installed", "--target", str(target),
+               "--only-binary=:all:", "--python-version", f"{python.major}.{python.minor}",
+               "--platform", "manylinux_2_28_x86_64", "--report", "-", "--quiet", *requirements)
+
+
+def test_torch_wheel_pythons_match_pip(index, newest, tmp_path):
+    release = torch_release(index, newest[0])
+    assert release.pythons, "no Linux x86_64 CPython wheel found"
+    below = Version(f"3.{release.pythons[0].minor - 1}")
+    for python in (*release.pythons, below):
+        proc = resolves(["--no-deps", f"torch=={newest[0]}"], python, tmp_path / str(python))
+        expected = python in release.pythons
+        assert (proc.returncode == 0) == expected, (python, proc.stderr[-2000:])
+        if expected:
+            report = json.loads(proc.stdout)
+            names = [item["download_info"]["url"].rsplit("/", 1)[-1] for item in report["install"]]
+            assert names[0].startswith(f"torch-{newest[0]}-cp3{python.minor}-")
+
+
+def test_torch_npu_gap_matches_pip(index, newest, tmp_path):
+    """Our verdict for torch-npu with torch N (from wheel metadata) is pip's verdict."""
+    from oota.releases import _pair_on_index
+
+    python = Version("3.12")
+    ok, detail = _pair_on_index(index, {"distribution": "torch-npu"}, newest[0], python,
+                                tuple(index.releases("torch")))
+    proc = resolves(["--no-deps", "torch-npu"], python, tmp_path / "npu")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    npu = json.loads(proc.stdout)["install"][0]["metadata"]
+    torch_req = [r for r in npu.get("requires_dist", []) if re.match(r"torch\b(?![-_])", r)]
+    from packaging.requirements import Requirement
+
+    admits = all(Requirement(r).specifier.contains(newest[0], prereleases=True) for r in torch_req)
+    assert ok == admits, detail
+    if not ok:
+        assert f"newest {npu['version']} requires torch" in detail

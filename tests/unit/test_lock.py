@@ -1,0 +1,118 @@
+"""Locks: inputs, header, fresh/stale/missing, and the pip-compile run (engine faked)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oota.engine import RunOutcome, RunRequest
+from oota.errors import StepFailed
+from oota.lock import (INPUTS_LINE, LockOptions, cell_requirements, compile_lock, header,
+                       inputs_digest, lock_path, lock_status, pins, write_lock)
+from oota.matrix import load_matrix
+from oota.plan import plan
+
+REPO = Path(__file__).resolve().parents[2]
+CELL = "cpu-torch2.13.0-py3.11-debian12"
+# --index-url keeps the vendor's index (download.pytorch.org) from being probed.
+OPTIONS = LockOptions(run_id="r1", index_url="https://pypi.org/simple", use_host_pip_config=False)
+LOCKED = """\
+numpy==2.4.6 \\
+    --hash=sha256:{a} \\
+    --hash=sha256:{b}
+    # via -r /lock/requirements.in
+torch==2.13.0+cpu \\
+    --hash=sha256:{c}
+    # via -r /lock/requirements.in
+""".format(a="a" * 64, b="b" * 64, c="c" * 64)
+
+
+def cell_of(project, cell_id=CELL):
+    matrix = load_matrix(project.matrix)
+    return matrix, next(c for c in plan(matrix) if c.id == cell_id)
+
+
+def test_inputs_are_the_formatted_requirements(project):
+    _, cell = cell_of(project)
+    reqs = cell_requirements(cell)
+    assert reqs[0] == "torch==2.13.0+cpu"
+    assert set(cell.vendor.test_requirements) <= set(reqs)
+
+
+def test_status_missing_fresh_stale(project):
+    matrix, cell = cell_of(project)
+    path = lock_path(matrix, cell)
+    assert path == project.root / "locks" / "cpu" / f"{CELL}.txt"
+    assert lock_status(matrix, cell) == "missing"
+    write_lock(path, header(cell) + LOCKED)
+    assert lock_status(matrix, cell) == "fresh"
+    vendor_yaml = project.root / "vendors" / "cpu" / "vendor.yaml"
+    vendor_yaml.write_text(vendor_yaml.read_text().replace('"pytest>=8,<10"', '"pytest>=8,<11"'))
+    matrix, cell = cell_of(project)
+    assert lock_status(matrix, cell) == "stale"
+
+
+def test_digest_depends_on_python_and_os(project):
+    matrix = load_matrix(project.matrix)
+    first, second = plan(matrix)
+    assert inputs_digest(first) != inputs_digest(second)
+    assert f"{INPUTS_LINE}{inputs_digest(first)}" in header(first).splitlines()
+
+
+def test_write_lock_is_atomic_and_idempotent(tmp_path):
+    path = tmp_path / "locks" / "cpu" / "x.txt"
+    assert write_lock(path, "a\n") is True
+    assert write_lock(path, "a\n") is False
+    assert path.read_text() == "a\n" and [p.name for p in path.parent.iterdir()] == ["x.txt"]
+
+
+def test_pins_reads_versions_and_hashes():
+    found = pins(LOCKED)
+    assert found["torch"] == ("2.13.0+cpu", frozenset({"c" * 64}))
+    assert found["numpy"] == ("2.4.6", frozenset({"a" * 64, "b" * 64}))
+
+
+class FakeEngine:
+    """Plays the container: writes out.txt into the folder mounted at /lock."""
+
+    def __init__(self, exit_code: int = 0):
+        self.exit_code = exit_code
+        self.requests: list[RunRequest] = []
+
+    def run(self, request: RunRequest) -> RunOutcome:
+        self.requests.append(request)
+        job = next(Path(f.split(":")[0]) for f in request.flags if f.endswith(":/lock"))
+        assert (job / "requirements.in").read_text().startswith("torch==2.13.0+cpu\n")
+        if self.exit_code == 0:
+            (job / "out.txt").write_text(LOCKED)
+        return RunOutcome(exit_code=self.exit_code, timed_out=False, output_tail="resolver said no")
+
+
+def test_compile_lock_runs_pip_compile_in_the_builder(project, tmp_path):
+    _, cell = cell_of(project)
+    engine = FakeEngine()
+    text = compile_lock(engine, cell, "oota-lock/cpu:x-builder", OPTIONS, tmp_path / "work")
+    assert text == header(cell) + LOCKED
+    request = engine.requests[0]
+    assert request.image == "oota-lock/cpu:x-builder"
+    assert request.command[:2] == ["bash", "-c"] and "pip-compile" in request.command[2]
+    assert "--generate-hashes" in request.command[2]
+    assert request.labels == {"oota.run": "r1"}
+    flags = " ".join(request.flags)
+    assert "/run/secrets/pipconf:ro" in flags and ":/wheelhouse:ro" in flags
+    assert "CUSTOM_COMPILE_COMMAND=invoke lock --vendor=cpu --cell=" + CELL in request.flags
+
+
+def test_compile_lock_failure_carries_the_log(project, tmp_path):
+    _, cell = cell_of(project)
+    with pytest.raises(StepFailed, match="pip-compile for .* exited with 1") as info:
+        compile_lock(FakeEngine(exit_code=1), cell, "img", OPTIONS, tmp_path)
+    assert info.value.log_tail == "resolver said no"
+
+
+def test_repo_lock_of_the_default_cell_is_fresh():
+    matrix = load_matrix(REPO / "matrix.yaml")
+    cell = next(c for c in plan(matrix, ["cpu"]) if c.id == CELL)
+    assert lock_status(matrix, cell) == "fresh", "run: invoke lock --vendor=cpu --cell=" + CELL
+    assert pins(lock_path(matrix, cell).read_text())["torch"][0] == "2.13.0+cpu"

@@ -1,0 +1,508 @@
+"""release-check against a real HTTP index served by the test (PEP 503 HTML, PEP 691 JSON,
+the PyPI JSON API, PEP 658 metadata files, and plain wheels read with HTTP range requests)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import html
+import io
+import json
+import threading
+import zipfile
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from oota import releases
+from oota.errors import InputError
+from oota.matrix import load_matrix
+from oota.releases import PackageIndex, format_check, release_check, update_matrix
+
+X86 = "manylinux_2_28_x86_64"
+ARM = "manylinux_2_28_aarch64"
+
+
+# -- the index -------------------------------------------------------------------------------
+def _metadata(name: str, version: str, requires_python: str, requires: list[str]) -> bytes:
+    lines = ["Metadata-Version: 2.4", f"Name: {name}", f"Version: {version}",
+             "Summary: test fixture", f"Requires-Python: {requires_python}"]
+    lines += [f"Requires-Dist: {r}" for r in requires]
+    return ("\n".join(lines) + "\n\nlong description\n").encode()
+
+
+def _wheel(dist: str, version: str, metadata: bytes) -> bytes:
+    """A real wheel (zip) whose METADATA sits after 256 KiB of payload, like real wheels."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr(f"{dist}/payload.bin", bytes(range(256)) * 1024)
+        zf.writestr(f"{dist}-{version}.dist-info/METADATA", metadata)
+        zf.writestr(f"{dist}-{version}.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+    return buf.getvalue()
+
+
+@dataclass
+class Release:
+    project: str
+    version: str
+    requires_python: str
+    requires: list[str]
+    wheels: list[tuple[str, str]]     # (python tag, platform)
+    yanked: bool = False
+
+
+# Shaped like PyPI on 2026-11-21 (see shared/VENDOR_FACTS.md): torch 2.15.0 (>=3.11),
+# 2.14.1/2.14.0, a 2.16.0rc1 pre-release, a yanked 2.15.1; torch-npu 2.14.0 pins 2.14.0.*.
+RELEASES = [
+    Release("torch", "2.13.0", ">=3.10", ["filelock"],
+            [(f"cp3{m}", X86) for m in range(10, 15)]),
+    Release("torch", "2.14.0", ">=3.10", ["filelock"],
+            [(f"cp3{m}", p) for m in range(10, 15) for p in (X86, ARM)]),
+    Release("torch", "2.14.1", ">=3.10", ["filelock"],
+            [(f"cp3{m}", p) for m in range(10, 15) for p in (X86, ARM)]),
+    Release("torch", "2.15.0", ">=3.11", ["filelock", "cuda-toolkit==13.2.2; platform_system == 'Linux'"],
+            [(f"cp3{m}", p) for m in range(11, 15) for p in (X86, ARM)]
+            + [("cp310", "win_amd64"), ("cp311", "macosx_11_0_arm64")]),
+    Release("torch", "2.15.1", ">=3.11", ["filelock"], [("cp312", X86)], yanked=True),
+    Release("torch", "2.16.0rc1", ">=3.11", ["filelock"], [(f"cp3{m}", X86) for m in range(11, 15)]),
+    Release("torch-npu", "2.13.0", ">=3.10", ["torch==2.13.0.*", "pyyaml", "numpy"],
+            [(f"cp3{m}", p) for m in range(10, 14) for p in (X86, ARM)]),
+    Release("torch-npu", "2.14.0", ">=3.10", ["torch==2.14.0.*", "pyyaml", "numpy"],
+            [(f"cp3{m}", p) for m in range(10, 15) for p in (X86, ARM)]),
+]
+
+
+@dataclass
+class FakeIndex:
+    """Routes for one index flavour; ``served`` counts body bytes per path."""
+
+    mode: str
+    files: dict[str, bytes] = field(default_factory=dict)
+    metadata: dict[str, bytes] = field(default_factory=dict)
+    served: dict[str, int] = field(default_factory=dict)
+    base: str = ""
+
+    def project_files(self, project: str):
+        for rel in RELEASES:
+            if rel.project != project:
+                continue
+            dist = project.replace("-", "_")
+            for py, plat in rel.wheels:
+                name = f"{dist}-{rel.version}-{py}-{py}-{plat}.whl"
+                meta = _metadata(project, rel.version, rel.requires_python, rel.requires)
+                self.metadata[name] = meta
+                self.files.setdefault(name, _wheel(dist, rel.version, meta))
+                yield rel, name
+
+    def simple_json(self, project: str) -> bytes:
+        files = []
+        for rel, name in self.project_files(project):
+            entry = {"filename": name, "url": f"../../files/{name}",
+                     "hashes": {"sha256": hashlib.sha256(self.files[name]).hexdigest()},
+                     "requires-python": rel.requires_python, "yanked": rel.yanked}
+            if self.mode == "pep691":
+                digest = hashlib.sha256(self.metadata[name]).hexdigest()
+                entry["core-metadata"] = entry["dist-info-metadata"] = {"sha256": digest}
+            files.append(entry)
+        return json.dumps({"meta": {"api-version": "1.1"}, "name": project,
+                           "files": files}).encode()
+
+    def simple_html(self, project: str) -> bytes:
+        links = []
+        for rel, name in self.project_files(project):
+            attrs = f' data-requires-python="{html.escape(rel.requires_python)}"'
+            if rel.yanked:
+                attrs += ' data-yanked="broken build"'
+            if self.mode == "pep503":
+                digest = hashlib.sha256(self.metadata[name]).hexdigest()
+                attrs += f' data-dist-info-metadata="sha256={digest}"' \
+                         f' data-core-metadata="sha256={digest}"'
+            sha = hashlib.sha256(self.files[name]).hexdigest()
+            links.append(f'<a href="../../files/{name}#sha256={sha}"{attrs}>{name}</a><br/>')
+        return ("<!DOCTYPE html><html><body><h1>Links for " + project + "</h1>"
+                + "\n".join(links) + "</body></html>").encode()
+
+    def json_api(self, project: str, version: str | None) -> bytes | None:
+        rels = [r for r in RELEASES if r.project == project]
+        if not rels:
+            return None
+        urls = {r.version: [] for r in rels}
+        for rel, name in self.project_files(project):
+            urls[rel.version].append({"filename": name, "url": f"{self.base}/files/{name}",
+                                      "yanked": rel.yanked, "requires_python": rel.requires_python,
+                                      "packagetype": "bdist_wheel"})
+        pick = next((r for r in rels if r.version == version), None) if version else rels[-1]
+        if pick is None:
+            return None
+        info = {"name": project, "version": pick.version, "requires_dist": pick.requires,
+                "requires_python": pick.requires_python}
+        return json.dumps({"info": info, "releases": urls, "urls": urls[pick.version]}).encode()
+
+    def route(self, path: str, accept: str) -> tuple[int, str, bytes]:
+        parts = [p for p in path.split("/") if p]
+        if parts[:1] == ["simple"] and len(parts) == 2 and self.mode != "json-api":
+            known = any(r.project == parts[1] for r in RELEASES)
+            if not known:
+                return 404, "text/plain", b"not found"
+            if self.mode == "pep691" and releases.SIMPLE_JSON in accept:
+                return 200, releases.SIMPLE_JSON, self.simple_json(parts[1])
+            return 200, "text/html", self.simple_html(parts[1])
+        if parts[:1] == ["pypi"] and parts[-1] == "json" and self.mode in ("json-api", "pep691"):
+            body = self.json_api(parts[1], parts[2] if len(parts) == 4 else None)
+            return (200, "application/json", body) if body else (404, "text/plain", b"")
+        if parts[:1] == ["files"] and len(parts) == 2:
+            name = parts[1]
+            if name.endswith(".metadata") and self.mode in ("pep691", "pep503"):
+                return 200, "application/octet-stream", self.metadata[name[: -len(".metadata")]]
+            if name in self.files:
+                return 200, "application/octet-stream", self.files[name]
+        return 404, "text/plain", b"not found"
+
+
+@contextlib.contextmanager
+def serve(mode: str):
+    """An index served over HTTP on 127.0.0.1 (random port) while the block runs."""
+    fake = FakeIndex(mode=mode)
+    for project in ("torch", "torch-npu"):
+        list(fake.project_files(project))
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's naming
+            code, ctype, body = fake.route(self.path.split("?", 1)[0],
+                                           self.headers.get("Accept", ""))
+            rng = self.headers.get("Range")
+            if code == 200 and rng and fake.mode == "range" and self.path.startswith("/files/"):
+                first, _, last = rng.removeprefix("bytes=").partition("-")
+                start, end = int(first), min(int(last), len(body) - 1)
+                self.send_response(206)
+                self.send_header("Content-Range", f"bytes {start}-{end}/{len(body)}")
+                body = body[start:end + 1]
+            else:
+                self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            fake.served[self.path] = fake.served.get(self.path, 0) + len(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    fake.base = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
+                              daemon=True)
+    thread.start()
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture(params=["pep691", "pep503", "json-api", "range", "download"])
+def index(request):
+    """Each index flavour: metadata by PEP 658, the JSON API, range reads, downloads."""
+    with serve(request.param) as fake:
+        yield fake
+
+
+@pytest.fixture
+def pep691():
+    """PyPI's own flavour, for tests whose subject is not the index."""
+    with serve("pep691") as fake:
+        yield fake
+
+
+# -- the project -----------------------------------------------------------------------------
+MATRIX = """\
+# Release-check fixture: every comment here must survive --update.
+version: 1
+os:
+  debian12:
+    image: debian:bookworm-slim
+    python: ["3.11"]   # bookworm's python3
+vendors:
+  cpu:
+    os: [debian12]
+    python: ["3.11"]
+    torch: ["2.13.0"]   # tracks torch: rewritten by release-check --update
+    default:
+      - {os: debian12, python: "3.11", torch: "2.13.0"}
+  cuda:
+    os: [debian12]
+    python: ["3.11"]
+    cuda: ["13.2"]
+    torch: ["2.14.0"]
+  ascend:
+    os: [debian12]
+    python: ["3.11"]
+    torch:
+      - "2.13.0"   # torch_npu pins one torch
+  rocm:
+    os: [debian12]
+    python: ["3.11"]
+    rocm: ["7.2"]
+    torch:
+      - '2.13.0'
+      # more ROCm releases below this line
+  gaudi:
+    os: [debian12]
+    python: ["3.11"]
+    torch: ["2.9.0"]
+"""
+
+VENDORS = {
+    "cpu": """\
+        name: cpu
+        device: cpu
+        requirements: ["torch=={torch}+cpu"]
+        facts: {python: ">=3.10", torch_index: pypi}
+        """,
+    "cuda": """\
+        name: cuda
+        device: cuda
+        toolkit: {axis: cuda, id_prefix: cu, name: CUDA}
+        requirements: ["torch=={torch}"]
+        facts:
+          python: ">=3.10,<3.16"
+          torch_index: pypi
+          compat:
+            - {torch: "2.15", toolkit: "13.2", python: ">=3.11,<3.16"}
+            - {torch: "2.14", toolkit: "13.0", python: ">=3.10,<3.15"}
+        """,
+    "ascend": """\
+        name: ascend
+        device: npu
+        requirements: ["torch=={torch}", "torch-npu=={torch}"]
+        facts:
+          python: ">=3.10,<3.15"
+          torch_index: pypi
+          extension: {distribution: torch-npu, import: torch_npu, index: pypi}
+        """,
+    "rocm": """\
+        name: rocm
+        device: cuda
+        toolkit: {axis: rocm, id_prefix: rocm, name: ROCm}
+        requirements: ["torch=={torch}"]
+        facts:
+          python: ">=3.10,<3.15"
+          torch_index: data
+          compat:
+            - {torch: "2.14", toolkit: "7.2", python: ">=3.10,<3.14"}
+        """,
+    "gaudi": """\
+        name: gaudi
+        device: hpu
+        requirements: ["torch=={torch}"]
+        facts:
+          python: ">=3.10,<3.13"
+          torch_index: data
+          extension: {distribution: habana-torch-plugin, import: habana_frameworks, index: data}
+          compat:
+            - {torch: "2.10.0", extension: "1.24.0", python: ">=3.10,<3.13"}
+            - {torch: "2.9", extension: "1.23.0", python: ">=3.10,<3.13"}
+        """,
+}
+
+
+@pytest.fixture
+def matrix_file(tmp_path: Path) -> Path:
+    import textwrap
+
+    for name, text in VENDORS.items():
+        folder = tmp_path / "vendors" / name
+        folder.mkdir(parents=True)
+        (folder / "vendor.yaml").write_text(textwrap.dedent(text))
+        (folder / "Dockerfile.j2").write_text('{% extends "base.Dockerfile.j2" %}\n')
+    path = tmp_path / "matrix.yaml"
+    path.write_text(MATRIX)
+    return path
+
+
+NPU_GAP = "ascend py{py}: no torch-npu for torch {t} (newest 2.14.0 requires torch==2.14.0.*)"
+EXPECTED_GAPS = (
+    [NPU_GAP.format(py=f"3.{m}", t="2.15.0") for m in range(11, 15)]
+    + ["rocm py3.{m}: no ROCm pairing for torch 2.15.0 in vendors/rocm/vendor.yaml "
+       "facts.compat (newest: torch 2.14 with ROCm 7.2)".format(m=m) for m in range(11, 15)]
+    + ["gaudi py3.{m}: no habana-torch-plugin for torch 2.15.0 in vendors/gaudi/vendor.yaml "
+       "facts.compat (newest 1.24.0 pairs torch 2.10.0)".format(m=m) for m in (11, 12)]
+    + [NPU_GAP.format(py=f"3.{m}", t="2.14.1") for m in range(10, 15)]
+    + ["rocm py3.14: ROCm 7.2 for torch 2.14 supports Python >=3.10,<3.14 "
+       "(vendors/rocm/vendor.yaml facts.compat)"]
+    + ["gaudi py3.{m}: no habana-torch-plugin for torch 2.14.1 in vendors/gaudi/vendor.yaml "
+       "facts.compat (newest 1.24.0 pairs torch 2.10.0)".format(m=m) for m in (10, 11, 12)]
+)
+
+
+# -- detection and gaps ----------------------------------------------------------------------
+def test_detects_newest_final_release_and_previous_minor(index, matrix_file):
+    check = release_check(load_matrix(matrix_file), index_url=index.base)
+    assert (check.current, check.previous, check.detected) == (Version("2.15.0"),
+                                                              Version("2.14.1"), True)
+    pythons = {str(t.version): [str(p) for p in t.pythons] for t in check.torch}
+    # cp310 of 2.15.0 exists only for Windows, cp311 also for macOS: Linux x86_64 is what counts.
+    assert pythons == {"2.15.0": ["3.11", "3.12", "3.13", "3.14"],
+                       "2.14.1": ["3.10", "3.11", "3.12", "3.13", "3.14"]}
+
+
+def test_every_gap_says_why(index, matrix_file):
+    check = release_check(load_matrix(matrix_file), index_url=index.base)
+    assert [r.sentence for r in check.gaps] == EXPECTED_GAPS
+    ok = [r.sentence for r in check.rows if r.ok]
+    assert "cpu py3.14: torch 2.15.0 has a cp314 wheel for Linux x86_64" in ok
+    assert "rocm py3.13: ROCm 7.2 for torch 2.14 (vendors/rocm/vendor.yaml facts.compat)" in ok
+    assert ("cuda py3.12: torch 2.15.0 has a cp312 wheel for Linux x86_64; CUDA 13.2 for torch "
+            "2.15 (vendors/cuda/vendor.yaml facts.compat)") in ok
+    assert len(ok) == 2 * (4 + 5) + 4  # cpu and cuda for both, rocm 2.14.1 on 3.10-3.13
+
+
+def test_named_release_pairs_from_wheel_metadata(index, matrix_file):
+    check = release_check(load_matrix(matrix_file), index_url=index.base, torch="2.13.0",
+                          vendors=["ascend"])
+    assert (check.current, check.previous, check.detected) == (Version("2.13.0"), None, False)
+    by_py = {str(r.python): r for r in check.rows}
+    assert by_py["3.12"].ok and by_py["3.12"].detail == "torch-npu 2.13.0 (requires torch==2.13.0.*)"
+    assert by_py["3.14"].sentence == ("ascend py3.14: torch-npu 2.13.0 has no cp314 wheel for "
+                                      "Linux x86_64 (has: cp310, cp311, cp312, cp313)")
+
+
+EXPECTED_SOURCE = {"pep691": "pep658", "pep503": "pep658", "json-api": "json-api",
+                   "range": "wheel-range", "download": "wheel-download"}
+
+
+def test_metadata_comes_from_the_cheapest_source(index):
+    idx = PackageIndex(index.base + "/simple")
+    files = idx.releases("torch-npu")[Version("2.14.0")]
+    wheel = next(f for f in files if f.filename.endswith("cp312-cp312-manylinux_2_28_x86_64.whl"))
+    meta = idx.metadata("torch-npu", wheel)
+    assert meta.source == EXPECTED_SOURCE[index.mode]
+    assert [str(r) for r in meta.requires_dist] == ["torch==2.14.0.*", "pyyaml", "numpy"]
+    assert meta.requires_python == ">=3.10"
+    if index.mode == "range":  # only the zip directory and METADATA were fetched
+        assert index.served[f"/files/{wheel.filename}"] < len(index.files[wheel.filename]) / 4
+
+
+def test_prereleases_and_yanked_files_are_ignored(index):
+    versions = list(PackageIndex(index.base).releases("torch"))
+    assert versions == [Version(v) for v in ("2.15.0", "2.14.1", "2.14.0", "2.13.0")]
+
+
+def test_an_unknown_project_is_a_gap_not_a_crash(index, matrix_file):
+    text = matrix_file.parent / "vendors" / "ascend" / "vendor.yaml"
+    text.write_text(text.read_text().replace("distribution: torch-npu", "distribution: torch-xyz"))
+    check = release_check(load_matrix(matrix_file), index_url=index.base, vendors=["ascend"])
+    assert {r.detail for r in check.rows} == {f"no torch-xyz on {index.base}"}
+
+
+def test_unreachable_index_is_an_environment_problem(matrix_file):
+    with pytest.raises(releases.IndexProblem, match=r"127\.0\.0\.1:9/simple/torch/"):
+        release_check(load_matrix(matrix_file), index_url="http://127.0.0.1:9")
+
+
+def test_bad_torch_and_format_are_input_errors(index, matrix_file):
+    with pytest.raises(InputError, match="--torch 2.x: not a version"):
+        release_check(load_matrix(matrix_file), index_url=index.base, torch="2.x")
+    with pytest.raises(InputError, match="--format yaml"):
+        releases.run(matrix_file, index_url=index.base, fmt="yaml")
+
+
+# -- output ----------------------------------------------------------------------------------
+def test_table(pep691, matrix_file):
+    text = releases.run(matrix_file, index_url=pep691.base, fmt="table")
+    lines = text.splitlines()
+    assert lines[:3] == [
+        f"torch N 2.15.0 (detected), N-1 2.14.1 on {pep691.base}",
+        "torch 2.15.0: Linux x86_64 wheels for cp311, cp312, cp313, cp314 (Requires-Python >=3.11)",
+        "torch 2.14.1: Linux x86_64 wheels for cp310, cp311, cp312, cp313, cp314 "
+        "(Requires-Python >=3.10)"]
+    assert lines[4].split() == ["vendor", "torch", "python", "stack", "detail"]
+    assert lines[5].split()[:4] == ["cpu", "2.15.0", "3.11", "yes"]
+    assert f"{len(EXPECTED_GAPS)} gap(s)" in lines
+    assert [line.strip() for line in lines[lines.index(f"{len(EXPECTED_GAPS)} gap(s)") + 1:]] \
+        == EXPECTED_GAPS
+
+
+def test_json(pep691, matrix_file):
+    data = json.loads(releases.run(matrix_file, index_url=pep691.base, fmt="json"))
+    assert (data["current"], data["previous"], data["gaps"]) == ("2.15.0", "2.14.1", EXPECTED_GAPS)
+    assert data["torch"][0] == {"version": "2.15.0", "requires_python": ">=3.11",
+                                "platform": "Linux x86_64",
+                                "pythons": ["3.11", "3.12", "3.13", "3.14"]}
+    assert {"vendor": "ascend", "torch": "2.15.0", "python": "3.12", "ok": False,
+            "detail": "no torch-npu for torch 2.15.0 (newest 2.14.0 requires torch==2.14.0.*)"
+            } in data["rows"]
+
+
+def test_markdown(pep691, matrix_file):
+    text = releases.run(matrix_file, index_url=pep691.base, fmt="markdown")
+    assert text.startswith("## PyTorch release check\n\n- torch N 2.15.0 (detected)")
+    assert "| vendor | torch | python | stack | detail |" in text
+    assert "| cpu | 2.15.0 | 3.11 | ✓ | torch 2.15.0 has a cp311 wheel for Linux x86_64 |" in text
+    assert ("| ascend | 2.15.0 | 3.11 | ✗ | no torch-npu for torch 2.15.0 (newest 2.14.0 requires "
+            "torch==2.14.0.*) |") in text
+    assert f"### Gaps ({len(EXPECTED_GAPS)})" in text
+    assert all(f"- {gap}" in text for gap in EXPECTED_GAPS)
+
+
+# -- --update ----------------------------------------------------------------------------------
+UPDATED = MATRIX.replace(
+    'torch: ["2.13.0"]   # tracks torch', 'torch: ["2.15.0", "2.14.1"]   # tracks torch').replace(
+    'torch: ["2.14.0"]', 'torch: ["2.15.0", "2.14.1"]').replace(
+    "      - '2.13.0'\n      # more ROCm", "      - '2.14.1'\n      # more ROCm")
+
+
+def test_update_rewrites_torch_axes_and_keeps_comments(pep691, matrix_file):
+    text = releases.run(matrix_file, index_url=pep691.base, fmt="table", update=True)
+    assert matrix_file.read_text() == UPDATED
+    assert f"updated {matrix_file}: cpu torch [2.15.0, 2.14.1]; cuda torch [2.15.0, 2.14.1]; rocm torch [2.14.1]" in text
+    assert ("note: matrix.yaml:13: vendors.cpu.default[0].torch '2.13.0' is no longer on the "
+            "torch axis (2.15.0, 2.14.1); edit it by hand") in text
+    assert "note: ascend: no pairing for torch 2.15.0 or 2.14.1; torch axis left as it is" in text
+    load_matrix(matrix_file)  # still a valid matrix
+    assert not list(matrix_file.parent.glob(".matrix.yaml.*"))  # no temp file left behind
+
+
+def test_update_twice_changes_nothing(pep691, matrix_file):
+    matrix = load_matrix(matrix_file)
+    check = release_check(matrix, index_url=pep691.base)
+    update_matrix(matrix, check)
+    again = update_matrix(load_matrix(matrix_file), check)
+    assert again.changed == {} and matrix_file.read_text() == UPDATED
+
+
+def test_update_json_reports_changes(pep691, matrix_file):
+    data = json.loads(releases.run(matrix_file, index_url=pep691.base, fmt="json", update=True))
+    assert data["update"]["changed"] == {"cpu": ["2.15.0", "2.14.1"], "cuda": ["2.15.0", "2.14.1"],
+                                       "rocm": ["2.14.1"]}
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    ('torch: ["2.13.0"]', 'torch: ["2.15.0", "2.14.1"]'),
+    ("torch: ['2.13.0']", "torch: ['2.15.0', '2.14.1']"),
+    ("torch: [2.13.0]", "torch: [2.15.0, 2.14.1]"),
+    ('torch:\n      - "2.13.0"\n', 'torch:\n      - "2.15.0"\n      - "2.14.1"\n'),
+    ("torch:\n    - 2.13.0  # pinned\n", "torch:\n    - 2.15.0\n    - 2.14.1  # pinned\n"),
+], ids=["flow-double", "flow-single", "flow-plain", "block", "block-comment"])
+def test_update_keeps_each_sequence_style(pep691, matrix_file, before, after):
+    text = MATRIX.replace('    torch: ["2.13.0"]   # tracks torch: rewritten by release-check '
+                          '--update\n', f"    {before}" + ("" if before.endswith("\n") else "\n"))
+    matrix_file.write_text(text)
+    matrix = load_matrix(matrix_file)
+    update_matrix(matrix, release_check(matrix, index_url=pep691.base))
+    assert f"    {after}" in matrix_file.read_text()
+
+
+def test_quote_keeps_versions_strings():
+    assert releases._quote("2.15", None) == '"2.15"'   # a plain 2.15 would load as a float
+    assert releases._quote("2.15.0", None) == "2.15.0"
+
+
+def test_output_formats_are_consistent_with_the_data(pep691, matrix_file):
+    check = release_check(load_matrix(matrix_file), index_url=pep691.base)
+    table = format_check(check, "table")
+    assert all(gap in table for gap in EXPECTED_GAPS)
