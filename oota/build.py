@@ -207,10 +207,12 @@ class CellRun:
     def _verify(self) -> dict[str, Any] | None:
         outcome = verify_image(self.engine, self.cell, self.tag, self.folder,
                                run_id=self.options.run_id, layers=self.options.layers,
-                               timeout_s=self.options.verify_timeout_s)
+                               timeout_s=self.options.verify_timeout_s,
+                               unsupported=self.unsupported)
         self.tests = outcome.tests
         self.extra["installed"] = outcome.installed
         self.extra["image"] = outcome.image
+        self.extra["skips"] = outcome.skips
         if outcome.problem:
             raise StepFailed(outcome.problem, log_tail=outcome.log_tail)
         return None
@@ -232,7 +234,7 @@ class CellRun:
         if "base" in self.extra:
             image["base"] = self.extra["base"]
         result["image"] = image
-        for key in ("installed", "sources"):
+        for key in ("installed", "sources", "skips"):
             if self.extra.get(key):
                 result[key] = self.extra[key]
         result["status"] = overall_status(self.tests, self.stages)

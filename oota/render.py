@@ -37,14 +37,32 @@ def cell_folder(matrix: Matrix, cell: Cell) -> Path:
 
 
 def cell_manifest(cell: Cell) -> dict:
-    """What the verify suite inside the image expects of itself (written as cell.json)."""
+    """What the verify suite inside the image expects of itself (written as cell.json).
+
+    ``verify`` is the vendor's ``verify:`` section (dtypes, tolerances, models, extensions,
+    toolkit_version) with each extension's torch requirement formatted with the cell;
+    ``skips`` is the vendor's validated ``skips.yaml`` (oota/skips.py), applied in the image.
+    """
+    from oota.skips import SKIPS_FILE, load_skips
+
     v = cell.vendor
+    coords = cell.format_vars()
+    verify = dict(v.verify)
+    verify["extensions"] = [{**ext, "torch": str(ext.get("torch", "")).format(**coords)}
+                            for ext in verify.get("extensions") or []]
+    for key in ("tolerances", "model_tolerances"):  # YAML floats arrive as text (yamlsrc)
+        if key in verify:
+            verify[key] = {dtype: {k: float(x) for k, x in (tol or {}).items()}
+                           for dtype, tol in (verify[key] or {}).items()}
+    shown = f"{v.folder.parent.name}/{v.folder.name}/{SKIPS_FILE}"
     return {
         "id": cell.id,
         **cell.coordinates(),
         "device": v.device,
         "smoke_imports": list(v.smoke_imports),
-        "index_url": v.index_url,
+        "index_url": cell.index_url,
+        "verify": verify,
+        "skips": load_skips(v.folder / SKIPS_FILE, shown).to_json(),
     }
 
 
@@ -65,9 +83,7 @@ def _format_all(items: tuple[str, ...], coords: dict) -> list[str]:
 
 
 def render_cell(matrix: Matrix, cell: Cell) -> Rendered:
-    coords = {k: v for k, v in cell.coordinates().items() if v is not None}
-    if cell.vendor.toolkit and cell.toolkit is not None:
-        coords[cell.vendor.toolkit.axis] = str(cell.toolkit)
+    coords = cell.format_vars()
     vendor = cell.vendor
     rel_vendor = vendor.folder.relative_to(matrix.root) if vendor.folder.is_relative_to(
         matrix.root) else vendor.folder

@@ -12,6 +12,7 @@ from oota.engine import RUN_LABEL, Engine, RunRequest
 from oota.plan import Cell
 
 RESULTS_IN_CONTAINER = "/tmp/oota-results"
+UNSUPPORTED_PREFIX = "unsupported-here: "  # how the suite marks a skip the host check caused
 
 
 @dataclass(kw_only=True, slots=True)
@@ -21,10 +22,14 @@ class VerifyOutcome:
     image: dict[str, Any] = field(default_factory=dict)
     problem: str = ""
     log_tail: str = ""
+    skips: dict[str, Any] = field(default_factory=dict)
 
 
 def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id: str,
-                 layers: tuple[str, ...] = (), timeout_s: int = 1800) -> VerifyOutcome:
+                 layers: tuple[str, ...] = (), timeout_s: int = 1800,
+                 unsupported: str = "") -> VerifyOutcome:
+    """Run the image's suite. ``unsupported`` (the host check's reason) drops the vendor's device
+    flags, which would stop the container from starting, and tells the suite why."""
     outcome = VerifyOutcome(image={"tag": image})
     if engine.image_labels(image) is None:
         outcome.problem = f"image {image} not found; build it first (invoke build --cell {cell.id})"
@@ -37,7 +42,8 @@ def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id
     for stale in ("tests.json", "junit.xml", "installed.json"):
         (collected / stale).unlink(missing_ok=True)
     run = engine.run(RunRequest(
-        image=image, command=command, flags=list(cell.vendor.run_flags),
+        image=image, command=command, flags=["--env", f"OOTA_UNSUPPORTED_HERE={unsupported}"] if unsupported
+        else list(cell.vendor.run_flags),
         labels={RUN_LABEL: run_id, "oota.cell": cell.id}, collect=RESULTS_IN_CONTAINER,
         collect_to=collected, log_path=folder / "verify.log", timeout_s=timeout_s))
     outcome.log_tail = run.output_tail
@@ -48,6 +54,7 @@ def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id
         return outcome
     data = json.loads(tests_file.read_text())
     outcome.tests = [_test_entry(t) for t in data.get("tests", [])]
+    outcome.skips = data.get("skips") or {}
     installed = collected / "installed.json"
     if installed.exists():
         outcome.installed = json.loads(installed.read_text())
@@ -55,7 +62,7 @@ def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id
     if failed:
         first = failed[0]
         outcome.problem = (f"{len(failed)} of {len(outcome.tests)} tests failed; first: "
-                           f"{first['id']}: {first.get('message', '').splitlines()[0] if first.get('message') else ''}")
+                           f"{first['id']}: {(first.get('message') or '').partition(chr(10))[0]}")
     elif run.exit_code != 0:
         outcome.problem = f"oota-verify exited with {run.exit_code} although no test failed"
     elif not outcome.tests:
@@ -66,8 +73,12 @@ def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id
 def _test_entry(raw: dict[str, Any]) -> dict[str, Any]:
     entry = {"id": str(raw["id"]), "layer": str(raw.get("layer", "vendor")),
              "status": raw.get("status", "error"), "duration_s": float(raw.get("duration_s", 0.0))}
-    if raw.get("message"):
-        entry["message"] = str(raw["message"])
+    message = str(raw.get("message") or "")
+    if entry["status"] == "skipped" and message.startswith(UNSUPPORTED_PREFIX):
+        entry["status"] = "unsupported-here"
+        message = message.removeprefix(UNSUPPORTED_PREFIX)
+    if message:
+        entry["message"] = message
     if raw.get("data"):
         entry["data"] = raw["data"]
     return entry

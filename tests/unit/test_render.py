@@ -96,10 +96,15 @@ def test_cell_manifest(project):
     _, items = rendered()
     assert [i.folder.as_posix() for i in items] == [
         f"images/cpu/{FIRST}", f"images/cpu/{SECOND}"]
-    assert json.loads(items[0].files["cell.json"]) == {
+    manifest = json.loads(items[0].files["cell.json"])
+    verify, skips = manifest.pop("verify"), manifest.pop("skips")
+    assert manifest == {
         "id": FIRST, "vendor": "cpu", "os": "debian12", "python": "3.11", "torch": "2.13.0",
         "toolkit": None, "toolkit_version": None, "device": "cpu", "smoke_imports": ["torch"],
         "index_url": "https://download.pytorch.org/whl/cpu"}
+    assert skips == []
+    assert verify["dtypes"] == ["float32", "float64", "float16", "bfloat16", "int64"]
+    assert verify["tolerances"]["float32"] == {"rtol": 1e-05, "atol": 1e-05}
 
 
 def test_cell_values_reach_the_dockerfile(project):

@@ -1,0 +1,174 @@
+"""Skip lists as data: ``vendors/<name>/skips.yaml`` names the tests a vendor knowingly skips.
+
+The file is a YAML list; each entry is a mapping::
+
+    - id: "test_models.py::test_forward_and_train_step[gemma]"  # a test id, model name or pattern
+      reason: bf16 matmul accumulates in fp16 on this chip (vendor bug 1234)
+      owner: jane@example.com
+      expires: 2027-03-31          # the entry is honoured through this day, then it fails the run
+      added: 2026-11-21            # optional
+
+The host validates the file here (every problem named ``file:line:col: path``) and
+:func:`oota.render.cell_manifest` copies the entries into ``cell.json``; the suite inside the
+image applies them (``verify/oota_suite.py``): a matching test is reported skipped with the reason,
+an expired entry fails the run until it is renewed or removed, and an entry that matches no test
+is reported as unmatched. Expiry is judged where the suite runs, so a rebuilt image is not needed
+for an entry to expire.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from oota.errors import MatrixError
+from oota.fields import Fields
+from oota.yamlsrc import Doc, Path_, _Builder, _NodeBudgetExceeded, _RecursiveAlias, parse_yaml
+
+SKIPS_FILE = "skips.yaml"
+_KEYS = ("id", "reason", "owner", "expires", "added")
+_REQUIRED = ("id", "reason", "owner", "expires")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SkipEntry:
+    id: str                    # a test id, a model name, or an fnmatch pattern over either
+    reason: str
+    owner: str
+    expires: dt.date           # last day the entry is honoured
+    added: dt.date | None = None
+    where: str = ""            # file:line:col of the entry, for messages
+
+    def expired(self, today: dt.date) -> bool:
+        return today > self.expires
+
+    def to_json(self) -> dict[str, str]:
+        out = {"id": self.id, "reason": self.reason, "owner": self.owner,
+               "expires": self.expires.isoformat()}
+        if self.added:
+            out["added"] = self.added.isoformat()
+        return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SkipList:
+    file: str
+    entries: tuple[SkipEntry, ...] = ()
+
+    def expired(self, today: dt.date) -> tuple[SkipEntry, ...]:
+        return tuple(e for e in self.entries if e.expired(today))
+
+    def to_json(self) -> list[dict[str, str]]:
+        return [e.to_json() for e in self.entries]
+
+
+def load_skips(path: Path, display_name: str | None = None) -> SkipList:
+    """Load a vendor's skip list; a vendor without ``skips.yaml`` skips nothing."""
+    name = display_name or str(path)
+    if not path.exists():
+        return SkipList(file=name)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MatrixError([f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                           "save the file as UTF-8"]) from None
+    except IsADirectoryError:
+        raise MatrixError([f"{name}: is a folder, not a file"]) from None
+    return parse_skips(text, name)
+
+
+def parse_skips(text: str, name: str) -> SkipList:
+    """Validate the text of a skip list; raise MatrixError listing every problem at once."""
+    doc = _load_list(text, name)
+    entries, first_seen = [], {}
+    for i, raw in enumerate(doc.data):
+        entry = _entry(doc, (i,), raw)
+        if entry is None:
+            continue
+        if entry.id in first_seen:
+            doc.error((i, "id"), f"'{entry.id}' is listed twice (first at {first_seen[entry.id]})",
+                      "merge the two entries")
+            continue
+        first_seen[entry.id] = doc.where((i,))
+        entries.append(entry)
+    doc.raise_if_problems()
+    return SkipList(file=name, entries=tuple(entries))
+
+
+def _entry(doc: Doc, path: Path_, raw: Any) -> SkipEntry | None:
+    f = Fields(doc, path, raw, allowed=_KEYS, required=_REQUIRED)
+    if not f.ok:
+        return None
+    before = len(doc.problems)
+    texts = {key: _text(doc, f, path, key) for key in ("id", "reason", "owner")}
+    expires = _date(doc, f, path, "expires")
+    added = _date(doc, f, path, "added") if f.has("added") else None
+    if expires and added and added > expires:
+        doc.error(path + ("added",), f"added {added} is after expires {expires}",
+                  "an entry cannot expire before it was added")
+    if len(doc.problems) > before or expires is None:
+        return None
+    return SkipEntry(id=texts["id"], reason=texts["reason"], owner=texts["owner"],
+                     expires=expires, added=added, where=doc.where(path))
+
+
+def _text(doc: Doc, f: Fields, path: Path_, key: str) -> str:
+    if not f.has(key):
+        return ""  # Fields already reported the missing key
+    value = f.str(key)
+    if isinstance(f.raw(key), str) and not value.strip():
+        doc.error(path + (key,), f"'{key}' must not be empty")
+    return value.strip()
+
+
+def _date(doc: Doc, f: Fields, path: Path_, key: str) -> dt.date | None:
+    if not f.has(key):
+        return None
+    raw = f.raw(key)
+    text = str(raw) if isinstance(raw, (str, int)) and not isinstance(raw, bool) else ""
+    try:
+        if not _DATE.fullmatch(text):
+            raise ValueError(text)
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        doc.error(path + (key,), f"'{raw}' is not a date",
+                  "write it as YYYY-MM-DD, e.g. 2027-03-31")
+        return None
+
+
+def _load_list(text: str, name: str) -> Doc:
+    """A YAML document whose top level is a list, with every value located.
+
+    ``oota.yamlsrc.parse_yaml`` insists on a mapping at the top; everything else it checks
+    (malformed YAML, several documents) is delegated to it so the messages stay the same.
+    """
+    try:
+        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.YAMLError:
+        parse_yaml(text, name)   # raises the located "malformed YAML" error
+        raise
+    if len(nodes) > 1:
+        parse_yaml(text, name)   # raises "a second YAML document starts here"
+    root = nodes[0] if nodes else None
+    if root is None or (isinstance(root, yaml.ScalarNode) and root.tag.endswith(":null")):
+        raise MatrixError([f"{name}:1:1: the file is empty; write [] for an empty skip list"])
+    if not isinstance(root, yaml.SequenceNode):
+        kind = "a mapping" if isinstance(root, yaml.MappingNode) else "a single value"
+        mark = root.start_mark
+        raise MatrixError([f"{name}:{mark.line + 1}:{mark.column + 1}: the document is {kind}; "
+                           "expected a list of skip entries (- id: ..., reason: ..., owner: ..., "
+                           "expires: YYYY-MM-DD)"])
+    doc = Doc(file=name, data=None)
+    try:
+        doc.data = _Builder(doc).build(root, ())
+    except (_RecursiveAlias, _NodeBudgetExceeded, RecursionError):
+        raise MatrixError([f"{name}: the document expands without bound (a recursive alias or "
+                           "an alias bomb); write the entries out"]) from None
+    doc.raise_if_problems()
+    return doc

@@ -1,0 +1,137 @@
+"""The in-image suite's layers and skip list, run for real in the session's CPU image.
+
+Nothing new is built: each test starts a container of the image that tests/docker/conftest.py
+built (``built.tag``), runs ``oota-verify`` as a user would, and reads the ``tests.json`` it wrote.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from oota.engine import RUN_LABEL
+
+OUT = "/tmp/oota-results"
+CELL_IN_IMAGE = "/opt/oota/cell.json"
+
+
+def _read_file(container, path: str) -> bytes:
+    stream, _ = container.get_archive(path)
+    with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+        member = tar.getmembers()[0]
+        return tar.extractfile(member).read()
+
+
+def run_verify(docker_client, tag: str, run_id: str, *args: str, volumes=None,
+               environment=None) -> tuple[int, dict, str]:
+    """(exit code, tests.json, log) of ``oota-verify --out OUT -q ARGS`` in a fresh container."""
+    container = docker_client.containers.create(
+        tag, command=["oota-verify", "--out", OUT, "-q", *args], volumes=volumes or {},
+        environment=environment or {}, labels={RUN_LABEL: run_id, "oota.test": "layers"})
+    try:
+        container.start()
+        code = container.wait(timeout=900)["StatusCode"]
+        log = container.logs().decode(errors="replace")
+        try:
+            data = json.loads(_read_file(container, f"{OUT}/tests.json"))
+        except Exception:  # noqa: BLE001 - no tests.json: the caller asserts on code and log
+            data = {}
+        return code, data, log
+    finally:
+        container.remove(force=True)
+
+
+@pytest.fixture(scope="module")
+def image(built) -> str:
+    assert built.results[0]["stages"]["build"]["status"] == "passed", built.results[0]
+    return built.tag
+
+
+@pytest.fixture(scope="module")
+def cell_json(image, docker_client, run_id) -> dict:
+    container = docker_client.containers.create(image, command=["true"],
+                                                labels={RUN_LABEL: run_id})
+    try:
+        return json.loads(_read_file(container, CELL_IN_IMAGE))
+    finally:
+        container.remove(force=True)
+
+
+def by_id(data: dict) -> dict[str, dict]:
+    return {t["id"]: t for t in data["tests"]}
+
+
+def test_device_layer_alone(image, docker_client, run_id, cell_json):
+    code, data, log = run_verify(docker_client, image, run_id, "--layer", "device")
+    assert code == 0, log[-3000:]
+    assert data["layers"] == ["device"]
+    # The skip list's expiry check runs whatever is selected; nothing else may.
+    assert {t["layer"] for t in data["tests"]} == {"device", "skips"}
+    tests = by_id(data)
+    for dtype in cell_json["verify"]["dtypes"]:
+        entry = tests[f"test_device.py::test_copies_preserve_values[{dtype}]"]
+        assert entry["status"] == "passed" and entry["data"]["dtype"] == dtype
+    matmul = tests["test_device.py::test_matmul_matches_cpu[float32]"]
+    assert matmul["data"]["trivial"] is True and matmul["data"]["max_abs_diff"] == 0.0
+    assert tests["test_device.py::test_matmul_matches_cpu[int64]"]["status"] == "skipped"
+    assert data["counts"].get("failed", 0) == 0
+
+
+def test_models_layer_records_each_model(image, docker_client, run_id, cell_json):
+    code, data, log = run_verify(docker_client, image, run_id, "--layer", "models")
+    assert code == 0, log[-3000:]
+    models = [t for t in data["tests"] if t["layer"] == "models"]
+    assert [t["id"] for t in models] == [
+        f"test_models.py::test_forward_and_train_step[{m}]" for m in cell_json["verify"]["models"]]
+    for test in models:
+        assert test["status"] == "passed", test
+        record = test["data"]
+        assert record["model"] in test["id"] and record["dtype"] == "float32"
+        assert record["seconds"] > 0 and record["parameters"] > 0
+        assert record["peak_bytes"] is None          # torch.cpu keeps no memory statistics
+        assert record["trivial"] is True and record["max_abs_diff"] == 0.0
+    classes = {t["data"]["model"]: t["data"]["model_class"] for t in models}
+    assert classes["llama"] == "LlamaForCausalLM" and classes["gemma"] == "GemmaForCausalLM"
+
+
+def test_unknown_layer_is_refused(image, docker_client, run_id):
+    code, data, log = run_verify(docker_client, image, run_id, "--layer", "modles")
+    assert code == 2 and data == {}
+    assert "unknown layer modles" in log
+
+
+def test_expired_skip_entry_fails_the_run(image, docker_client, run_id, cell_json, tmp_path):
+    skips = [
+        {"id": "test_device.py::test_matmul_known_result", "reason": "old vendor bug",
+         "owner": "someone", "expires": "2001-01-31"},
+        {"id": "llama", "reason": "model name entry", "owner": "someone", "expires": "2099-12-31"},
+        {"id": "test_nothing_*", "reason": "matches nothing", "owner": "someone",
+         "expires": "2099-12-31"},
+    ]
+    override = Path(tmp_path) / "cell.json"
+    override.write_text(json.dumps({**cell_json, "skips": skips}))
+    override.chmod(0o644)
+    code, data, log = run_verify(
+        docker_client, image, run_id, "--layer", "device,models",
+        volumes={str(override): {"bind": "/tmp/oota-cell.json", "mode": "ro"}},
+        environment={"OOTA_CELL_FILE": "/tmp/oota-cell.json"})
+    assert code == 1, log[-3000:]
+    tests = by_id(data)
+    expired = tests["test_skiplist.py::test_no_expired_entries"]
+    assert expired["status"] == "failed"
+    assert "test_device.py::test_matmul_known_result (expired 2001-01-31" in expired["message"]
+    skipped = tests["test_device.py::test_matmul_known_result"]
+    assert skipped["status"] == "skipped"
+    assert skipped["message"].startswith("skip list: old vendor bug (owner someone, "
+                                         "expires 2001-01-31 EXPIRED)")
+    llama = tests["test_models.py::test_forward_and_train_step[llama]"]
+    assert llama["status"] == "skipped" and llama["message"].startswith("skip list: model name")
+    assert tests["test_models.py::test_forward_and_train_step[gemma]"]["status"] == "passed"
+    assert data["skips"]["expired"] == ["test_device.py::test_matmul_known_result"]
+    assert data["skips"]["unmatched"] == ["test_nothing_*"]
+    assert [e["matched"] for e in data["skips"]["entries"]] == [1, 1, 0]
+    assert "skip-list entries expired: test_device.py::test_matmul_known_result" in log

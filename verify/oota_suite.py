@@ -1,0 +1,266 @@
+"""The oota pytest plugin: fixtures, the skip list and the result recorder of the in-image suite.
+
+Loaded through ``pytest_plugins`` in ``conftest.py``, so it applies to the vendor's tests in
+``/opt/oota/vendor-verify`` as well (hooks and fixtures of a conftest only reach its own folder).
+
+Every test belongs to a layer (install, compat, device, models): a module sets
+``LAYER = "..."``; vendor modules default to ``vendor``. ``OOTA_VERIFY_LAYERS`` (comma list)
+selects layers; the ``skips`` layer (expired skip-list entries) always runs, because an expired
+entry must fail every run until it is renewed or removed. Each test's outcome is written to
+``$OOTA_VERIFY_OUT/tests.json``; a test adds measurements to its entry with ``record_data``.
+
+The cell file (``/opt/oota/cell.json``, or ``OOTA_CELL_FILE``) says what to expect: the torch
+release, the vendor's ``verify`` section (dtypes, tolerances, models, extensions) and its skip
+list. No test fetches anything: the Hugging Face libraries are forced offline here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import importlib
+import json
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# Set before anything imports transformers/huggingface_hub: models are built from configs only.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+CELL_FILE = Path(os.environ.get("OOTA_CELL_FILE", "/opt/oota/cell.json"))
+LAYERS = ("install", "compat", "device", "models", "vendor", "skips")
+ALWAYS = "skips"
+
+
+def read_cell() -> dict[str, Any]:
+    """The cell file, or {} when it is missing (the ``cell`` fixture then fails the tests)."""
+    try:
+        return json.loads(CELL_FILE.read_text())
+    except FileNotFoundError:
+        return {}
+
+
+def verify_spec() -> dict[str, Any]:
+    return read_cell().get("verify") or {}
+
+
+def _layer_of(item: pytest.Item) -> str:
+    return getattr(item.module, "LAYER", "vendor")
+
+
+# -- the skip list ---------------------------------------------------------------------------
+@dataclass
+class SkipState:
+    entries: list[dict[str, Any]]
+    today: dt.date
+    matched: dict[str, int] = field(default_factory=dict)
+
+    def expired(self) -> list[str]:
+        return [e["id"] for e in self.entries
+                if dt.date.fromisoformat(e["expires"]) < self.today]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"entries": [{**e, "matched": self.matched.get(e["id"], 0)} for e in self.entries],
+                "expired": self.expired(),
+                "unmatched": [e["id"] for e in self.entries if not self.matched.get(e["id"])]}
+
+
+SKIPS_KEY = pytest.StashKey[SkipState]()
+
+
+def _names_of(item: pytest.Item) -> set[str]:
+    """What a skip entry may name: the node id (with or without its folder), the test's own
+    name with parameters, and the model a models-layer test runs."""
+    names = {item.nodeid, item.nodeid.rsplit("/", 1)[-1], item.name}
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if "model_name" in params:
+        names.add(str(params["model_name"]))
+    return names
+
+
+def _matches(pattern: str, names: set[str]) -> bool:
+    # Exact first: '[llama]' in a test id is a character class to fnmatch.
+    return pattern in names or any(fnmatch.fnmatchcase(n, pattern) for n in names)
+
+
+def _apply_skips(config: pytest.Config, items: list[pytest.Item]) -> None:
+    state = SkipState(entries=list(read_cell().get("skips") or []), today=dt.date.today())
+    config.stash[SKIPS_KEY] = state
+    for item in items:
+        if _layer_of(item) == ALWAYS:
+            continue
+        names = _names_of(item)
+        for entry in state.entries:
+            if _matches(entry["id"], names):
+                state.matched[entry["id"]] = state.matched.get(entry["id"], 0) + 1
+                late = " EXPIRED" if entry["id"] in state.expired() else ""
+                item.add_marker(pytest.mark.skip(
+                    reason=f"skip list: {entry['reason']} (owner {entry['owner']}, "
+                           f"expires {entry['expires']}{late})"))
+                break
+
+
+def pytest_collection_modifyitems(config, items):
+    _apply_skips(config, items)  # over every collected test, so 'unmatched' ignores --layer
+    wanted = {x.strip() for x in os.environ.get("OOTA_VERIFY_LAYERS", "").split(",") if x.strip()}
+    if not wanted:
+        return
+    keep = [i for i in items if _layer_of(i) in wanted | {ALWAYS}]
+    config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+    items[:] = keep
+
+
+def pytest_generate_tests(metafunc):
+    """Parameters that come from the cell's data: the vendor's dtypes and models."""
+    spec = verify_spec()
+    if "dtype_name" in metafunc.fixturenames:
+        metafunc.parametrize("dtype_name", list(spec.get("dtypes") or ["float32"]))
+    if "model_name" in metafunc.fixturenames:
+        metafunc.parametrize("model_name", _or_skip(
+            [pytest.param(m, id=str(m)) for m in spec.get("models") or []],
+            "the vendor declares no models (verify.models in vendor.yaml)"))
+    if "extension" in metafunc.fixturenames:
+        metafunc.parametrize("extension", _or_skip(
+            [pytest.param(e, id=str(e.get("import", i)))
+             for i, e in enumerate(spec.get("extensions") or [])],
+            "the vendor declares no extension (verify.extensions in vendor.yaml)"))
+
+
+def _or_skip(params: list, reason: str) -> list:
+    """The parameters, or one skipped placeholder that says why there are none."""
+    return params or [pytest.param(None, id="none", marks=pytest.mark.skip(reason=reason))]
+
+
+# -- fixtures --------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def cell() -> dict:
+    if not CELL_FILE.exists():
+        pytest.fail(f"{CELL_FILE} is missing: this is not an oota image (set OOTA_CELL_FILE)")
+    return json.loads(CELL_FILE.read_text())
+
+
+@pytest.fixture(scope="session")
+def device_type(cell) -> str:
+    return cell["device"]
+
+
+@pytest.fixture(scope="session")
+def spec(cell) -> dict[str, Any]:
+    return cell.get("verify") or {}
+
+
+@pytest.fixture(scope="session")
+def device(cell, device_type):
+    """The vendor's device; skips (with the reason) when this container cannot see one."""
+    import torch
+
+    for name in cell.get("smoke_imports", []):
+        # An out-of-tree backend (torch_npu, torch_refdev) registers its device on import.
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - the install layer reports it in detail
+            pytest.fail(f"cannot import {name}, which registers the device: "
+                        f"{type(exc).__name__}: {exc}")
+    if device_type == "cpu":
+        return torch.device("cpu")
+    module = getattr(torch, device_type, None)
+    # The host check (oota/hosts.py) already knows when this host lacks the hardware: then the
+    # device tests are "unsupported here", not skipped by choice and never passed.
+    unsupported = os.environ.get("OOTA_UNSUPPORTED_HERE")
+    prefix = f"unsupported-here: {unsupported}; " if unsupported else ""
+    if module is None:
+        pytest.skip(f"{prefix}torch has no torch.{device_type} module: the backend is not "
+                    "registered")
+    if not module.is_available():
+        pytest.skip(f"{prefix}no {device_type} device visible in this container "
+                    f"(torch.{device_type}.is_available() is False)")
+    return torch.device(device_type)
+
+
+@pytest.fixture(scope="session")
+def device_module(device):
+    """``torch.<device type>`` (torch.cpu for the CPU vendor)."""
+    import torch
+
+    return getattr(torch, device.type)
+
+
+@pytest.fixture(scope="session")
+def tolerance(spec):
+    """rtol/atol for a dtype name from the vendor's ``verify.tolerances`` (float32 default)."""
+    def lookup(dtype_name: str, key: str = "tolerances") -> dict[str, float]:
+        table = spec.get(key) or spec.get("tolerances") or {}
+        entry = table.get(dtype_name) or {}
+        # vendor.yaml floats travel as text (oota/yamlsrc.py keeps versions exact).
+        return {"rtol": float(entry.get("rtol", 1.3e-6)), "atol": float(entry.get("atol", 1e-5))}
+    return lookup
+
+
+@pytest.fixture
+def record_data(request):
+    """Attach measurements to this test's entry in tests.json (``data``)."""
+    def record(**values: Any) -> None:
+        request.node.user_properties.append(("oota.data", values))
+    return record
+
+
+# -- the recorder ----------------------------------------------------------------------------
+class _Recorder:
+    def __init__(self, out: Path, config: pytest.Config):
+        self.out = out
+        self.config = config
+        self.tests: dict[str, dict] = {}
+        self.started = time.time()
+
+    def pytest_runtest_logreport(self, report):
+        entry = self.tests.setdefault(report.nodeid, {
+            "id": report.nodeid, "layer": getattr(report, "oota_layer", "vendor"),
+            "status": "passed", "duration_s": 0.0, "message": ""})
+        entry["duration_s"] = round(entry["duration_s"] + report.duration, 4)
+        for name, value in report.user_properties:
+            if name == "oota.data" and report.when == "call":
+                entry.setdefault("data", {}).update(value)
+        if report.skipped:
+            longrepr = report.longrepr
+            reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+            entry.update(status="skipped", message=reason.removeprefix("Skipped: "))
+        elif report.failed:
+            status = "failed" if report.when == "call" else "error"
+            crash = getattr(report.longrepr, "reprcrash", None)
+            message = crash.message if crash else str(report.longrepr)
+            entry.update(status=status, message=message[:2000])
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        counts: dict[str, int] = {}
+        for test in self.tests.values():
+            counts[test["status"]] = counts.get(test["status"], 0) + 1
+        state = self.config.stash.get(SKIPS_KEY, None)
+        wanted = os.environ.get("OOTA_VERIFY_LAYERS", "")
+        data = {"python": platform.python_version(), "tests": list(self.tests.values()),
+                "counts": counts, "duration_s": round(time.time() - self.started, 3),
+                "exit_status": int(exitstatus),
+                "layers": [x.strip() for x in wanted.split(",") if x.strip()] or list(LAYERS),
+                "skips": state.to_json() if state else {"entries": [], "expired": [],
+                                                         "unmatched": []}}
+        tmp = self.out / "tests.json.tmp"
+        tmp.write_text(json.dumps(data, indent=2))
+        tmp.replace(self.out / "tests.json")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    outcome.get_result().oota_layer = _layer_of(item)
+
+
+def pytest_configure(config):
+    out = os.environ.get("OOTA_VERIFY_OUT")
+    if out:
+        config.pluginmanager.register(_Recorder(Path(out), config), "oota-recorder")

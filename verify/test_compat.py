@@ -1,0 +1,144 @@
+"""Compat layer: the installed pieces belong together.
+
+torch is the cell's release; each extension the vendor declares (cell.json ``verify.extensions``:
+``{import, distribution, torch}``) pairs with this torch and its native modules load with every
+symbol resolved; the toolkit version torch reports at run time is the cell's, when the vendor
+says where to read it (``verify.toolkit_version``, a dotted path such as ``torch.version.cuda``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import importlib.metadata as md
+import os
+import re
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+LAYER = "compat"
+
+
+def _torch_version() -> Version:
+    import torch
+
+    return Version(torch.__version__)
+
+
+def test_torch_is_the_cells_release(cell, record_data):
+    installed = _torch_version()
+    record_data(torch=str(installed), distribution=md.version("torch"), cell=cell["torch"])
+    assert installed.release == Version(cell["torch"]).release, installed
+    # The module and the distribution metadata must agree: a second torch on sys.path shows here.
+    # (PyPI's CUDA wheel records 2.15.0 while torch says 2.15.0+cu132: compare public parts.)
+    assert Version(md.version("torch")).public == installed.public
+
+
+def _requires_on_torch(distribution: str) -> list[Requirement]:
+    return [r for r in (Requirement(t) for t in md.requires(distribution) or [])
+            if r.name == "torch" and (r.marker is None or r.marker.evaluate({"extra": ""}))]
+
+
+def test_extension_pairs_with_torch(extension, record_data):
+    torch_version = _torch_version()
+    dist = extension["distribution"]
+    try:
+        version = md.version(dist)
+    except md.PackageNotFoundError:
+        pytest.fail(f"the vendor's extension distribution {dist} is not installed")
+    wanted = SpecifierSet(extension.get("torch") or "")
+    own = _requires_on_torch(dist)
+    record_data(distribution=dist, version=version, torch=str(torch_version),
+                vendor_spec=str(wanted), requires=[str(r) for r in own])
+    assert wanted.contains(torch_version, prereleases=True), (
+        f"{dist} {version} pairs with torch{wanted}, but torch {torch_version} is installed")
+    for req in own:
+        assert req.specifier.contains(torch_version, prereleases=True), (
+            f"{dist} {version} requires {req}, but torch {torch_version} is installed")
+
+
+def _native_files(distribution: str) -> list[Path]:
+    files = md.files(distribution) or []
+    return sorted(Path(str(f.locate())) for f in files
+                  if f.name.endswith(".so") or ".so." in f.name)
+
+
+def _load_all(paths: list[Path]) -> dict[str, str]:
+    failures = {}
+    for path in paths:
+        try:
+            # RTLD_NOW resolves every symbol at once: a lazily bound undefined symbol (an ABI
+            # mismatch with torch) would otherwise only crash on first use.
+            ctypes.CDLL(str(path), mode=os.RTLD_NOW | os.RTLD_LOCAL)
+        except OSError as exc:
+            failures[path.name] = str(exc)
+    return failures
+
+
+def test_extension_native_modules_load(extension, record_data):
+    importlib.import_module("torch")
+    importlib.import_module(extension["import"])  # loads torch's libraries the .so files need
+    paths = _native_files(extension["distribution"])
+    failures = _load_all(paths)
+    record_data(distribution=extension["distribution"], native_modules=[p.name for p in paths])
+    assert paths, f"{extension['distribution']} lists no native module (.so) in its RECORD"
+    assert not failures, failures
+
+
+# torch's own libraries; the third-party ones it bundles (torch.libs, nvidia wheels) are loaded
+# lazily by torch itself and some need libraries only a GPU host provides.
+_TORCH_OWN = re.compile(r"^(libtorch|libc10|libshm|_C\b|_C\.|libcaffe2)")
+# Libraries that come from the host's driver, never from an image.
+_DRIVER_LIBS = re.compile(r"lib(cuda|nvidia-[\w-]+|hsa-runtime64|ze_loader|ascend\w*|hl\w*)\.so")
+
+
+def test_torch_native_modules_load(record_data):
+    importlib.import_module("torch")
+    paths = [p for p in _native_files("torch") if _TORCH_OWN.match(p.name)]
+    failures = _load_all(paths)
+    need_driver = {name: why for name, why in failures.items() if _DRIVER_LIBS.search(why)}
+    record_data(native_modules=len(paths), need_host_driver=sorted(need_driver))
+    unsupported = os.environ.get("OOTA_UNSUPPORTED_HERE")
+    if need_driver and len(need_driver) == len(failures) and unsupported:
+        pytest.skip(f"unsupported-here: {', '.join(sorted(need_driver))} need the host's driver "
+                    f"libraries ({unsupported})")
+    assert paths and not failures, failures
+
+
+def _resolve(dotted: str):
+    """Import the longest importable prefix of ``a.b.c.attr``, then walk the attributes."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            value = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            value = getattr(value, attr)
+        return value
+    raise ImportError(f"nothing of {dotted!r} is importable")
+
+
+def test_toolkit_version_matches_cell(cell, spec, record_data):
+    where = spec.get("toolkit_version")
+    if not where:
+        pytest.skip("the vendor declares no verify.toolkit_version to read at run time")
+    if not cell.get("toolkit_version"):
+        pytest.skip("this cell has no toolkit version")
+    seen = _resolve(where)
+    record_data(source=where, seen=None if seen is None else str(seen),
+                cell=cell["toolkit_version"])
+    assert seen is not None, f"{where} is None: this build carries no {cell.get('toolkit')} runtime"
+    expected = _release(cell["toolkit_version"])
+    assert _release(str(seen))[:len(expected)] == expected, (
+        f"{where} is {seen}, the cell promises {cell['toolkit_version']}")
+
+
+def _release(text: str) -> tuple[int, ...]:
+    """(6, 2, 41133) of '6.2.41133-dd7f95766' (HIP), (13, 0) of '13.0' (CUDA)."""
+    match = re.match(r"\d+(?:\.\d+)*", text.strip())
+    return tuple(int(x) for x in match.group(0).split(".")) if match else ()
