@@ -23,8 +23,9 @@ from oota import __version__
 from oota.bases import Base, ensure_base
 from oota.console import Console
 from oota.engine import RUN_LABEL, BuildRequest, Engine, StepEvent
-from oota.errors import OotaError, StepFailed
+from oota.errors import InputError, OotaError, StepFailed
 from oota.hosts import HostCheck, check_vendor, describe
+from oota.lock import lock_path, lock_status
 from oota.matrix import Matrix
 from oota.plan import Cell
 from oota.render import context_files, fingerprint, render_cell
@@ -134,6 +135,11 @@ class CellRun:
 
     # -- build -------------------------------------------------------------------------------
     def _build(self) -> dict[str, Any] | None:
+        if lock_status(self.matrix, self.cell) == "stale":
+            rel = lock_path(self.matrix, self.cell).relative_to(self.matrix.root)
+            raise InputError(f"{rel} is stale (the cell's requirements changed); run `invoke lock "
+                             f"--vendor={self.cell.vendor.name} --cell={self.cell.id}` or delete "
+                             "it to build unlocked")
         labels = self.engine.image_labels(self.tag)
         if labels and labels.get("oota.fingerprint") == self.fingerprint and not self.options.rebuild:
             self.console.info(f"{self.cell.id}: image {self.tag} is up to date "

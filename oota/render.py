@@ -18,6 +18,7 @@ from pathlib import Path
 
 import jinja2
 
+from oota.lock import lock_path
 from oota.matrix import Matrix
 from oota.plan import Cell
 
@@ -97,6 +98,7 @@ def render_cell(matrix: Matrix, cell: Cell) -> Rendered:
         "requirements": _format_all(vendor.requirements, coords),
         "test_requirements": _format_all(vendor.test_requirements, coords),
         "regenerate": f"invoke generate --vendor={vendor.name}",
+        "lock": lock_path(matrix, cell).is_file(),
         "sources": f"{matrix.file.name} and {rel_vendor}/",
     }
     env = _environment(matrix, cell)
@@ -124,6 +126,9 @@ def context_files(matrix: Matrix, rendered: Rendered) -> dict[str, bytes | Path]
                     and not rel.name.endswith((".pyc", ".so", ".egg-info")) \
                     and not any(p.endswith(".egg-info") for p in rel.parts):
                 files[f"{root_name}/{rel.as_posix()}"] = path
+    lock = lock_path(matrix, rendered.cell)
+    if lock.is_file():
+        files["lock.txt"] = lock
     return files
 
 

@@ -81,7 +81,7 @@ class Built:
 
 def copy_project(dest: Path) -> Path:
     """A throw-away copy of the project's inputs (matrix, vendors, templates, verify suite)."""
-    for name in ("vendors", "verify", "images/templates"):
+    for name in ("vendors", "verify", "images/templates", "locks"):
         shutil.copytree(REPO / name, dest / name,
                         ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
     shutil.copy(REPO / "matrix.yaml", dest / "matrix.yaml")
@@ -99,6 +99,29 @@ def built(engine, run_id, marker_ca, tmp_path_factory) -> Built:
     results = build_cells(matrix, cells, engine, Console(), options)
     return Built(results=results, results_dir=results_dir, tag=options.tag_for(cells[0]),
                  options=options)
+
+
+def build_default(engine, run_id, tmp_path_factory, vendor: str, **extra) -> Built:
+    """Build and verify ``vendor``'s default cell of the repository's matrix, for real."""
+    results_dir = tmp_path_factory.mktemp(f"results-{vendor}")
+    options = BuildOptions(results_dir=results_dir, run_id=run_id, namespace=NAMESPACE,
+                           extra_labels=(("oota.test", "true"),), **extra)
+    matrix = load_matrix(REPO / "matrix.yaml")
+    cells = select(matrix, plan(matrix, [vendor]))
+    assert len(cells) == 1, [c.id for c in cells]
+    results = build_cells(matrix, cells, engine, Console(), options)
+    return Built(results=results, results_dir=results_dir, tag=options.tag_for(cells[0]),
+                 options=options)
+
+
+@pytest.fixture(scope="session")
+def reference_built(engine, run_id, tmp_path_factory) -> Built:
+    return build_default(engine, run_id, tmp_path_factory, "reference")
+
+
+@pytest.fixture(scope="session")
+def cuda_built(engine, run_id, tmp_path_factory) -> Built:
+    return build_default(engine, run_id, tmp_path_factory, "cuda")
 
 
 @pytest.fixture(scope="session")

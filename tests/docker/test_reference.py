@@ -1,0 +1,87 @@
+"""The reference out-of-tree backend, built from source in the pipeline and verified on refdev."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+
+REFERENCE_CELL = "reference-torch2.13.0-py3.11-debian12"
+
+
+def test_reference_cell_builds_from_source_and_verifies(reference_built):
+    (result,) = reference_built.results
+    assert result["cell"]["id"] == REFERENCE_CELL
+    assert result["status"] == "passed", result.get("message")
+    build_log = (reference_built.results_dir / REFERENCE_CELL / "build.log").read_text()
+    # Built in the pipeline, not downloaded: the wheel came out of `pip wheel` in the builder.
+    assert "pip wheel --no-build-isolation" in build_log
+    assert "oota_refdev" in build_log
+
+
+def test_device_and_model_layers_ran_on_refdev_not_skipped(reference_built):
+    tests = reference_built.results[0]["tests"]
+    device = [t for t in tests if t["layer"] == "device"]
+    models = [t for t in tests if t["layer"] == "models"]
+    assert device and all(t["status"] == "passed" for t in device), device
+    assert {t["data"]["model"] for t in models if t["status"] == "passed"} >= {
+        "llama", "mistral", "qwen2", "resnet"}
+    for test in models:
+        if test["status"] == "passed":
+            # A real comparison against CPU, not the CPU vendor's trivial one.
+            assert test["data"]["trivial"] is False
+            assert test["data"]["peak_bytes"] and test["data"]["peak_bytes"] > 0
+
+
+def test_extension_pairs_with_torch_in_compat_layer(reference_built):
+    compat = {t["id"]: t for t in reference_built.results[0]["tests"] if t["layer"] == "compat"}
+    pairing = [t for i, t in compat.items() if "test_extension_pairs_with_torch" in i]
+    native = [t for i, t in compat.items() if "test_extension_native_modules_load" in i]
+    assert pairing and all(t["status"] == "passed" for t in pairing)
+    assert native and all(t["status"] == "passed" for t in native)
+
+
+def test_runtime_image_has_the_wheel_but_no_compiler(reference_built, docker_client):
+    out = docker_client.containers.run(
+        reference_built.tag, ["bash", "-c", "command -v g++ gcc cc || true; "
+                              "python -c 'import torch_refdev, torch; "
+                              "print(torch.ones(2, device=\"refdev\").sum().item())'"],
+        remove=True, labels={"oota.run": reference_built.options.run_id})
+    assert out.decode().strip() == "2.0"
+
+
+def refdev_wheel(docker_client, tag: str) -> tuple[str, bytes]:
+    """The wheel the builder compiled, taken out of the runtime image."""
+    container = docker_client.containers.create(tag, ["true"])
+    try:
+        stream, _ = container.get_archive("/opt/oota/wheels")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            (member,) = [m for m in tar.getmembers() if m.name.endswith(".whl")]
+            return member.name.rsplit("/", 1)[-1], tar.extractfile(member).read()
+    finally:
+        container.remove(force=True)
+
+
+def test_abi_mismatch_is_caught_by_the_compat_layer(reference_built, cuda_built, docker_client,
+                                                    tmp_path):
+    """refdev compiled against torch 2.13.0+cpu, loaded in an image with torch 2.15.0."""
+    name, wheel = refdev_wheel(docker_client, reference_built.tag)
+    (tmp_path / name).write_bytes(wheel)
+    cell = json.loads(docker_client.containers.run(
+        cuda_built.tag, ["cat", "/opt/oota/cell.json"], remove=True))
+    cell["verify"]["extensions"] = [{"import": "torch_refdev", "distribution": "oota-refdev",
+                                     "torch": "=={torch}".format(torch=cell["torch"])}]
+    (tmp_path / "cell.json").write_text(json.dumps(cell))
+    script = (f"pip install --no-deps --no-index --quiet /x/{name} && "
+              "OOTA_CELL_FILE=/x/cell.json oota-verify --layer compat --out /x/out -q; "
+              "cat /x/out/tests.json")
+    output = docker_client.containers.run(
+        cuda_built.tag, ["bash", "-c", script], user="root", remove=True,
+        volumes={str(tmp_path): {"bind": "/x", "mode": "rw"}},
+        labels={"oota.run": cuda_built.options.run_id}).decode()
+    tests = json.loads(output[output.index("{"):])["tests"]
+    failed = {t["id"]: t["message"] for t in tests if t["status"] == "failed"}
+    pairing = [m for i, m in failed.items() if "test_extension_pairs_with_torch" in i]
+    loading = [m for i, m in failed.items() if "test_extension_native_modules_load" in i]
+    assert pairing and "2.15.0" in pairing[0], failed
+    assert loading and "built against torch 2.13.0" in loading[0], failed
