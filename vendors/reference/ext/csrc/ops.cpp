@@ -662,6 +662,34 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> refdev_convolution_backward(
       to_device(std::get<2>(grads), device)};
 }
 
+// ---- shallow-copy compatibility ----------------------------------------------
+// nn.Module._apply (module.to("refdev"), .refdev(), .cpu()) moves a parameter
+// in place with `param.data = moved` only when
+// torch._has_compatible_shallow_copy_type(param, moved) holds; otherwise it
+// gives every module a new Parameter, which silently unties shared
+// parameters (an lm_head tied to its embedding then gets its own copy and
+// the embedding misses the head's gradient).  torch's own check accepts CPU,
+// CUDA, MPS, ... but not PrivateUse1; refdev tensors are plain dense
+// TensorImpls like CUDA's, so dense CPU <-> refdev is as compatible as
+// CPU <-> CUDA.  Reached only when one of the two tensors is on refdev.
+
+bool is_dense_cpu_or_refdev(c10::DispatchKeySet keys) {
+  constexpr auto backends = c10::DispatchKeySet(
+      {c10::BackendComponent::CPUBit, c10::BackendComponent::PrivateUse1Bit});
+  return keys.has(c10::DispatchKey::Dense) && keys.has_any(backends);
+}
+
+bool refdev_has_compatible_shallow_copy_type(
+    const at::Tensor& self,
+    const at::Tensor& from) {
+  if (self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(
+          from.key_set())) {
+    return true;
+  }
+  return is_dense_cpu_or_refdev(self.key_set()) &&
+      is_dense_cpu_or_refdev(from.key_set());
+}
+
 // ---------------------------------------------------------------------------
 // Boxed fallback: run any other operator on the host.
 // ---------------------------------------------------------------------------
@@ -967,6 +995,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_", TORCH_FN(refdev_set_empty_));
   m.impl("is_set_to", TORCH_FN(refdev_is_set_to));
   m.impl("record_stream", TORCH_FN(refdev_record_stream));
+  m.impl(
+      "_has_compatible_shallow_copy_type",
+      TORCH_FN(refdev_has_compatible_shallow_copy_type));
   m.impl("convolution_overrideable", TORCH_FN(refdev_convolution));
   m.impl(
       "convolution_backward_overrideable",

@@ -463,6 +463,73 @@ def test_tensor_and_module_methods():
     assert s.device.type == "refdev"
 
 
+def test_shallow_copy_compatible_with_dense_cpu():
+    # nn.Module._apply moves parameters in place (`param.data = moved`) only
+    # when this holds, as it does between CPU and CUDA.
+    cpu, ref = torch.zeros(2), torch.zeros(2, device=DEV)
+    assert torch._has_compatible_shallow_copy_type(cpu, ref)
+    assert torch._has_compatible_shallow_copy_type(ref, cpu)
+    assert torch._has_compatible_shallow_copy_type(ref, torch.zeros(3, device="refdev:1"))
+    sparse = torch.zeros(2).to_sparse()
+    assert not torch._has_compatible_shallow_copy_type(sparse, ref)
+    assert not torch._has_compatible_shallow_copy_type(ref, sparse)
+    p = nn.Parameter(torch.ones(2))
+    p.data = torch.zeros(2, device="refdev:1")
+    assert isinstance(p, nn.Parameter) and p.requires_grad and p.device == torch.device("refdev:1")
+    assert_close(p.detach().cpu(), torch.zeros(2))
+
+
+class TiedLM(nn.Module):
+    """lm_head tied to a padded embedding scaled by a 0-dim buffer (Gemma's layout)."""
+
+    def __init__(self, vocab=13, dim=8):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim, padding_idx=0)
+        self.register_buffer("scale", torch.tensor(dim**0.5), persistent=False)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids):
+        return self.head(self.norm(self.embed(ids) * self.scale))
+
+
+@pytest.mark.parametrize("move", ["to", "refdev", "to:1"])
+def test_module_move_keeps_tied_weights_and_their_gradient(move):
+    torch.manual_seed(0)
+    cpu_model = TiedLM()
+    ref_model = TiedLM()
+    ref_model.load_state_dict(cpu_model.state_dict())
+    tied = ref_model.embed.weight
+    device = "refdev:1" if move == "to:1" else "refdev:0"
+    if move == "refdev":
+        ref_model.refdev()
+    else:
+        ref_model.to(device)
+    # Moved in place like on CUDA: one Parameter, still shared by both modules.
+    assert ref_model.head.weight is ref_model.embed.weight is tied
+    assert tied.device == torch.device(device)
+    assert len(list(ref_model.parameters())) == len(list(cpu_model.parameters()))
+    ids = torch.tensor([[0, 3, 3, 7, 12], [5, 0, 3, 1, 1]])
+    cpu_opt = torch.optim.SGD(cpu_model.parameters(), lr=0.5)
+    ref_opt = torch.optim.SGD(ref_model.parameters(), lr=0.5)
+    cpu_loss = F.cross_entropy(cpu_model(ids).flatten(0, 1), ids.flatten())
+    ref_loss = F.cross_entropy(ref_model(ids.to(device)).flatten(0, 1), ids.to(device).flatten())
+    assert_close(ref_loss.cpu(), cpu_loss)
+    cpu_loss.backward()
+    ref_loss.backward()
+    # The embedding's gradient holds the head's contribution too.
+    assert_close(tied.grad.cpu(), cpu_model.embed.weight.grad, rtol=1e-5, atol=1e-6)
+    cpu_opt.step()
+    ref_opt.step()
+    for (name, p), rp in zip(cpu_model.named_parameters(), ref_model.parameters()):
+        assert_close(rp.detach().cpu(), p.detach(), rtol=1e-5, atol=1e-6, msg=name)
+    # Back to the host, still tied, gradient carried along.
+    ref_model.cpu()
+    assert ref_model.head.weight is ref_model.embed.weight is tied
+    assert tied.device.type == "cpu" and tied.grad.device.type == "cpu"
+
+
 def test_save_and_load_roundtrip():
     buf = io.BytesIO()
     torch.save(torch.arange(5.0, device="refdev:1"), buf)
