@@ -156,6 +156,13 @@ def spec(cell) -> dict[str, Any]:
     return cell.get("verify") or {}
 
 
+def skip_without_device(message: str) -> None:
+    """Skip a test that needs the vendor's device. When the host check found no hardware
+    (OOTA_UNSUPPORTED_HERE), the skip is marked so the result says unsupported-here, not skipped."""
+    unsupported = os.environ.get("OOTA_UNSUPPORTED_HERE")
+    pytest.skip(f"unsupported-here: {unsupported}; {message}" if unsupported else message)
+
+
 @pytest.fixture(scope="session")
 def device(cell, device_type):
     """The vendor's device; skips (with the reason) when this container cannot see one."""
@@ -173,14 +180,12 @@ def device(cell, device_type):
     module = getattr(torch, device_type, None)
     # The host check (oota/hosts.py) already knows when this host lacks the hardware: then the
     # device tests are "unsupported here", not skipped by choice and never passed.
-    unsupported = os.environ.get("OOTA_UNSUPPORTED_HERE")
-    prefix = f"unsupported-here: {unsupported}; " if unsupported else ""
     if module is None:
-        pytest.skip(f"{prefix}torch has no torch.{device_type} module: the backend is not "
-                    "registered")
+        skip_without_device(f"torch has no torch.{device_type} module: the backend is not "
+                            "registered")
     if not module.is_available():
-        pytest.skip(f"{prefix}no {device_type} device visible in this container "
-                    f"(torch.{device_type}.is_available() is False)")
+        skip_without_device(f"no {device_type} device visible in this container "
+                            f"(torch.{device_type}.is_available() is False)")
     return torch.device(device_type)
 
 

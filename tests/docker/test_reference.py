@@ -23,7 +23,11 @@ def test_device_and_model_layers_ran_on_refdev_not_skipped(reference_built):
     tests = reference_built.results[0]["tests"]
     device = [t for t in tests if t["layer"] == "device"]
     models = [t for t in tests if t["layer"] == "models"]
-    assert device and all(t["status"] == "passed" for t in device), device
+    # Every device test ran on refdev: passed, or skipped by the suite's own rule with a reason
+    # (int64 matmul); none failed, none was unsupported here.
+    assert device and {t["status"] for t in device} <= {"passed", "skipped"}, device
+    assert sum(t["status"] == "passed" for t in device) >= 10
+    assert all(t.get("message") for t in device if t["status"] == "skipped")
     assert {t["data"]["model"] for t in models if t["status"] == "passed"} >= {
         "llama", "mistral", "qwen2", "resnet"}
     for test in models:
@@ -73,13 +77,12 @@ def test_abi_mismatch_is_caught_by_the_compat_layer(reference_built, cuda_built,
                                      "torch": "=={torch}".format(torch=cell["torch"])}]
     (tmp_path / "cell.json").write_text(json.dumps(cell))
     script = (f"pip install --no-deps --no-index --quiet /x/{name} && "
-              "OOTA_CELL_FILE=/x/cell.json oota-verify --layer compat --out /x/out -q; "
-              "cat /x/out/tests.json")
-    output = docker_client.containers.run(
+              "OOTA_CELL_FILE=/x/cell.json oota-verify --layer compat --out /x/out -q; true")
+    docker_client.containers.run(
         cuda_built.tag, ["bash", "-c", script], user="root", remove=True,
         volumes={str(tmp_path): {"bind": "/x", "mode": "rw"}},
-        labels={"oota.run": cuda_built.options.run_id}).decode()
-    tests = json.loads(output[output.index("{"):])["tests"]
+        labels={"oota.run": cuda_built.options.run_id})
+    tests = json.loads((tmp_path / "out" / "tests.json").read_text())["tests"]
     failed = {t["id"]: t["message"] for t in tests if t["status"] == "failed"}
     pairing = [m for i, m in failed.items() if "test_extension_pairs_with_torch" in i]
     loading = [m for i, m in failed.items() if "test_extension_native_modules_load" in i]

@@ -5,13 +5,14 @@ visible (no NVIDIA driver on the host, or the container was started without ``--
 """
 
 import pytest
+from oota_suite import skip_without_device
 import torch
 
 
 @pytest.fixture(scope="module")
 def gpu() -> torch.device:
     if not torch.cuda.is_available():
-        pytest.skip("no CUDA device visible in this container (torch.cuda.is_available() is "
+        skip_without_device("no CUDA device visible in this container (torch.cuda.is_available() is "
                     "False): run it with --gpus all on a host with an NVIDIA driver")
     return torch.device("cuda", 0)
 

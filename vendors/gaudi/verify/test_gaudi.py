@@ -4,6 +4,7 @@ and a computation runs on an HPU. HPU checks skip, with the reason, when none is
 import importlib.metadata
 
 import pytest
+from oota_suite import skip_without_device
 import torch
 from packaging.version import Version
 
@@ -22,7 +23,7 @@ def hpu(htcore) -> torch.device:
     import habana_frameworks.torch.hpu as hthpu  # noqa: PLC0415
 
     if not hthpu.is_available():
-        pytest.skip("no HPU visible in this container (habana_frameworks.torch.hpu.is_available() "
+        skip_without_device("no HPU visible in this container (habana_frameworks.torch.hpu.is_available() "
                     "is False): run it with --runtime=habana on a Gaudi host")
     return torch.device("hpu")
 

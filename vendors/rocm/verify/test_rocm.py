@@ -2,6 +2,7 @@
 AMD GPU (torch's "cuda" device). GPU checks skip, with the reason, when none is visible."""
 
 import pytest
+from oota_suite import skip_without_device
 import torch
 from packaging.version import Version
 
@@ -9,7 +10,7 @@ from packaging.version import Version
 @pytest.fixture(scope="module")
 def gpu() -> torch.device:
     if not torch.cuda.is_available():
-        pytest.skip("no ROCm device visible in this container (torch.cuda.is_available() is "
+        skip_without_device("no ROCm device visible in this container (torch.cuda.is_available() is "
                     "False): run it with --device=/dev/kfd --device=/dev/dri on an AMD GPU host")
     return torch.device("cuda", 0)
 
