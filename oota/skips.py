@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from oota.errors import MatrixError
 from oota.fields import Fields
-from oota.yamlsrc import Doc, Path_, _Builder, _NodeBudgetExceeded, _RecursiveAlias, parse_yaml
+from oota.yamlsrc import Doc, Path_, parse_yaml
 
 SKIPS_FILE = "skips.yaml"
 _KEYS = ("id", "reason", "owner", "expires", "added")
@@ -143,32 +142,7 @@ def _date(doc: Doc, f: Fields, path: Path_, key: str) -> dt.date | None:
 
 
 def _load_list(text: str, name: str) -> Doc:
-    """A YAML document whose top level is a list, with every value located.
-
-    ``oota.yamlsrc.parse_yaml`` insists on a mapping at the top; everything else it checks
-    (malformed YAML, several documents) is delegated to it so the messages stay the same.
-    """
-    try:
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
-    except yaml.YAMLError:
-        parse_yaml(text, name)   # raises the located "malformed YAML" error
-        raise
-    if len(nodes) > 1:
-        parse_yaml(text, name)   # raises "a second YAML document starts here"
-    root = nodes[0] if nodes else None
-    if root is None or (isinstance(root, yaml.ScalarNode) and root.tag.endswith(":null")):
-        raise MatrixError([f"{name}:1:1: the file is empty; write [] for an empty skip list"])
-    if not isinstance(root, yaml.SequenceNode):
-        kind = "a mapping" if isinstance(root, yaml.MappingNode) else "a single value"
-        mark = root.start_mark
-        raise MatrixError([f"{name}:{mark.line + 1}:{mark.column + 1}: the document is {kind}; "
-                           "expected a list of skip entries (- id: ..., reason: ..., owner: ..., "
-                           "expires: YYYY-MM-DD)"])
-    doc = Doc(file=name, data=None)
-    try:
-        doc.data = _Builder(doc).build(root, ())
-    except (_RecursiveAlias, _NodeBudgetExceeded, RecursionError):
-        raise MatrixError([f"{name}: the document expands without bound (a recursive alias or "
-                           "an alias bomb); write the entries out"]) from None
-    doc.raise_if_problems()
-    return doc
+    """A YAML document whose top level is a list of entries, with every value located."""
+    return parse_yaml(text, name, top=list, expected="a list of skip entries (- id: ..., "
+                      "reason: ..., owner: ..., expires: YYYY-MM-DD)",
+                      if_empty="write [] for an empty skip list")

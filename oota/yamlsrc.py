@@ -189,8 +189,13 @@ def load_yaml(path: Path, display_name: str | None = None) -> Doc:
     return parse_yaml(text, name)
 
 
-def parse_yaml(text: str, name: str) -> Doc:
-    """Parse YAML text; see :func:`load_yaml`."""
+def parse_yaml(text: str, name: str, *, top: type = dict, expected: str = "",
+               if_empty: str = "") -> Doc:
+    """Parse YAML text; see :func:`load_yaml`. ``top`` is the type the document must be
+    (``dict`` or ``list``); ``expected`` describes it, ``if_empty`` is the advice for an empty
+    file."""
+    expected = expected or ("a mapping at the top level" if top is dict else "a list")
+    if_empty = if_empty or f"expected {expected}"
     doc = Doc(file=name, data=None)
     try:
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
@@ -207,7 +212,7 @@ def parse_yaml(text: str, name: str) -> Doc:
     if not nodes or nodes[0] is None or (isinstance(nodes[0], yaml.ScalarNode)  # '---' only
                                          and nodes[0].tag == "tag:yaml.org,2002:null"
                                          and nodes[0].value == ""):
-        raise MatrixError([f"{name}:1:1: the file is empty; expected a mapping at the top level"])
+        raise MatrixError([f"{name}:1:1: the file is empty; {if_empty}"])
     if len(nodes) > 1:
         starts = [e.start_mark for e in yaml.parse(text, Loader=yaml.SafeLoader)
                   if isinstance(e, yaml.DocumentStartEvent)]
@@ -216,10 +221,12 @@ def parse_yaml(text: str, name: str) -> Doc:
                            f"starts here (the file holds {len(nodes)}); expected exactly one, "
                            "remove the '---' separator"]) from None
     root = nodes[0]
-    if not isinstance(root, yaml.MappingNode):
-        kind = "a list" if isinstance(root, yaml.SequenceNode) else "a single value"
+    wanted = yaml.MappingNode if top is dict else yaml.SequenceNode
+    if not isinstance(root, wanted):
+        kind = {yaml.SequenceNode: "a list", yaml.MappingNode: "a mapping"}.get(
+            type(root), "a single value")
         raise MatrixError([f"{name}:{root.start_mark.line + 1}:{root.start_mark.column + 1}: "
-                           f"the document is {kind}; expected a mapping at the top level"])
+                           f"the document is {kind}; expected {expected}"])
     try:
         doc.data = _Builder(doc).build(root, ())
     except _RecursiveAlias as exc:
