@@ -120,7 +120,8 @@ class CellRun:
             entry.update(status="error", message=str(exc))
         except Exception as exc:  # a bug in oota must not stop the other cells
             trace = traceback.format_exc()
-            (self.folder / f"{name}.log").open("a").write(trace)
+            with (self.folder / f"{name}.log").open("a", encoding="utf-8") as log_file:
+                log_file.write(trace)
             entry.update(status="error", message=f"internal error: {type(exc).__name__}: {exc}")
             log.debug("%s", trace)
         entry["duration_s"] = round((dt.datetime.now() - t0).total_seconds(), 3)

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
 from oota.errors import MatrixError
 from oota.fields import Fields
 from oota.yamlsrc import Doc, Path_, parse_yaml

@@ -9,7 +9,6 @@ Secrets never reach an image layer; the wheelhouse is bind-mounted, not copied.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -160,7 +159,3 @@ def fill_wheelhouse(dest: Path, dirs: tuple[Path, ...]) -> list[str]:
                 shutil.copy2(wheel, target)
             names.append(wheel.name)
     return names
-
-
-def dump(sources: PipSources) -> str:
-    return json.dumps(sources.describe(), indent=2)
