@@ -38,6 +38,7 @@ from oota.vendors import Vendor, discover, load_vendor
 from oota.yamlsrc import Doc, Path_, did_you_mean, load_yaml
 
 SCHEMA_VERSION = 1
+CHECKOUT = Path(__file__).resolve().parents[1]   # the repository, for an editable install
 CORE_AXES = ("os", "python", "torch")
 _RULE_KEYS = ("include", "exclude", "default")
 
@@ -92,24 +93,57 @@ def load_matrix(file: Path | str) -> Matrix:
         doc.error(("version",), f"unsupported version {top.raw('version')!r}",
                   f"this oota reads version {SCHEMA_VERSION}")
     oses = {key: _load_os(doc, key, value) for key, value in top.mapping("os").items()}
-    known = discover(file.parent / "vendors")
+    root = project_root(file)
+    known = discover(root / "vendors")
+    if not known:
+        doc.error(("vendors",), f"no vendor folders (vendors/<name>/vendor.yaml) beside {file}, "
+                  "in the current folder or in {CHECKOUT}", "run oota from its checkout, or keep the matrix "
+                  "file beside vendors/")
     vendors: dict[str, VendorMatrix] = {}
     problems_from_vendor_files: list[str] = []
     for name, value in top.mapping("vendors").items():
         path = ("vendors", name)
+        vendor = None
         if name not in known:
-            doc.error(path, f"no vendor folder vendors/{name}/ with a vendor.yaml",
-                      did_you_mean(name, tuple(known)))
-            continue
-        try:
-            vendor = load_vendor(known[name], file.parent)
-        except MatrixError as exc:
-            problems_from_vendor_files.extend(exc.problems)
+            if known:
+                doc.error(path, f"no vendor folder vendors/{name}/ with a vendor.yaml",
+                          did_you_mean(name, tuple(known)))
+        else:
+            try:
+                vendor = load_vendor(known[name], root)
+            except MatrixError as exc:
+                problems_from_vendor_files.extend(exc.problems)
+        if vendor is None:
+            # Still check what can be checked without the vendor's data, so one run reports
+            # every problem of the matrix file.
+            _check_core_axes(doc, path, value, oses)
             continue
         vendors[name] = _load_vendor_matrix(doc, path, value, vendor, oses)
     doc.problems.extend(problems_from_vendor_files)
     doc.raise_if_problems()
-    return Matrix(file=file, root=file.parent, os=oses, vendors=vendors, doc=doc)
+    return Matrix(file=file, root=root, os=oses, vendors=vendors, doc=doc)
+
+
+def project_root(file: Path) -> Path:
+    """The folder holding vendors/, images/ and verify/: the matrix file's own folder, else the
+    current folder, else the checkout oota runs from (so a copy of the matrix kept elsewhere,
+    say under /tmp, still uses this checkout's vendors)."""
+    for candidate in (file.parent, Path.cwd(), CHECKOUT):
+        if (candidate / "vendors").is_dir():
+            return candidate
+    return file.parent
+
+
+def _check_core_axes(doc: Doc, path: Path_, value: Any, oses: dict[str, OsSpec]) -> None:
+    """The os, python and torch values of a vendor entry whose vendor could not be loaded."""
+    if not isinstance(value, dict):
+        return
+    for axis in CORE_AXES:
+        items = value.get(axis)
+        if isinstance(items, list):
+            for i, text in enumerate(items):
+                if isinstance(text, str):
+                    _check_value(doc, path + (axis, i), axis, text, oses)
 
 
 def _load_os(doc: Doc, key: str, value: Any) -> OsSpec:

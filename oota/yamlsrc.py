@@ -171,7 +171,11 @@ class _Builder:
 
 
 def load_yaml(path: Path, display_name: str | None = None) -> Doc:
-    """Load one YAML file into a :class:`Doc`; every structural problem raises MatrixError."""
+    """Load one YAML file into a :class:`Doc`.
+
+    A file that is not one YAML mapping (or list) raises MatrixError; problems in an otherwise
+    readable document (duplicate or non-string keys) are left in ``doc.problems`` for the caller
+    to raise with its own, via :meth:`Doc.raise_if_problems`."""
     name = display_name or str(path)
     try:
         raw = path.read_bytes()
@@ -239,5 +243,6 @@ def parse_yaml(text: str, name: str, *, top: type = dict, expected: str = "",
         raise MatrixError([f"{doc.where(top)}: {path_str(top)}: the document expands to more "
                            f"than {MAX_NODES} nodes (an alias bomb?); write the values out or "
                            "use fewer aliases"]) from None
-    doc.raise_if_problems()
+    # Problems found while building (duplicate keys, non-string keys) stay in doc.problems:
+    # the caller validates the values too and raises once with every problem of the file.
     return doc

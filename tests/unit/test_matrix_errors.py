@@ -329,3 +329,30 @@ def test_unquoted_version_keeps_its_text(project, spelling, ids):
     cells = plan(matrix)
     assert [c.id for c in cells] == ids
     assert cells[0].python == Version("3.10")
+
+
+def test_a_duplicate_key_does_not_hide_the_other_problems(project):
+    text = (BASE + '    torch: ["2.12.0"]\n').replace("os: [debian12]", "os: [debain12]")
+    exc = load_error(project, text + "  cpuu:\n    python: ['3.1O']\n")
+    assert "matrix.yaml:14:5: vendors.cpu.torch: duplicate key 'torch' (first defined at line " \
+           "13); remove one of them" in exc.problems
+    assert "matrix.yaml:11:10: vendors.cpu.os[0]: unknown os 'debain12'; did you mean " \
+           "'debian12'?" in exc.problems
+    # A vendor without a folder still has its axis values checked.
+    assert "matrix.yaml:16:14: vendors.cpuu.python[0]: '3.1O' is not a version; did you mean " \
+           "'3.10'?" in exc.problems
+    assert len(exc.problems) == 4, exc.problems
+
+
+def test_a_matrix_kept_elsewhere_uses_the_current_checkout(project, tmp_path_factory):
+    elsewhere = tmp_path_factory.mktemp("elsewhere") / "copy.yaml"
+    elsewhere.write_text(BASE.replace('torch: ["2.13.0"]', 'torch: ["2.13.0", "2.l4.1"]'))
+    with pytest.raises(MatrixError) as info:
+        load_matrix(elsewhere)
+    # The vendor folder is found in the project (the current folder), so the problem reported
+    # is the real one, not "no vendor folder".
+    assert info.value.problems == [f"{elsewhere}:13:23: vendors.cpu.torch[1]: '2.l4.1' is not a "
+                                   "version; did you mean '2.14.1'?"]
+    elsewhere.write_text(BASE)
+    matrix = load_matrix(elsewhere)
+    assert matrix.root == project.root and matrix.images_dir == project.root / "images"
