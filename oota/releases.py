@@ -5,7 +5,9 @@ The package index is the source of truth for torch and for extensions published 
 the previous minor), the CPython versions torch ships Linux x86_64 wheels for, and each
 extension's pairing as its wheels declare it (``Requires-Dist: torch...``, ``Requires-Python``,
 wheel tags). Vendors whose stack is not on the index (``facts.torch_index: data`` or
-``facts.extension.index: data`` in their vendor.yaml) are answered from ``facts.compat``.
+``facts.extension.index: data`` in their vendor.yaml) are answered from ``facts.compat``; an
+extension compiled from source in every cell (``facts.extension.index: source``) pairs with
+every torch, within the vendor's ``facts.python``.
 
 The index is read with the stdlib only (urllib, with the host's CA bundle for proxies):
 the simple API (PEP 691 JSON, else PEP 503 HTML) lists files, and falls back to the PyPI JSON
@@ -541,6 +543,8 @@ def check_vendor(index: PackageIndex, vendor: Vendor, torch: TorchRelease,
     for python in vendor_pythons(vendor, torch):
         if extension and extension.get("index", "pypi") == "pypi":
             ok, detail = _pair_on_index(index, extension, torch.version, python, known_torch)
+        elif extension.get("index") == "source":
+            ok, detail = _pair_from_source(vendor, torch.version, python)
         elif extension or facts.get("torch_index", "pypi") == "data":
             ok, detail = _pair_from_data(vendor, torch.version, python)
         else:
@@ -619,6 +623,18 @@ def _compat_matches(entry: dict[str, Any], torch: Version) -> bool:
     return torch.release[: len(pinned.release)] == pinned.release and not torch.local
 
 
+def _pair_from_source(vendor: Vendor, torch: Version, python: Version) -> tuple[bool, str]:
+    """An extension compiled from source in every cell pairs with whatever torch it is built
+    against; only its declared Python range limits it."""
+    facts = _facts(vendor)
+    dist = str(facts["extension"].get("distribution") or vendor.name)
+    spec = str(facts.get("python") or "")
+    if not python_allowed(spec, python):
+        return False, f"{dist} supports Python {spec} (vendors/{vendor.name}/vendor.yaml " \
+                      "facts.python)"
+    return True, f"{dist} is built from source against torch {torch} in each cell"
+
+
 def _pair_from_data(vendor: Vendor, torch: Version, python: Version) -> tuple[bool, str]:
     facts = _facts(vendor)
     dist = str((facts.get("extension") or {}).get("distribution") or "")
@@ -627,7 +643,8 @@ def _pair_from_data(vendor: Vendor, torch: Version, python: Version) -> tuple[bo
     compat = [e for e in facts.get("compat") or [] if isinstance(e, dict)]
     if not compat:
         return False, f"no pairing data for torch {torch} ({where} is empty)"
-    entry = next((e for e in compat if _compat_matches(e, torch)), None)
+    entries = [e for e in compat if _compat_matches(e, torch)]
+    entry = entries[0] if entries else None
     if entry is None:
         newest = compat[0]
         if dist:
@@ -635,7 +652,12 @@ def _pair_from_data(vendor: Vendor, torch: Version, python: Version) -> tuple[bo
                           f"{newest.get('extension')} pairs torch {newest.get('torch')})"
         return False, f"no {toolkit} pairing for torch {torch} in {where} (newest: torch " \
                       f"{newest.get('torch')} with {toolkit} {newest.get('toolkit')})"
-    label = f"{dist} {entry.get('extension')}" if dist else f"{toolkit} {entry.get('toolkit')}"
+    if dist:
+        label = f"{dist} {entry.get('extension')}"
+    elif vendor.toolkit:  # every toolkit version the vendor pairs with this torch series
+        label = f"{toolkit} " + ", ".join(str(e.get("toolkit")) for e in entries)
+    else:
+        label = f"{vendor.display} build"
     spec = str(entry.get("python") or facts.get("python") or "")
     if not python_allowed(spec, python):
         return False, f"{label} for torch {entry.get('torch')} supports Python {spec} ({where})"

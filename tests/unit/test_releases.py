@@ -506,3 +506,47 @@ def test_output_formats_are_consistent_with_the_data(pep691, matrix_file):
     check = release_check(load_matrix(matrix_file), index_url=pep691.base)
     table = format_check(check, "table")
     assert all(gap in table for gap in EXPECTED_GAPS)
+
+
+def test_source_built_extension_and_toolkitless_table(index, matrix_file):
+    """refdev-like vendors build their extension from source in each cell: every torch pairs,
+    within their Python range; a vendor without a toolkit axis names its build, not 'None'."""
+    import textwrap
+
+    extra = {"ref": """\
+        name: ref
+        device: refdev
+        requirements: ["torch=={torch}+cpu"]
+        facts:
+          python: ">=3.10,<3.14"
+          torch_index: pypi
+          extension: {distribution: oota-refdev, import: torch_refdev, index: source}
+        """, "xpu": """\
+        name: xpu
+        display: Intel XPU
+        device: xpu
+        requirements: ["torch=={torch}+xpu"]
+        facts:
+          python: ">=3.10,<3.16"
+          torch_index: pypi
+          compat:
+            - {torch: "2.15", python: ">=3.11,<3.16"}
+        """}
+    for name, text in extra.items():
+        folder = matrix_file.parent / "vendors" / name
+        folder.mkdir(parents=True)
+        (folder / "vendor.yaml").write_text(textwrap.dedent(text))
+        (folder / "Dockerfile.j2").write_text('{% extends "base.Dockerfile.j2" %}\n')
+    matrix_file.write_text(MATRIX + "".join(
+        f'  {n}:\n    os: [debian12]\n    python: ["3.11"]\n    torch: ["2.13.0"]\n'
+        for n in extra))
+    check = release_check(load_matrix(matrix_file), index_url=index.base, torch="2.15.0",
+                          vendors=["ref", "xpu"])
+    sentences = {r.sentence: r.ok for r in check.rows if str(r.torch) == "2.15.0"}
+    assert sentences["ref py3.12: oota-refdev is built from source against torch 2.15.0 in "
+                     "each cell"] is True
+    assert sentences["ref py3.13: oota-refdev is built from source against torch 2.15.0 in "
+                     "each cell"] is True
+    assert sentences["xpu py3.11: torch 2.15.0 has a cp311 wheel for Linux x86_64; Intel XPU "
+                     "build for torch 2.15 (vendors/xpu/vendor.yaml facts.compat)"] is True
+    assert not any("None" in s for s in sentences)
