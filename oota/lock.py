@@ -55,11 +55,9 @@ cd /lock
 
 def cell_requirements(cell: Cell) -> tuple[str, ...]:
     """The cell's pip requirements (install then test), formatted as the Dockerfile has them."""
-    coords = {k: v for k, v in cell.coordinates().items() if v is not None}
-    if cell.vendor.toolkit and cell.toolkit is not None:
-        coords[cell.vendor.toolkit.axis] = str(cell.toolkit)
-    items = cell.vendor.requirements + cell.vendor.test_requirements
-    return tuple(dict.fromkeys(item.format(**coords) for item in items))
+    v = cell.vendor
+    return tuple(dict.fromkeys([*(cell.format(r, "requirements") for r in v.requirements),
+                                *(cell.format(r, "test_requirements") for r in v.test_requirements)]))
 
 
 def inputs_digest(cell: Cell) -> str:

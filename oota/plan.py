@@ -56,11 +56,32 @@ class Cell:
         if self.vendor.toolkit and self.toolkit is not None:
             coords[self.vendor.toolkit.axis] = str(self.toolkit)
             coords[f"{self.vendor.toolkit.axis}_nodot"] = str(self.toolkit).replace(".", "")
+        for name, pairs in self.vendor.companions.items():
+            version = companion_for(pairs, self.torch)
+            if version:
+                coords[name] = version
         return coords
+
+    def format(self, text: str, what: str) -> str:
+        """A vendor.yaml format string filled with :meth:`format_vars`; an unknown name is an
+        InputError that says which file and entry to fix."""
+        try:
+            return text.format(**self.format_vars())
+        except KeyError as exc:
+            name = exc.args[0]
+            where = f"vendors/{self.vendor.name}/vendor.yaml {what} '{text}'"
+            if name in self.vendor.companions:
+                raise InputError(f"{where}: no {name} paired with torch {self.torch} in "
+                                 f"companions.{name}; add the torch series it pairs with") from None
+            raise InputError(f"{where}: unknown name {{{name}}}; known: "
+                             + ", ".join(sorted(self.format_vars()))) from None
+        except (IndexError, ValueError) as exc:
+            raise InputError(f"vendors/{self.vendor.name}/vendor.yaml {what} '{text}': "
+                             f"{exc}") from None
 
     @property
     def index_url(self) -> str:
-        return self.vendor.index_url.format(**self.format_vars())
+        return self.format(self.vendor.index_url, "index_url")
 
     def coordinates(self) -> dict[str, str | None]:
         """The cell's position in the matrix, as plain strings (labels, results, templates)."""
@@ -72,6 +93,20 @@ class Cell:
             "toolkit": self.vendor.toolkit.axis if self.vendor.toolkit else None,
             "toolkit_version": str(self.toolkit) if self.toolkit is not None else None,
         }
+
+
+def companion_for(pairs: dict[str, str], torch: Version) -> str | None:
+    """The version paired with ``torch``: '2.14' covers every 2.14.x, '2.14.1' that release;
+    the most specific series wins."""
+    best: tuple[int, str] | None = None
+    for series, version in pairs.items():
+        try:
+            release = Version(series).release
+        except InvalidVersion:
+            continue
+        if torch.release[:len(release)] == release and (best is None or len(release) > best[0]):
+            best = (len(release), version)
+    return best[1] if best else None
 
 
 def expand_combos(axes: list[tuple[str, tuple[str, ...]]], include: list[Combo],

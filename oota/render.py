@@ -48,9 +48,9 @@ def cell_manifest(cell: Cell) -> dict:
     from oota.skips import SKIPS_FILE, load_skips
 
     v = cell.vendor
-    coords = cell.format_vars()
     verify = dict(v.verify)
-    verify["extensions"] = [{**ext, "torch": str(ext.get("torch", "")).format(**coords)}
+    verify["extensions"] = [{**ext, "torch": cell.format(str(ext.get("torch", "")),
+                                                         "verify.extensions[].torch")}
                             for ext in verify.get("extensions") or []]
     for key in ("tolerances", "model_tolerances"):  # YAML floats arrive as text (yamlsrc)
         if key in verify:
@@ -86,8 +86,8 @@ def _environment_for(search: tuple[str, ...]) -> jinja2.Environment:
     )
 
 
-def _format_all(items: tuple[str, ...], coords: dict) -> list[str]:
-    return [item.format(**coords) for item in items]
+def _format_all(cell: Cell, items: tuple[str, ...], what: str) -> list[str]:
+    return [cell.format(item, what) for item in items]
 
 
 def render_cell(matrix: Matrix, cell: Cell) -> Rendered:
@@ -102,8 +102,8 @@ def render_cell(matrix: Matrix, cell: Cell) -> Rendered:
         "vendor": vendor,
         "os": cell.os,
         "python": str(cell.python),
-        "requirements": _format_all(vendor.requirements, coords),
-        "test_requirements": _format_all(vendor.test_requirements, coords),
+        "requirements": _format_all(cell, vendor.requirements, "requirements"),
+        "test_requirements": _format_all(cell, vendor.test_requirements, "test_requirements"),
         "regenerate": f"invoke generate --vendor={vendor.name}",
         "lock": lock_path(matrix, cell).is_file(),
         "sources": f"{matrix.file.name} and {rel_vendor}/",

@@ -8,7 +8,7 @@ one never needs a code change.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,9 @@ class Vendor:
     host: dict[str, Any]              # how to probe a Docker host for the hardware (oota/hosts.py)
     facts: dict[str, Any]             # vendor data: python range, extension, compat table
     verify: dict[str, Any]            # what the in-image suite checks (dtypes, tolerances, models)
+    # Packages whose release follows torch's, e.g. torchvision: name -> torch series -> version.
+    # Each becomes a format variable of the requirements ("torchvision=={torchvision}").
+    companions: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def base_image_for(self, os_key: str, toolkit: str | None) -> str | None:
         """The vendor's own base image for a cell, when it overrides the OS's."""
@@ -61,7 +64,7 @@ class Vendor:
 
 _KEYS = ("name", "display", "source", "device", "toolkit", "index_url", "requirements",
          "test_requirements", "builder_apt", "runtime_apt", "run_flags", "smoke_imports",
-         "base_images", "env", "host", "facts", "verify")
+         "base_images", "env", "host", "facts", "verify", "companions")
 
 
 def load_vendor(folder: Path, display_root: Path | None = None) -> Vendor:
@@ -95,15 +98,20 @@ def load_vendor(folder: Path, display_root: Path | None = None) -> Vendor:
                      if _is_map(doc, ("base_images", os_key), per_os)},
         env=f.str_map("env"), host=f.mapping("host"), facts=f.mapping("facts"),
         verify=f.mapping("verify"),
+        companions={name: {str(k): str(v) for k, v in pairs.items()}
+                    for name, pairs in f.mapping("companions").items()
+                    if _is_map(doc, ("companions", name), pairs,
+                               "a mapping of torch series (e.g. '2.14') to a version")},
     )
     doc.raise_if_problems()
     return vendor
 
 
-def _is_map(doc, path, value) -> bool:
+def _is_map(doc, path, value,
+            what: str = "a mapping of toolkit version (or 'default') to image") -> bool:
     if isinstance(value, dict):
         return True
-    doc.error(path, "expected a mapping of toolkit version (or 'default') to image")
+    doc.error(path, f"expected {what}")
     return False
 
 

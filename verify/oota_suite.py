@@ -184,8 +184,14 @@ def device(cell, device_type):
         skip_without_device(f"torch has no torch.{device_type} module: the backend is not "
                             "registered")
     if not module.is_available():
-        skip_without_device(f"no {device_type} device visible in this container "
+        skip_without_device(f"no {device_type} device visible here "
                             f"(torch.{device_type}.is_available() is False)")
+    # Results are compared with the CPU at full float32 precision: no TF32 shortcuts in matmuls
+    # or (on CUDA/ROCm) cuDNN convolutions, which would differ from the CPU by ~1e-3.
+    torch.set_float32_matmul_precision("highest")
+    cudnn = getattr(torch.backends, "cudnn", None)
+    if cudnn is not None:
+        cudnn.allow_tf32 = False
     return torch.device(device_type)
 
 

@@ -38,6 +38,24 @@ def test_torch_release_matches_cell(cell):
     assert Version(torch.__version__).release == Version(cell["torch"]).release, torch.__version__
 
 
+def test_model_libraries_import(spec, record_data):
+    """The libraries of the models the vendor declares import here, device or not, so a broken
+    model stack shows on every host, not only on one with the hardware."""
+    from test_models import MODELS
+
+    families = sorted({MODELS[m].family for m in spec.get("models") or [] if m in MODELS})
+    if not families:
+        pytest.skip("the vendor declares no models (verify.models in vendor.yaml)")
+    failures, versions = {}, {}
+    for family in families:
+        try:
+            versions[family] = getattr(importlib.import_module(family), "__version__", "?")
+        except Exception as exc:  # report every library, not just the first
+            failures[family] = f"{type(exc).__name__}: {exc}"
+    record_data(libraries=versions)
+    assert not failures, failures
+
+
 def test_pip_check_is_clean():
     proc = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True,
                           timeout=120)

@@ -341,3 +341,24 @@ def test_repo_generated_files_are_fresh(monkeypatch):
     assert written == []
     assert drift is not None
     assert drift.clean, f"images/ is stale; run `invoke generate`:\n{drift.stale_diff}"
+
+
+def test_companion_versions_follow_torch(project):
+    """A package whose release follows torch's (torchvision) is pinned per torch series; the
+    most specific series wins, and a torch with no pairing is a located input error."""
+    replace_in(project.root / "vendors/cpu/vendor.yaml", "test_requirements:\n",
+               'companions:\n  torchvision: {"2.13": "0.28.0", "2.13.1": "0.28.1", '
+               '"2.12": "0.27.0"}\ntest_requirements:\n  - "torchvision=={torchvision}+cpu"\n')
+    project.write(project.matrix.read_text().replace('torch: ["2.13.0"]',
+                                                     'torch: ["2.13.0", "2.13.1"]'))
+    matrix, items = rendered()
+    pins = {i.cell.id: re.findall(r'"torchvision==[^"]+"', i.files["Dockerfile"]) for i in items}
+    assert pins[FIRST] == ['"torchvision==0.28.0+cpu"']
+    assert pins["cpu-torch2.13.1-py3.11-debian12"] == ['"torchvision==0.28.1+cpu"']
+    project.write(project.matrix.read_text().replace('"2.13.1"]', '"2.14.0"]'))
+    with pytest.raises(InputError) as info:
+        rendered()
+    assert str(info.value) == ("vendors/cpu/vendor.yaml test_requirements "
+                               "'torchvision=={torchvision}+cpu': no torchvision paired with torch "
+                               "2.14.0 in companions.torchvision; add the torch series it pairs "
+                               "with")

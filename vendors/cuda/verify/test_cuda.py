@@ -12,7 +12,7 @@ import torch
 @pytest.fixture(scope="module")
 def gpu() -> torch.device:
     if not torch.cuda.is_available():
-        skip_without_device("no CUDA device visible in this container (torch.cuda.is_available() is "
+        skip_without_device("no CUDA device visible here (torch.cuda.is_available() is "
                     "False): run it with --gpus all on a host with an NVIDIA driver")
     return torch.device("cuda", 0)
 
