@@ -71,8 +71,11 @@ def _probe(argv: list[str], timeout_s: int = 30) -> tuple[str | None, str]:
     return (lines[0] if lines else ""), ""
 
 
-def check_vendor(vendor: Vendor, docker_facts: dict[str, str]) -> HostCheck:
-    """Probe this host for ``vendor``'s hardware, driver and container runtime."""
+def check_vendor(vendor: Vendor, docker_facts: dict[str, str] | None) -> HostCheck:
+    """Probe this host for ``vendor``'s hardware, driver and container runtime.
+
+    ``docker_facts`` None means the suite runs in place, not in a container: the vendor's
+    container runtime is then not needed."""
     spec = vendor.host
     if not spec:
         return HostCheck(vendor=vendor.name, reasons=(), facts={"needs": "nothing"})
@@ -82,7 +85,7 @@ def check_vendor(vendor: Vendor, docker_facts: dict[str, str]) -> HostCheck:
     if missing:
         reasons.append("missing device nodes: " + ", ".join(missing))
     runtime = spec.get("runtime")
-    if runtime:
+    if runtime and docker_facts is not None:
         runtimes = docker_facts.get("runtimes", "").split(",")
         facts["runtimes"] = runtimes
         if runtime not in runtimes:

@@ -9,12 +9,15 @@ records the result like any other cell (``results/<vendor>-here-.../result.json`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import platform
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,60 +33,125 @@ from oota.render import cell_manifest, context_files, fingerprint, render_cell
 from oota.results import overall_status, save, summarize
 
 
-def probe_python(python: str) -> tuple[Version, Version]:
-    """(Python version, torch version) of the interpreter that will run the suite."""
-    code = ("import sys, importlib.metadata as m; print('%d.%d' % sys.version_info[:2]); "
-            "print(m.version('torch'))")
+# Runs in the interpreter under test; the vendor's toolkit path (e.g. torch.version.cuda) comes
+# in as argv[1], never spliced into the code.
+_PROBE = r"""
+import importlib, importlib.metadata as md, sys
+print("%d.%d" % sys.version_info[:2])
+print(md.version("torch"))
+value, path = None, sys.argv[1]
+if path:
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            value = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            value = getattr(value, attr, None)
+        break
+print("" if value is None else value)
+"""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Environment:
+    """What the interpreter under test has: its Python, torch and toolkit versions."""
+
+    python: Version
+    torch: Version
+    toolkit: str | None        # as torch reports it (torch.version.cuda ...), None if it has none
+
+
+def probe_python(python: str, toolkit_path: str | None = None) -> Environment:
+    """Ask the interpreter that will run the suite for its Python, torch and toolkit versions."""
     try:
-        proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120)
+        proc = subprocess.run([python, "-c", _PROBE, toolkit_path or ""], capture_output=True,
+                              text=True, timeout=300)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot run {python}: {exc}") from None
     if proc.returncode != 0:
-        raise EnvironmentProblem(f"torch is not installed for {python} "
-                                 "(install it there, or verify in a container): "
-                                 + proc.stderr.strip().splitlines()[-1:][0] if proc.stderr else "")
-    py, torch = proc.stdout.split()
-    return Version(py), Version(torch)
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise EnvironmentProblem(f"torch is not installed for {python} (install it there, pass "
+                                 f"--python with an interpreter that has it, or verify in a "
+                                 f"container): {last}")
+    py, torch, toolkit = (proc.stdout.splitlines() + ["", "", ""])[:3]
+    return Environment(python=Version(py), torch=Version(torch), toolkit=toolkit or None)
 
 
-def matching_cell(matrix: Matrix, vendor: str, python: str) -> tuple[Cell | None, Version, Version]:
-    py, torch = probe_python(python)
-    for cell in plan(matrix, [vendor]):
-        if cell.python.release[:2] == py.release[:2] and cell.torch.release == torch.release:
-            return cell, py, torch
-    return None, py, torch
+def _release(text: str) -> tuple[int, ...]:
+    """(7, 2, 41133) of '7.2.41133-dd7f95766' (HIP), (13, 0) of '13.0' (CUDA)."""
+    match = re.match(r"\d+(?:\.\d+)*", text.strip())
+    return tuple(int(x) for x in match.group(0).split(".")) if match else ()
+
+
+def _fits(cell: Cell, env: Environment) -> bool:
+    if cell.python.release[:2] != env.python.release[:2] or cell.torch.release != env.torch.release:
+        return False
+    if cell.toolkit is None:
+        return True
+    want = cell.toolkit.release
+    return env.toolkit is not None and _release(env.toolkit)[:len(want)] == want
+
+
+def matching_cell(matrix: Matrix, vendor: str, python: str) -> tuple[Cell | None, Environment]:
+    """The vendor's cell this interpreter is an instance of (Python, torch and toolkit)."""
+    spec = matrix.vendors[vendor].vendor.verify
+    env = probe_python(python, str(spec.get("toolkit_version") or "") or None)
+    return next((c for c in plan(matrix, [vendor]) if _fits(c, env)), None), env
+
+
+def check_suite_runs(python: str) -> None:
+    """The suite needs pytest and packaging in the interpreter under test; say so up front."""
+    proc = subprocess.run([python, "-c", "import pytest, packaging"], capture_output=True,
+                          text=True, timeout=120)
+    if proc.returncode != 0:
+        raise EnvironmentProblem(
+            f"{python} cannot run the verify suite: "
+            f"{(proc.stderr.strip().splitlines() or ['?'])[-1]}; install it there with "
+            f"`{python} -m pip install pytest packaging`")
 
 
 def manifest_here(matrix: Matrix, vendor: str, python: str) -> tuple[dict[str, Any], str, str]:
-    """(cell.json content, cell id, fingerprint) for the environment of ``python``."""
-    cell, py, torch = matching_cell(matrix, vendor, python)
+    """(cell.json content, cell id, fingerprint) for the environment of ``python``.
+
+    An environment that is one of the vendor's cells is verified against that cell. Any other
+    (another torch, Python or toolkit) is described as an ad-hoc cell of what it really has,
+    with the vendor's checks and data; its id ends in ``-host``."""
+    cell, env = matching_cell(matrix, vendor, python)
     if cell is not None:
         rendered = render_cell(matrix, cell)
         manifest = cell_manifest(cell)
-        manifest["id"] = cell.id
         return manifest, f"{cell.id}-here", fingerprint(context_files(matrix, rendered))
     cells = plan(matrix, [vendor])
     if not cells:
         raise EnvironmentProblem(f"vendor {vendor} has no cells in {matrix.file}")
-    template = cells[0]
-    manifest = cell_manifest(template)
-    pyver = ".".join(str(p) for p in py.release[:2])
-    release = ".".join(str(p) for p in torch.release)
-    manifest.update(python=pyver, torch=release, os="host",
-                    id=f"{vendor}-torch{release}-py{pyver}-host")
-    digest = "sha256:" + __import__("hashlib").sha256(
-        json.dumps(manifest, sort_keys=True).encode()).hexdigest()
+    manifest = cell_manifest(cells[0])
+    pyver = ".".join(str(p) for p in env.python.release[:2])
+    release = ".".join(str(p) for p in env.torch.release)
+    toolkit = cells[0].vendor.toolkit
+    parts = [vendor, f"torch{release}"]
+    if toolkit:
+        shown = ".".join(str(p) for p in _release(env.toolkit or "")[:2]) or "none"
+        parts.append(f"{toolkit.id_prefix}{shown}")
+        manifest["toolkit_version"] = env.toolkit
+    parts += [f"py{pyver}", "host"]
+    manifest.update(python=pyver, torch=release, os="host", id="-".join(parts))
+    for ext in manifest["verify"].get("extensions") or []:
+        ext["torch"] = ext["torch"].replace(str(cells[0].torch), release)
+    digest = "sha256:" + hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
     return manifest, f"{manifest['id']}-here", digest
 
 
 def verify_here(matrix: Matrix, vendor: str, results_dir: Path, *,
                 layers: tuple[str, ...] = (), python: str = sys.executable) -> dict[str, Any]:
+    check_suite_runs(python)
     manifest, cell_id, digest = manifest_here(matrix, vendor, python)
     folder = results_dir / cell_id
     out = folder / "verify"
     out.mkdir(parents=True, exist_ok=True)
     started = now()
-    check = check_vendor(matrix.vendors[vendor].vendor, {})
+    check = check_vendor(matrix.vendors[vendor].vendor, None)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump(manifest, fh)
     env = {**os.environ, "OOTA_CELL_FILE": fh.name,

@@ -27,7 +27,7 @@ def torch_npu():
 @pytest.fixture(scope="module")
 def npu(torch_npu) -> torch.device:
     if not torch.npu.is_available():
-        skip_without_device("no NPU visible in this container (torch.npu.is_available() is False): run "
+        skip_without_device("no NPU visible here (torch.npu.is_available() is False): run "
                     "it with the davinci device flags on a host with the Ascend driver")
     return torch.device("npu", 0)
 

@@ -23,7 +23,7 @@ def hpu(htcore) -> torch.device:
     import habana_frameworks.torch.hpu as hthpu  # noqa: PLC0415
 
     if not hthpu.is_available():
-        skip_without_device("no HPU visible in this container (habana_frameworks.torch.hpu.is_available() "
+        skip_without_device("no HPU visible here (habana_frameworks.torch.hpu.is_available() "
                     "is False): run it with --runtime=habana on a Gaudi host")
     return torch.device("hpu")
 

@@ -10,7 +10,7 @@ from packaging.version import Version
 @pytest.fixture(scope="module")
 def gpu() -> torch.device:
     if not torch.cuda.is_available():
-        skip_without_device("no ROCm device visible in this container (torch.cuda.is_available() is "
+        skip_without_device("no ROCm device visible here (torch.cuda.is_available() is "
                     "False): run it with --device=/dev/kfd --device=/dev/dri on an AMD GPU host")
     return torch.device("cuda", 0)
 

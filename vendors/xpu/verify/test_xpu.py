@@ -13,7 +13,7 @@ from packaging.version import Version
 @pytest.fixture(scope="module")
 def xpu() -> torch.device:
     if not torch.xpu.is_available():
-        skip_without_device("no XPU device visible in this container (torch.xpu.is_available() is "
+        skip_without_device("no XPU device visible here (torch.xpu.is_available() is "
                     "False): run it with --device /dev/dri on a host with the Intel GPU driver")
     return torch.device("xpu", 0)
 
