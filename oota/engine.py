@@ -96,6 +96,22 @@ def _tail(text: str, lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+_BUILDKIT_ERROR = re.compile(r"^#\d+ ERROR: (.+)$")
+_BUILD_ERROR = re.compile(r"^#\d+ [\d.]+ (?:ERROR|E): (.+)$|^#\d+ [\d.]+ (\w*Error: .+)$")
+
+
+def build_error_cause(log_tail: str) -> str:
+    """The line of a failed build's output that says why, e.g. pip's "No matching distribution
+    found for torch==2.14.1+cpu" or apt's "E: Unable to locate package ...": the last error line
+    a build step printed, not BuildKit's own "executor failed running ..." summary."""
+    lines = log_tail.splitlines()
+    causes = [next(g for g in m.groups() if g) for m in map(_BUILD_ERROR.match, lines) if m]
+    if not causes:  # no step printed an error: BuildKit's own (a missing file, a bad mount)
+        causes = [m.group(1) for m in map(_BUILDKIT_ERROR.match, lines)
+                  if m and not m.group(1).startswith("executor failed")]
+    return causes[-1].strip() if causes else ""
+
+
 def find_buildkit_cli() -> tuple[list[str], dict[str, str]]:
     """A docker CLI that can drive BuildKit: argv prefix and extra environment.
 
@@ -230,7 +246,9 @@ class DockerEngine:
         output = self._stream(argv, env, request.log_path, request.timeout_s, on_step)
         if output.exit_code != 0:
             why = "timed out" if output.timed_out else f"exited with {output.exit_code}"
-            raise StepFailed(f"docker build of {request.tag} {why}", command=argv,
+            cause = build_error_cause(output.output_tail)
+            raise StepFailed(f"docker build of {request.tag} {why}" + (f": {cause}" if cause else ""),
+                             command=argv,
                              exit_code=output.exit_code, log_tail=output.output_tail)
         return self.client.images.get(request.tag).id
 

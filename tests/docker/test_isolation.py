@@ -34,6 +34,8 @@ def test_failing_cell_does_not_stop_the_next(built, engine, tmp_path):
     assert failing["status"] == "failed"
     assert failing["stages"]["build"]["status"] == "failed"
     assert "verify" not in failing["stages"]
+    # The result says why, in pip's words, not only that docker build exited with 1.
+    assert "No matching distribution found for torch==0.0.1" in failing["message"]
     assert passing["status"] == "passed", passing.get("message")
     for cell_id in (failing["cell"]["id"], passing["cell"]["id"]):
         on_disk = json.loads((results_dir / cell_id / "result.json").read_text())
