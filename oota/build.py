@@ -145,7 +145,11 @@ class CellRun:
         if labels and labels.get("oota.fingerprint") == self.fingerprint and not self.options.rebuild:
             self.console.info(f"{self.cell.id}: image {self.tag} is up to date "
                               f"({self.fingerprint[:19]}); --rebuild forces a build")
-            return {"detail": {"up_to_date": True}}
+            # The base it was built on, from its label, so a comparison with an earlier run
+            # does not see the base image vanish when the image is only reused.
+            base_ref = labels.get("org.opencontainers.image.base.name", "")
+            self.extra["base"] = {"ref": base_ref, "how": "reused", "note": "image up to date"}
+            return {"detail": {"up_to_date": True, "base": base_ref}}
         base = self.bases.get(self.cell.base_image)
         if isinstance(base, StepFailed):
             raise base
