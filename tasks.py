@@ -36,6 +36,9 @@ def _errors_to_exit(fn):
             raise Exit(f"error: {exc}", code=exc.exit_code) from None
         except KeyboardInterrupt:
             raise Exit("interrupted", code=EXIT_INTERRUPTED) from None
+        except BrokenPipeError:  # `invoke matrix | head`: the reader left; no traceback
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise Exit(code=0) from None
     return wrapper
 
 
@@ -71,11 +74,12 @@ def generate(c, vendor=None, matrix="matrix.yaml", check=False):
 
 
 def _options(results, ca_bundle, index_url, find_links, no_host_pip_config, rebuild, layer,
-             verify=True):
+             verify=True, registry_mirror=None):
     return BuildOptions(results_dir=Path(results), ca_bundle=ca_bundle,
                         index_url=index_url, find_links=tuple(find_links or ()),
                         use_host_pip_config=not no_host_pip_config, rebuild=rebuild,
-                        verify=verify, layers=tuple(x for x in (layer or "").split(",") if x))
+                        verify=verify, layers=tuple(x for x in (layer or "").split(",") if x),
+                        registry_mirrors=api.registry_mirrors(registry_mirror))
 
 
 def _finish(results, results_dir):
@@ -98,17 +102,19 @@ _BUILD_HELP = {
     "rebuild": "build even when an image with the same fingerprint exists",
     "results": "results folder (default: results)", "layer": "verify layers, comma-separated",
     "no_verify": "build only",
+    "registry_mirror": "REGISTRY=MIRROR: pull base images of REGISTRY from MIRROR (repeatable), "
+                       "e.g. vault.habana.ai=registry.lab:5000",
 }
 
 
-@task(iterable=["vendor", "cell", "find_links"], help=_BUILD_HELP)
+@task(iterable=["vendor", "cell", "find_links", "registry_mirror"], help=_BUILD_HELP)
 @_errors_to_exit
 def build(c, vendor=None, cell=None, matrix="matrix.yaml", all=False, ca_bundle=None,
           index_url=None, find_links=None, no_host_pip_config=False, rebuild=False,
-          results="results", layer="", no_verify=False):
+          results="results", layer="", no_verify=False, registry_mirror=None):
     """Build each selected cell's image with BuildKit, verify it, and write the report."""
     options = _options(results, ca_bundle, index_url, find_links, no_host_pip_config, rebuild,
-                       layer, verify=not no_verify)
+                       layer, verify=not no_verify, registry_mirror=registry_mirror)
     out = api.build(matrix, _vendors(vendor), cell, all, options, Console())
     _finish(out, results)
 
@@ -177,13 +183,13 @@ def release_check(c, vendor=None, matrix="matrix.yaml", torch=None, format="tabl
                             vendors=_vendors(vendor)))
 
 
-@task(iterable=["vendor", "cell", "find_links"], help={
+@task(iterable=["vendor", "cell", "find_links", "registry_mirror"], help={
     **{k: _BUILD_HELP[k] for k in ("vendor", "cell", "matrix", "all", "ca_bundle", "index_url",
-                                   "find_links", "no_host_pip_config")},
+                                   "find_links", "no_host_pip_config", "registry_mirror")},
     "check": "only report fresh/stale/missing per cell; exit 1 when a lock is stale"})
 @_errors_to_exit
 def lock(c, vendor=None, cell=None, matrix="matrix.yaml", all=False, check=False, ca_bundle=None,
-         index_url=None, find_links=None, no_host_pip_config=False):
+         index_url=None, find_links=None, no_host_pip_config=False, registry_mirror=None):
     """Write hash-pinned locks/<vendor>/<cell>.txt (pip-compile inside each cell's builder)."""
     if check:
         rows = api.lock_status(matrix, _vendors(vendor))
@@ -194,7 +200,8 @@ def lock(c, vendor=None, cell=None, matrix="matrix.yaml", all=False, check=False
         return
     out = api.lock(matrix, _vendors(vendor), cell, all, Console(), ca_bundle=ca_bundle,
                    index_url=index_url, find_links=tuple(find_links or ()),
-                   use_host_pip_config=not no_host_pip_config)
+                   use_host_pip_config=not no_host_pip_config,
+                   registry_mirrors=api.registry_mirrors(registry_mirror))
     for o in out:
         print(f"{o.status:>9}  {o.cell}  {o.path}" + (f"  ({o.message})" if o.message else ""))
     if any(o.status == "failed" for o in out):

@@ -84,6 +84,13 @@ def build(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, ev
     return build_cells(matrix, cells, engine, console, options, build=build_images)
 
 
+def registry_mirrors(items: list[str] | None) -> tuple[tuple[str, str], ...]:
+    """``--registry-mirror REGISTRY=MIRROR`` flags, validated (InputError, exit code 2)."""
+    from oota.bases import parse_mirrors
+
+    return tuple(parse_mirrors(items or []).items())
+
+
 def exit_code_for(results: list[dict[str, Any]]) -> int:
     return EXIT_OK if results and all(r["status"] in ("passed", "skipped", "unsupported-here")
                                       for r in results) else EXIT_FAILED

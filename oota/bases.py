@@ -1,7 +1,8 @@
 """Base images: use a local one, pull one, or build one from the distribution's archive.
 
-Users behind a registry mirror pull ``debian:bookworm-slim`` like anyone else; air-gapped
-hosts (and this project's CI) cannot. When the pull fails and the OS entry of matrix.yaml
+A lab with its own registry mirror (``--registry-mirror vault.habana.ai=registry.lab:5000``)
+gets each base image from there, tagged with its upstream name, so the generated Dockerfiles
+stay the same everywhere. Air-gapped hosts (and this project's CI) may have no registry at all. When the pull fails and the OS entry of matrix.yaml
 declares a ``bootstrap``, the base is built once with debootstrap from the Debian archive,
 imported, and tagged ``oota/base:<os>`` with labels saying how it was made; later builds
 reuse it.
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oota.engine import Engine
-from oota.errors import EnvironmentProblem, StepFailed
+from oota.errors import EnvironmentProblem, InputError, StepFailed
 from oota.matrix import OsSpec
 
 log = logging.getLogger("oota.bases")
@@ -42,19 +43,65 @@ def _bootstrap_labels(spec: OsSpec) -> dict[str, str]:
             "oota.base.replaces": spec.image}
 
 
-def ensure_base(engine: Engine, image: str, spec: OsSpec, workdir: Path) -> Base:
-    """Make ``image`` available and say which reference to build FROM. The OS entry's
+def split_registry(ref: str) -> tuple[str, str]:
+    """(registry, path:tag) of an image reference, with Docker Hub's implicit parts spelled out:
+    ``debian:bookworm-slim`` is ``("docker.io", "library/debian:bookworm-slim")``."""
+    first, _, rest = ref.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        return first, rest
+    return "docker.io", ref if rest else f"library/{ref}"
+
+
+def parse_mirrors(items: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """``REGISTRY=MIRROR`` pairs (``vault.habana.ai=registry.lab:5000``) as a mapping."""
+    mirrors = {}
+    for item in items:
+        registry, sep, mirror = item.partition("=")
+        if not sep or not registry.strip() or not mirror.strip() or "/" in registry:
+            raise InputError(f"--registry-mirror {item!r}: write it as REGISTRY=MIRROR, e.g. "
+                             "vault.habana.ai=registry.example.com/habana")
+        mirrors[registry.strip()] = mirror.strip().rstrip("/")
+    return mirrors
+
+
+def mirrored(ref: str, mirrors: dict[str, str]) -> str | None:
+    """Where ``ref`` lives on a mirror of its registry, or None when none is configured."""
+    registry, path = split_registry(ref)
+    mirror = mirrors.get(registry)
+    return f"{mirror}/{path}" if mirror else None
+
+
+def _pull(engine: Engine, image: str, mirrors: dict[str, str]) -> tuple[Base | None, str]:
+    """Pull ``image`` from its mirror (then tag it with its own name, so every Dockerfile keeps
+    naming the upstream image) or from its registry; (base, '') or (None, why not)."""
+    mirror = mirrored(image, mirrors)
+    mirror_why = ""
+    if mirror:
+        why = engine.pull(mirror)
+        if why is None:
+            engine.tag(mirror, image)
+            return Base(ref=image, how="pulled", note=f"from the mirror {mirror}"), ""
+        mirror_why = f"the mirror's {mirror}: {why}; "
+    why = engine.pull(image)
+    return (Base(ref=image, how="pulled"), "") if why is None else (None, mirror_why + why)
+
+
+def ensure_base(engine: Engine, image: str, spec: OsSpec, workdir: Path,
+                mirrors: dict[str, str] | None = None) -> Base:
+    """Make ``image`` available and say which reference to build FROM. ``mirrors`` maps a
+    registry to the one to pull from instead (``--registry-mirror``). The OS entry's
     bootstrap stands in only for the OS's own image, never for a vendor's base image."""
     if engine.image_labels(image) is not None:
         return Base(ref=image, how="local")
-    why = engine.pull(image)
-    if why is None:
-        return Base(ref=image, how="pulled")
+    pulled, why = _pull(engine, image, mirrors or {})
+    if pulled is not None:
+        return pulled
     if spec.bootstrap is None or image != spec.image:
         where = f"os.{spec.key} in matrix.yaml declares no bootstrap" if image == spec.image \
             else "it is the vendor's base image, which oota cannot bootstrap"
         raise StepFailed(f"base image {image} is not available ({why}) and {where}; pull it "
-                         "or `docker load` it on this host")
+                         "or `docker load` it on this host, or name your registry mirror with "
+                         f"--registry-mirror {split_registry(image)[0]}=MIRROR")
     tag = bootstrap_tag(spec)
     wanted = _bootstrap_labels(spec)
     labels = engine.image_labels(tag)

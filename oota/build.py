@@ -7,6 +7,7 @@ itself) becomes that cell's result and never stops the next cell.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import re
@@ -31,7 +32,7 @@ from oota.plan import Cell
 from oota.render import context_files, fingerprint, render_cell
 from oota.results import overall_status, save, summarize
 from oota.sources import PipSources, fill_wheelhouse, find_ca_bundle, resolve_sources
-from oota.verify import verify_image
+from oota.verify import EXPECTED_IN_IMAGE, expected_results, verify_image
 
 log = logging.getLogger("oota.build")
 _MOUNT_FLAG = re.compile(r"--mount=\S+\s*")
@@ -52,6 +53,8 @@ class BuildOptions:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     extra_labels: tuple[tuple[str, str], ...] = ()
     namespace: str = "oota"   # image repository prefix: <namespace>/<vendor>:<cell-id>
+    # registry -> mirror to pull base images from (--registry-mirror vault.habana.ai=MIRROR)
+    registry_mirrors: tuple[tuple[str, str], ...] = ()
 
     def tag_for(self, cell: Cell) -> str:
         return f"{self.namespace}/{cell.vendor.name}:{cell.id}"
@@ -226,7 +229,25 @@ class CellRun:
         self.extra["skips"] = outcome.skips
         if outcome.problem:
             raise StepFailed(outcome.problem, log_tail=outcome.log_tail)
+        if not self.options.layers:  # only a whole run is the image's expected result
+            self._seal()
         return None
+
+    def _seal(self) -> None:
+        """Put this verification into the image (/opt/oota/expected.json), so `oota-verify` on
+        a user's host compares its run with it. A failure to seal is noted, not a failed cell."""
+        expected = expected_results(self.cell, self.tests, self.extra.get("installed") or {},
+                                    self.host, self.options.run_id)
+        try:
+            image_id = self.engine.seal(
+                self.tag, {EXPECTED_IN_IMAGE: json.dumps(expected, indent=2).encode()},
+                {"oota.verified": expected["status"], "oota.verified-at": expected["verified_at"]})
+        except Exception as exc:  # noqa: BLE001 - the verification itself stands
+            self.console.warn(f"{self.cell.id}: could not put the results into the image: {exc}")
+            self.extra["image"]["sealed"] = {"error": str(exc).splitlines()[0][:300]}
+            return
+        self.extra["image"]["sealed"] = {"id": image_id, "file": EXPECTED_IN_IMAGE,
+                                         "at": expected["verified_at"]}
 
     def _save(self, started: str) -> dict[str, Any]:
         result: dict[str, Any] = {
@@ -258,8 +279,8 @@ class CellRun:
         return result
 
 
-def prepare_bases(engine: Engine, cells: list[Cell], console: Console,
-                  workdir: Path) -> dict[str, Base | StepFailed]:
+def prepare_bases(engine: Engine, cells: list[Cell], console: Console, workdir: Path,
+                  mirrors: dict[str, str] | None = None) -> dict[str, Base | StepFailed]:
     """Each OS's base image, once per run; a failure is kept and becomes those cells' result."""
     bases: dict[str, Base | StepFailed] = {}
     for cell in cells:
@@ -269,11 +290,12 @@ def prepare_bases(engine: Engine, cells: list[Cell], console: Console,
         t0 = dt.datetime.now()
         try:
             with console.status(f"base image {key}"):
-                bases[key] = ensure_base(engine, key, cell.os, workdir)
+                bases[key] = ensure_base(engine, key, cell.os, workdir, mirrors)
             base = bases[key]
             assert isinstance(base, Base)
             took = (dt.datetime.now() - t0).total_seconds()
-            console.line("ok", f"base {key}: {base.ref} ({base.how})", took)
+            note = f", {base.note}" if base.how == "pulled" and base.note else ""
+            console.line("ok", f"base {key}: {base.ref} ({base.how}{note})", took)
         except StepFailed as exc:
             bases[key] = exc
             console.line("fail", f"base {key}: {exc}")
@@ -287,7 +309,8 @@ def build_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Cons
 
     host = host_facts(engine)
     checks = check_hosts(cells, host, console)
-    bases = prepare_bases(engine, cells, console, matrix.root / ".oota-cache") if build else {}
+    bases = prepare_bases(engine, cells, console, matrix.root / ".oota-cache",
+                          dict(options.registry_mirrors)) if build else {}
     results = []
     for index, cell in enumerate(cells, 1):
         console.info(f"[{index}/{len(cells)}] {cell.id}")

@@ -33,6 +33,9 @@ from oota.errors import EnvironmentProblem, StepFailed
 log = logging.getLogger("oota.engine")
 
 RUN_LABEL = "oota.run"
+# On a sealed image (the build output plus its verification results): the build output's id, so
+# resealing starts from it again instead of stacking layers, and the digest stays the same.
+SEALED_FROM_LABEL = "oota.sealed-from"
 _STEP = re.compile(r"^#(\d+) \[([^\]]+)\] (.*)$")
 _DONE = re.compile(r"^#(\d+) (DONE [\d.]+s|CACHED|ERROR.*)$")
 
@@ -86,10 +89,12 @@ class Engine(Protocol):
     def image_labels(self, ref: str) -> dict[str, str] | None: ...
     def image_digest(self, ref: str) -> str: ...
     def pull(self, ref: str) -> str | None: ...
+    def tag(self, source: str, target: str) -> None: ...
     def import_rootfs(self, rootfs: Path, tag: str, labels: dict[str, str]) -> None: ...
     def build(self, request: BuildRequest, on_step: Callable[[StepEvent], None]) -> str: ...
     def run(self, request: RunRequest) -> RunOutcome: ...
     def cleanup(self, run_id: str, *, images: bool) -> int: ...
+    def seal(self, image: str, files: dict[str, bytes], labels: dict[str, str]) -> str: ...
 
 
 def _tail(text: str, lines: int = 30) -> str:
@@ -193,9 +198,39 @@ class DockerEngine:
         return dict(image.labels or {})
 
     def image_digest(self, ref: str) -> str:
+        """The registry digest, else the image id; for an image oota sealed, the id of the build
+        output it was sealed from (sealing adds results, not software)."""
         image = self.client.images.get(ref)
         digests = image.attrs.get("RepoDigests") or []
-        return digests[0].split("@", 1)[1] if digests else image.id
+        if digests:
+            return digests[0].split("@", 1)[1]
+        return (image.labels or {}).get(SEALED_FROM_LABEL) or image.id
+
+    def seal(self, image: str, files: dict[str, bytes], labels: dict[str, str]) -> str:
+        """Add ``files`` (absolute path -> bytes) to ``image`` as one layer and move its tag there.
+
+        The layer always goes on the build output (label ``oota.sealed-from``), never on an
+        earlier sealing, and the sealing it replaces is removed: re-verifying an image does not
+        grow it. Returns the new image id."""
+        current = self.client.images.get(image)
+        base = (current.labels or {}).get(SEALED_FROM_LABEL) or current.id
+        try:
+            self.client.images.get(base)
+        except self._errors.ImageNotFound:
+            base = current.id
+        container = self.client.containers.create(base)  # never started: only its filesystem
+        try:
+            container.put_archive("/", _tar_of(files))
+            repository, _, tag = image.rpartition(":")
+            changes = [f"LABEL {key}={_label_quote(value)}" for key, value
+                       in sorted({**labels, SEALED_FROM_LABEL: base}.items())]
+            sealed = container.commit(repository=repository, tag=tag, changes=changes,
+                                      message="oota: the image's verification results")
+        finally:
+            container.remove(force=True)
+        if current.id not in (base, sealed.id):
+            self._remove_if_untagged(current.id)  # the sealing this one replaces
+        return sealed.id
 
     def pull(self, ref: str) -> str | None:
         """Pull ``ref``; None (with the reason logged) when the registry does not answer."""
@@ -206,6 +241,11 @@ class DockerEngine:
         except self._errors.DockerException as exc:
             log.debug("pull %s failed: %s", ref, exc)
             return str(exc).splitlines()[0][:300]
+
+    def tag(self, source: str, target: str) -> None:
+        repository, _, tag = target.rpartition(":") if ":" in target.split("/")[-1] \
+            else (target, "", "latest")
+        self.client.images.get(source).tag(repository, tag=tag)
 
     # -- creation --------------------------------------------------------------------------
     def import_rootfs(self, rootfs: Path, tag: str, labels: dict[str, str]) -> None:
@@ -243,6 +283,7 @@ class DockerEngine:
         argv.append(str(request.context))
         log.debug("run: %s", " ".join(argv))
         env = {**os.environ, **extra_env}
+        previous = self._image_id(request.tag)
         output = self._stream(argv, env, request.log_path, request.timeout_s, on_step)
         if output.exit_code != 0:
             why = "timed out" if output.timed_out else f"exited with {output.exit_code}"
@@ -250,7 +291,25 @@ class DockerEngine:
             raise StepFailed(f"docker build of {request.tag} {why}" + (f": {cause}" if cause else ""),
                              command=argv,
                              exit_code=output.exit_code, log_tail=output.output_tail)
-        return self.client.images.get(request.tag).id
+        built = self.client.images.get(request.tag).id
+        if previous and previous != built:
+            self._remove_if_untagged(previous)
+        return built
+
+    def _image_id(self, ref: str) -> str | None:
+        try:
+            return self.client.images.get(ref).id
+        except self._errors.ImageNotFound:
+            return None
+
+    def _remove_if_untagged(self, image_id: str) -> None:
+        """The image a rebuild replaced, unless something else still names or uses it (a
+        1.4 GB image per matrix edit would otherwise pile up)."""
+        try:
+            if not self.client.images.get(image_id).tags:
+                self.client.images.remove(image_id, noprune=False)
+        except (self._errors.ImageNotFound, self._errors.APIError) as exc:
+            log.debug("kept replaced image %s: %s", image_id[:19], exc)
 
     def _stream(self, argv: list[str], env: dict[str, str], log_path: Path | None,
                 timeout_s: int, on_step: Callable[[StepEvent], None]) -> RunOutcome:
@@ -344,6 +403,17 @@ class DockerEngine:
         if not os.access(cli, os.X_OK):
             raise EnvironmentProblem("no docker CLI on PATH")
         return cli
+
+
+def _tar_of(files: dict[str, bytes]) -> bytes:
+    """A tar archive of absolute paths, owned by root and readable by everyone."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for path, data in sorted(files.items()):
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mode = len(data), 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
 
 
 def _label_quote(value: str) -> str:

@@ -107,6 +107,7 @@ class LockOptions:
     use_host_pip_config: bool = True
     timeout_s: int = 1200
     work: Path | None = None      # scratch folder (default: <root>/.oota-cache/locks)
+    registry_mirrors: tuple[tuple[str, str], ...] = ()   # see BuildOptions
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -125,7 +126,8 @@ def build_builder(matrix: Matrix, cell: Cell, engine: Engine, console: Console,
     from oota.build import BuildOptions, CellRun
 
     work = _work(matrix, options)
-    base = ensure_base(engine, cell.base_image, cell.os, matrix.root / ".oota-cache")
+    base = ensure_base(engine, cell.base_image, cell.os, matrix.root / ".oota-cache",
+                       dict(options.registry_mirrors))
     build_options = BuildOptions(results_dir=work / "results", ca_bundle=options.ca_bundle,
                                  index_url=options.index_url, find_links=options.find_links,
                                  use_host_pip_config=options.use_host_pip_config,

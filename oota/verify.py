@@ -12,6 +12,8 @@ from oota.engine import RUN_LABEL, Engine, RunRequest
 from oota.plan import Cell
 
 RESULTS_IN_CONTAINER = "/tmp/oota-results"
+# What a verified image carries of its own verification; verify/oota-verify compares with it.
+EXPECTED_IN_IMAGE = "/opt/oota/expected.json"
 UNSUPPORTED_PREFIX = "unsupported-here: "  # how the suite marks a skip the host check caused
 
 
@@ -82,3 +84,28 @@ def _test_entry(raw: dict[str, Any]) -> dict[str, Any]:
     if raw.get("data"):
         entry["data"] = raw["data"]
     return entry
+
+
+def expected_results(cell: Cell, tests: list[dict[str, Any]], installed: dict[str, Any],
+                     host: dict[str, Any], run_id: str) -> dict[str, Any]:
+    """The verification an image carries: every test's outcome and the host it ran on (no
+    host name), in the shape ``oota-verify`` reads back (format ``oota.expected/v1``)."""
+    from oota import __version__
+    from oota.build import now
+    from oota.results import overall_status, summarize
+
+    check = host.get("vendor_check") or {}
+    return {
+        "schema": "oota.expected/v1",
+        "cell": cell.id,
+        "status": overall_status(tests, {}),
+        "summary": summarize(tests, {}),
+        "verified_at": now(),
+        "verified_by": f"oota {__version__}",
+        "run_id": run_id,
+        "torch": (installed.get("torch") or {}).get("version"),
+        "host": {key: host.get(key) for key in ("arch", "kernel", "os", "docker_server")}
+        | {"hardware": bool(check.get("supported")), "reasons": check.get("reasons") or []},
+        "tests": [{k: t[k] for k in ("id", "layer", "status", "message") if k in t}
+                  for t in tests],
+    }

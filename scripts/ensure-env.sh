@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Make this host ready for oota, idempotently: a running Docker Engine with a BuildKit-capable
 # CLI, debootstrap (to build base images where no registry answers), Chromium (report tests),
-# and the project's
-# virtual environment in .venv. On a host that already has all of it, this does nothing.
+# docker-registry (registry-mirror tests) and the project's virtual environment in .venv.
+# On a host that already has all of it, this does nothing.
 #
 # Installs only on Debian/Ubuntu as root (apt-get); elsewhere it says what is missing.
 # OOTA_NO_INSTALL=1 turns installing off (then a missing piece is an error).
@@ -53,7 +53,12 @@ if ! command -v chromium >/dev/null && can_install; then
   apt_install chromium
 fi
 
-# 4. The virtual environment, reinstalled when pyproject.toml changes.
+# 4. Debian's docker-registry: the tests start one on loopback as a lab's registry mirror.
+if ! command -v docker-registry >/dev/null && can_install; then
+  apt_install docker-registry
+fi
+
+# 5. The virtual environment, reinstalled when pyproject.toml changes.
 stamp=.venv/.oota-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then

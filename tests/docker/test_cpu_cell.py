@@ -89,7 +89,31 @@ def test_runtime_image_is_non_root_without_compilers(built):
 
 
 def test_user_can_reverify_the_image_by_hand(built, docker_client):
+    """The image carries its verification; re-running the suite prints the cell's report and
+    says how this run compares with it."""
+    expected = json.loads(docker_client.containers.run(
+        built.tag, ["cat", "/opt/oota/expected.json"], remove=True,
+        labels={"oota.run": built.options.run_id}))
+    result = built.results[0]
+    assert expected["cell"] == DEFAULT_CELL and expected["status"] == result["status"]
+    assert [(t["id"], t["status"]) for t in expected["tests"]] == \
+        [(t["id"], t["status"]) for t in result["tests"]]
+    assert result["image"]["sealed"]["id"] == docker_client.images.get(built.tag).id
     output = docker_client.containers.run(built.tag, ["oota-verify", "-q"], remove=True,
-                                          labels={"oota.run": built.options.run_id})
+                                          stderr=False, labels={"oota.run": built.options.run_id})
     text = output.decode()
-    assert "passed" in text and "failed" not in text.lower().replace("0 failed", "")
+    assert f"oota-verify report: {DEFAULT_CELL} (torch 2.13.0, Python 3.11, device cpu): ✓" in text
+    assert "| device | ✓ |" in text and "| llama | ✓ |" in text
+    assert f"every one of the {len(result['tests'])} tests ended the same way" in text
+
+
+def test_a_run_that_differs_from_the_verification_says_which_tests(built, docker_client):
+    """On a host where a test ends differently (here: a deliberately broken cell file), the
+    comparison names the test and both outcomes."""
+    script = ("python -c \"import json; c = json.load(open('/opt/oota/cell.json')); "
+              "c['python'] = '3.99'; json.dump(c, open('/tmp/cell.json', 'w'))\" && "
+              "OOTA_CELL_FILE=/tmp/cell.json oota-verify -q --layer install; true")
+    text = docker_client.containers.run(built.tag, ["bash", "-c", script], remove=True,
+                                        stderr=False,
+                                        labels={"oota.run": built.options.run_id}).decode()
+    assert "test_install.py::test_python_version_matches_cell: passed then, failed now" in text

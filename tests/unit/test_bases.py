@@ -1,0 +1,86 @@
+"""Base images: local first, then the registry's mirror (--registry-mirror), then the registry,
+then (for an OS's own image) a bootstrap; unit-tested against a fake engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from oota.bases import ensure_base, mirrored, parse_mirrors, split_registry
+from oota.errors import InputError, StepFailed
+from oota.matrix import OsSpec
+
+GAUDI = "vault.habana.ai/gaudi-docker/1.23.0/ubuntu24.04/habanalabs/pytorch-installer-2.9.0:latest"
+UBUNTU = OsSpec(key="ubuntu24.04", image="ubuntu:24.04", python=(), bootstrap=None)
+
+
+class FakeEngine:
+    """Images by name; pulls succeed only for the names in ``reachable``."""
+
+    def __init__(self, local=(), reachable=()):
+        self.images = set(local)
+        self.reachable = set(reachable)
+        self.calls: list[tuple[str, ...]] = []
+
+    def image_labels(self, ref):
+        return {} if ref in self.images else None
+
+    def pull(self, ref):
+        self.calls.append(("pull", ref))
+        if ref in self.reachable:
+            self.images.add(ref)
+            return None
+        return f"{ref.split('/')[0]}: no such host"
+
+    def tag(self, source, target):
+        self.calls.append(("tag", source, target))
+        self.images.add(target)
+
+
+@pytest.mark.parametrize(("ref", "parts"), [
+    ("debian:bookworm-slim", ("docker.io", "library/debian:bookworm-slim")),
+    ("nvidia/cuda:13.2.1-cudnn-runtime-ubuntu24.04",
+     ("docker.io", "nvidia/cuda:13.2.1-cudnn-runtime-ubuntu24.04")),
+    ("quay.io/ascend/cann:9.2.0", ("quay.io", "ascend/cann:9.2.0")),
+    ("localhost:5000/x:1", ("localhost:5000", "x:1")),
+    (GAUDI, ("vault.habana.ai", GAUDI.split("/", 1)[1])),
+])
+def test_split_registry(ref, parts):
+    assert split_registry(ref) == parts
+
+
+def test_a_base_comes_from_the_mirror_and_keeps_its_upstream_name(tmp_path: Path):
+    mirrors = parse_mirrors(["vault.habana.ai=registry.lab:5000/habana/"])
+    from_mirror = mirrored(GAUDI, mirrors)
+    assert from_mirror == "registry.lab:5000/habana/" + GAUDI.split("/", 1)[1]
+    engine = FakeEngine(reachable=[from_mirror])
+    base = ensure_base(engine, GAUDI, UBUNTU, tmp_path, mirrors)
+    assert (base.ref, base.how, base.note) == (GAUDI, "pulled", f"from the mirror {from_mirror}")
+    assert engine.calls == [("pull", from_mirror), ("tag", from_mirror, GAUDI)]
+    # Next time the image is local: no registry is asked.
+    assert ensure_base(engine, GAUDI, UBUNTU, tmp_path, mirrors).how == "local"
+
+
+def test_docker_hub_images_have_a_mirror_too(tmp_path: Path):
+    engine = FakeEngine(reachable=["mirror.lab/library/ubuntu:24.04"])
+    base = ensure_base(engine, "ubuntu:24.04", UBUNTU, tmp_path, {"docker.io": "mirror.lab"})
+    assert base.ref == "ubuntu:24.04" and ("tag", "mirror.lab/library/ubuntu:24.04",
+                                           "ubuntu:24.04") in engine.calls
+
+
+def test_when_nothing_answers_the_error_names_both_and_the_flag(tmp_path: Path):
+    engine = FakeEngine()
+    with pytest.raises(StepFailed) as info:
+        ensure_base(engine, GAUDI, UBUNTU, tmp_path, {"vault.habana.ai": "registry.lab"})
+    text = str(info.value)
+    assert "the mirror's registry.lab/gaudi-docker" in text and "vault.habana.ai: no such host" \
+        in text
+    assert "--registry-mirror vault.habana.ai=MIRROR" in text
+
+
+@pytest.mark.parametrize("bad", ["vault.habana.ai", "=mirror", "vault.habana.ai=",
+                                 "docker.io/library=mirror"])
+def test_bad_mirror_flags_are_input_errors(bad):
+    with pytest.raises(InputError, match="write it as REGISTRY=MIRROR"):
+        parse_mirrors([bad])

@@ -1,0 +1,79 @@
+"""What oota-verify prints: the cell's report and the comparison with the image's verification
+(verify/oota_summary.py, which runs inside images with the standard library only)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "verify"))
+import oota_summary  # noqa: E402
+
+CELL = {"id": "cuda-torch2.15.0-cu13.2-py3.11-debian12", "torch": "2.15.0", "python": "3.11",
+        "toolkit": "cuda", "toolkit_version": "13.2", "device": "cuda"}
+
+
+def entry(id_, layer, status, message="", **data):
+    entry = {"id": id_, "layer": layer, "status": status, "message": message}
+    return {**entry, "data": data} if data else entry
+
+
+# As the suite inside a GPU-less container writes them: the host check's skips are prefixed.
+NOW = [entry("test_install.py::test_core_imports[torch]", "install", "passed"),
+       entry("test_device.py::test_matmul", "device", "skipped",
+            "unsupported-here: nvidia-smi not found; no cuda device visible here"),
+       entry("test_models.py::test_forward_and_train_step[llama]", "models", "passed",
+            model="llama", seconds=0.02, peak_bytes=1048576, max_abs_diff=3e-7),
+       entry("test_cuda.py::test_cudnn_is_bundled", "vendor", "failed", "AssertionError: None\nmore")]
+
+
+def test_report_has_layers_models_and_every_test_that_did_not_pass():
+    text = oota_summary.report(CELL, NOW)
+    assert text.splitlines()[0] == ("oota-verify report: cuda-torch2.15.0-cu13.2-py3.11-debian12 "
+                                    "(torch 2.15.0, Python 3.11, cuda 13.2, device cuda): ✗")
+    assert "| device | n/a here | 0 | 0 | 1 | 0 |" in text
+    assert "| vendor | ✗ | 0 | 0 | 0 | 1 |" in text
+    assert "| llama | ✓ | 0.02 | 1048576 | 3e-07 |" in text
+    assert "- test_device.py::test_matmul: unsupported-here: nvidia-smi not found; no cuda " \
+           "device visible here" in text
+    assert "- test_cuda.py::test_cudnn_is_bundled: failed: AssertionError: None" in text
+
+
+@pytest.mark.parametrize(("then_status", "expected_line"), [
+    ("unsupported-here", None),   # n/a there, skipped here: both did not run
+    ("passed", "- test_device.py::test_matmul: passed then, unsupported-here now "
+               "(nvidia-smi not found; no cuda device visible here)"),
+])
+def test_comparison_names_what_ended_differently(then_status, expected_line):
+    expected = {"cell": CELL["id"], "status": "unsupported-here", "verified_by": "oota 0.1.0",
+                "verified_at": "2026-11-22T00:00:00+00:00", "host": {"hardware": False},
+                "tests": [{"id": t["id"], "layer": t["layer"], "status": t["status"]}
+                          for t in NOW[:1] + NOW[2:]]
+                + [{"id": NOW[1]["id"], "layer": "device", "status": then_status},
+                   {"id": "test_other.py::test_left_out", "layer": "device", "status": "passed"}]}
+    expected["tests"][2]["status"] = "passed"  # the vendor test passed at verification
+    text = oota_summary.compare(expected, NOW)
+    assert text.startswith("Compared with its verification by oota 0.1.0 on 2026-11-22T00:00:00"
+                           "+00:00 (a host without the hardware; status unsupported-here):")
+    assert "(1 of its tests did not run this time)" in text
+    assert "- test_cuda.py::test_cudnn_is_bundled: passed then, failed now (AssertionError: " \
+           "None)" in text
+    if expected_line:
+        assert expected_line in text and "2 test(s) ended differently" in text
+    else:
+        assert "1 test(s) ended differently" in text
+
+
+def test_summary_compares_only_with_the_same_cells_verification(tmp_path):
+    (tmp_path / "cell.json").write_text(json.dumps(CELL))
+    (tmp_path / "tests.json").write_text(json.dumps({"tests": NOW[:1]}))
+    (tmp_path / "expected.json").write_text(json.dumps(
+        {"cell": "another-cell", "tests": [], "host": {}}))
+    files = (tmp_path / "cell.json", tmp_path / "tests.json", tmp_path / "expected.json")
+    assert "Compared with" not in oota_summary.summary(*files)
+    (tmp_path / "expected.json").write_text(json.dumps(
+        {"cell": CELL["id"], "tests": NOW[:1], "host": {"hardware": True}}))
+    assert "every one of the 1 tests ended the same way." in oota_summary.summary(*files)

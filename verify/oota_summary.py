@@ -1,0 +1,121 @@
+"""What ``oota-verify`` prints after the suite: this cell's report, and how the run compares
+with the verification the image was published with.
+
+The report has the same content as the cell's part of oota's compatibility report: one line
+per layer, the models with their time, peak device memory and largest difference from the CPU,
+and every test that did not pass with its reason. An image that oota verified carries that
+verification in ``/opt/oota/expected.json`` (format ``oota.expected/v1``); the comparison says
+which tests now end differently, so a user sees at once whether their host behaves like the
+one the image was verified on. Standard library only: it must work in any image.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+EXPECTED_FILE = Path("/opt/oota/expected.json")
+LAYERS = ("install", "compat", "device", "models", "vendor", "skips")
+MARK = {"passed": "✓", "failed": "✗", "error": "✗", "skipped": "skip",
+        "unsupported-here": "n/a here", "": "–"}
+UNSUPPORTED_PREFIX = "unsupported-here: "  # how the suite marks a skip caused by the host check
+
+
+def normalized(test: dict[str, Any]) -> tuple[str, str]:
+    """(status, message) with the suite's unsupported-here skips given their own status."""
+    status, message = test.get("status", "error"), str(test.get("message") or "")
+    if status == "skipped" and message.startswith(UNSUPPORTED_PREFIX):
+        return "unsupported-here", message.removeprefix(UNSUPPORTED_PREFIX)
+    return status, message
+
+
+def worst(statuses: list[str]) -> str:
+    """A layer's or a run's status: any failure, else not run here, else passed, else skipped."""
+    for status in ("error", "failed", "unsupported-here", "passed", "skipped"):
+        if status in statuses:
+            return status
+    return ""
+
+
+def report(cell: dict[str, Any], tests: list[dict[str, Any]]) -> str:
+    by_layer: dict[str, list[str]] = {}
+    for test in tests:
+        by_layer.setdefault(test.get("layer", "vendor"), []).append(normalized(test)[0])
+    toolkit = f", {cell['toolkit']} {cell['toolkit_version']}" if cell.get("toolkit") else ""
+    lines = [f"oota-verify report: {cell.get('id', '?')} (torch {cell.get('torch')}, Python "
+             f"{cell.get('python')}{toolkit}, device {cell.get('device')}): "
+             f"{MARK[worst([s for v in by_layer.values() for s in v])]}", "",
+             "| layer | result | passed | skipped | n/a here | failed |", "|---|---|---|---|---|---|"]
+    for layer in LAYERS:
+        states = by_layer.get(layer, [])
+        if states:
+            failed = sum(s in ("failed", "error") for s in states)
+            lines.append(f"| {layer} | {MARK[worst(states)]} | {states.count('passed')} | "
+                         f"{states.count('skipped')} | {states.count('unsupported-here')} | "
+                         f"{failed} |")
+    lines += _models(tests) + _not_passed(tests)
+    return "\n".join(lines)
+
+
+def _models(tests: list[dict[str, Any]]) -> list[str]:
+    rows = [t for t in tests if t.get("layer") == "models" and (t.get("data") or {}).get("model")]
+    if not rows:
+        return []
+    out = ["", "| model | result | seconds | peak device bytes | max abs diff vs CPU |",
+           "|---|---|---|---|---|"]
+    for test in rows:
+        data = test["data"]
+        out.append(f"| {data['model']} | {MARK[normalized(test)[0]]} | {data.get('seconds', '–')} "
+                   f"| {data.get('peak_bytes') or '–'} | {data.get('max_abs_diff', '–')} |")
+    return out
+
+
+def _not_passed(tests: list[dict[str, Any]]) -> list[str]:
+    out = []
+    for test in tests:
+        status, message = normalized(test)
+        if status != "passed":
+            out.append(f"- {test['id']}: {status}" + (f": {message.splitlines()[0]}"
+                                                      if message else ""))
+    return ["", "Not passed:"] + out if out else []
+
+
+def _outcome(status: str) -> str:
+    """What a comparison cares about: a skip here and an n/a there both mean 'did not run'."""
+    return {"skipped": "not run", "unsupported-here": "not run", "error": "failed"}.get(status,
+                                                                                     status)
+
+
+def compare(expected: dict[str, Any], tests: list[dict[str, Any]]) -> str:
+    """How this run's outcomes differ from the verification the image carries."""
+    then = {t["id"]: t for t in expected.get("tests", [])}
+    now = {t["id"]: t for t in tests}
+    host = expected.get("host") or {}
+    where = "a host with the hardware" if host.get("hardware") else "a host without the hardware"
+    head = (f"Compared with its verification by {expected.get('verified_by', 'oota')} on "
+            f"{expected.get('verified_at', '?')} ({where}; status {expected.get('status')}):")
+    changes = []
+    for test_id, test in now.items():
+        before = normalized(then[test_id])[0] if test_id in then else "absent"
+        status, message = normalized(test)
+        if _outcome(before) != _outcome(status):
+            why = f" ({message.splitlines()[0]})" if message else ""
+            changes.append(f"- {test_id}: {before} then, {status} now{why}")
+    left_out = len(then.keys() - now.keys())
+    tail = f" ({left_out} of its tests did not run this time)" if left_out else ""
+    if not changes:
+        return f"{head} every one of the {len(now)} tests ended the same way{tail}."
+    return "\n".join([f"{head} {len(changes)} test(s) ended differently{tail}:", *changes])
+
+
+def summary(cell_file: Path, tests_file: Path, expected_file: Path = EXPECTED_FILE) -> str:
+    """The text oota-verify prints: the report, then the comparison when the image has one."""
+    cell = json.loads(cell_file.read_text()) if cell_file.exists() else {}
+    tests = json.loads(tests_file.read_text()).get("tests", [])
+    parts = [report(cell, tests)]
+    if expected_file.exists():
+        expected = json.loads(expected_file.read_text())
+        if expected.get("cell") == cell.get("id"):
+            parts.append(compare(expected, tests))
+    return "\n\n".join(parts)
