@@ -60,6 +60,9 @@ class Cell:
             version = companion_for(pairs, self.torch)
             if version:
                 coords[name] = version
+        pypi_default = (self.vendor.facts.get("pypi_default") or {}).get(str(self.torch))
+        is_pypi_wheel = pypi_default is not None and pypi_default == coords.get("toolkit_version")
+        coords["local"] = "" if is_pypi_wheel else self.vendor.local_version.format(**coords)
         return coords
 
     def format(self, text: str, what: str) -> str:

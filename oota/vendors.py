@@ -51,6 +51,9 @@ class Vendor:
     # Packages whose release follows torch's, e.g. torchvision: name -> torch series -> version.
     # Each becomes a format variable of the requirements ("torchvision=={torchvision}").
     companions: dict[str, dict[str, str]] = field(default_factory=dict)
+    # The requirements' {local}: a local version such as "+cu{cuda_nodot}", left empty for the
+    # cells whose torch PyPI's default wheel already is (facts.pypi_default: torch -> toolkit).
+    local_version: str = ""
 
     def base_image_for(self, os_key: str, toolkit: str | None) -> str | None:
         """The vendor's own base image for a cell, when it overrides the OS's."""
@@ -64,7 +67,7 @@ class Vendor:
 
 _KEYS = ("name", "display", "source", "device", "toolkit", "index_url", "requirements",
          "test_requirements", "builder_apt", "runtime_apt", "run_flags", "smoke_imports",
-         "base_images", "env", "host", "facts", "verify", "companions")
+         "base_images", "env", "host", "facts", "verify", "companions", "local_version")
 
 
 def load_vendor(folder: Path, display_root: Path | None = None) -> Vendor:
@@ -102,6 +105,7 @@ def load_vendor(folder: Path, display_root: Path | None = None) -> Vendor:
                     for name, pairs in f.mapping("companions").items()
                     if _is_map(doc, ("companions", name), pairs,
                                "a mapping of torch series (e.g. '2.14') to a version")},
+        local_version=f.str("local_version"),
     )
     doc.raise_if_problems()
     return vendor

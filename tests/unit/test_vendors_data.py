@@ -220,6 +220,19 @@ def test_cuda_requirements_pin_the_index_build_except_for_pypi_default():
         assert f'"torch=={cell.torch}{local}"' in dockerfiles[cell.id], cell.id
 
 
+def test_cuda_locks_resolve_the_same_builds_the_dockerfile_installs():
+    """A lock resolved for torch==2.14.1 would hold PyPI's CUDA 13.0 build: the lock's inputs
+    must carry the +cuXYZ local version exactly as the Dockerfile does (torch and torchvision)."""
+    from oota.lock import cell_requirements
+
+    dockerfiles = {i.cell.id: i.files["Dockerfile"] for i in render_all(MATRIX, cells_of("cuda"))}
+    for cell in cells_of("cuda"):
+        for requirement in cell_requirements(cell):
+            assert f'"{requirement}"' in dockerfiles[cell.id], (cell.id, requirement)
+        pinned = [r for r in cell_requirements(cell) if r.startswith(("torch==", "torchvision=="))]
+        assert len(pinned) == 2 and len({r.partition("+")[2] for r in pinned}) == 1, pinned
+
+
 def test_ascend_runtime_loads_cann_before_any_command():
     for item in render_all(MATRIX, cells_of("ascend")):
         runtime = stage(item.files["Dockerfile"], "runtime")
