@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -32,26 +32,7 @@ from oota.plan import Cell, plan
 from oota.render import cell_manifest, context_files, fingerprint, render_cell
 from oota.results import overall_status, save, summarize
 
-
-# Runs in the interpreter under test; the vendor's toolkit path (e.g. torch.version.cuda) comes
-# in as argv[1], never spliced into the code.
-_PROBE = r"""
-import importlib, importlib.metadata as md, sys
-print("%d.%d" % sys.version_info[:2])
-print(md.version("torch"))
-value, path = None, sys.argv[1]
-if path:
-    parts = path.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            value = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        for attr in parts[cut:]:
-            value = getattr(value, attr, None)
-        break
-print("" if value is None else value)
-"""
+PROBE = Path(__file__).resolve().parents[1] / "verify" / "oota_probe.py"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -64,9 +45,10 @@ class Environment:
 
 
 def probe_python(python: str, toolkit_path: str | None = None) -> Environment:
-    """Ask the interpreter that will run the suite for its Python, torch and toolkit versions."""
+    """Ask the interpreter that will run the suite for its Python, torch and toolkit versions
+    (verify/oota_probe.py; the vendor's toolkit path, e.g. torch.version.cuda, is argv)."""
     try:
-        proc = subprocess.run([python, "-c", _PROBE, toolkit_path or ""], capture_output=True,
+        proc = subprocess.run([python, str(PROBE), toolkit_path or ""], capture_output=True,
                               text=True, timeout=300)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot run {python}: {exc}") from None

@@ -20,6 +20,8 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from oota_probe import resolve
+
 LAYER = "compat"
 
 
@@ -109,27 +111,13 @@ def test_torch_native_modules_load(record_data):
     assert paths and not failures, failures
 
 
-def _resolve(dotted: str):
-    """Import the longest importable prefix of ``a.b.c.attr``, then walk the attributes."""
-    parts = dotted.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            value = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        for attr in parts[cut:]:
-            value = getattr(value, attr)
-        return value
-    raise ImportError(f"nothing of {dotted!r} is importable")
-
-
 def test_toolkit_version_matches_cell(cell, spec, record_data):
     where = spec.get("toolkit_version")
     if not where:
         pytest.skip("the vendor declares no verify.toolkit_version to read at run time")
     if not cell.get("toolkit_version"):
         pytest.skip("this cell has no toolkit version")
-    seen = _resolve(where)
+    seen = resolve(where)
     record_data(source=where, seen=None if seen is None else str(seen),
                 cell=cell["toolkit_version"])
     assert seen is not None, f"{where} is None: this build carries no {cell.get('toolkit')} runtime"
