@@ -219,6 +219,11 @@ class CellRun:
 
     # -- verify ------------------------------------------------------------------------------
     def _verify(self) -> dict[str, Any] | None:
+        built_from = (self.engine.image_labels(self.tag) or {}).get("oota.fingerprint")
+        if built_from and built_from != self.fingerprint:
+            self.console.warn(f"{self.cell.id}: {self.tag} was built from other inputs than the "
+                              "current ones (matrix, vendor folder or verify/ changed); "
+                              "`invoke build` rebuilds it")
         outcome = verify_image(self.engine, self.cell, self.tag, self.folder,
                                run_id=self.options.run_id, layers=self.options.layers,
                                timeout_s=self.options.verify_timeout_s,
@@ -240,7 +245,7 @@ class CellRun:
                                     self.host, self.options.run_id)
         try:
             image_id = self.engine.seal(
-                self.tag, {EXPECTED_IN_IMAGE: json.dumps(expected, indent=2).encode()},
+                self.tag, {EXPECTED_IN_IMAGE: json.dumps(expected, indent=2).encode() + b"\n"},
                 {"oota.verified": expected["status"], "oota.verified-at": expected["verified_at"]})
         except Exception as exc:  # noqa: BLE001 - the verification itself stands
             self.console.warn(f"{self.cell.id}: could not put the results into the image: {exc}")

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import tarfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -411,7 +412,7 @@ def _tar_of(files: dict[str, bytes]) -> bytes:
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for path, data in sorted(files.items()):
             info = tarfile.TarInfo(path.lstrip("/"))
-            info.size, info.mode = len(data), 0o644
+            info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
             tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
 

@@ -115,7 +115,12 @@ def summary(cell_file: Path, tests_file: Path, expected_file: Path = EXPECTED_FI
     tests = json.loads(tests_file.read_text()).get("tests", [])
     parts = [report(cell, tests)]
     if expected_file.exists():
-        expected = json.loads(expected_file.read_text())
-        if expected.get("cell") == cell.get("id"):
-            parts.append(compare(expected, tests))
+        try:
+            expected = json.loads(expected_file.read_text())
+        except (OSError, ValueError) as exc:
+            parts.append(f"Cannot compare with the image's verification: {expected_file} is "
+                         f"unreadable ({exc})")
+        else:
+            if isinstance(expected, dict) and expected.get("cell") == cell.get("id"):
+                parts.append(compare(expected, tests))
     return "\n\n".join(parts)

@@ -77,3 +77,13 @@ def test_summary_compares_only_with_the_same_cells_verification(tmp_path):
     (tmp_path / "expected.json").write_text(json.dumps(
         {"cell": CELL["id"], "tests": NOW[:1], "host": {"hardware": True}}))
     assert "every one of the 1 tests ended the same way." in oota_summary.summary(*files)
+
+
+def test_an_unreadable_verification_is_said_not_fatal(tmp_path):
+    (tmp_path / "cell.json").write_text(json.dumps(CELL))
+    (tmp_path / "tests.json").write_text(json.dumps({"tests": NOW[:1]}))
+    (tmp_path / "expected.json").write_text('{"cell": "truncated')
+    text = oota_summary.summary(tmp_path / "cell.json", tmp_path / "tests.json",
+                                tmp_path / "expected.json")
+    assert text.startswith("oota-verify report:")
+    assert "Cannot compare with the image's verification" in text
