@@ -2,10 +2,10 @@
 
 A lab with its own registry mirror (``--registry-mirror vault.habana.ai=registry.lab:5000``)
 gets each base image from there, tagged with its upstream name, so the generated Dockerfiles
-stay the same everywhere. Air-gapped hosts (and this project's CI) may have no registry at all. When the pull fails and the OS entry of matrix.yaml
-declares a ``bootstrap``, the base is built once with debootstrap from the Debian archive,
-imported, and tagged ``oota/base:<os>`` with labels saying how it was made; later builds
-reuse it.
+stay the same everywhere. Air-gapped hosts (and this project's CI) may have no registry at
+all: when the pull fails and the OS entry of matrix.yaml declares a ``bootstrap``, the base is
+built once with debootstrap from the Debian archive, imported, and tagged ``oota/base:<os>``
+with labels saying how it was made; later builds reuse it.
 """
 
 from __future__ import annotations

@@ -289,8 +289,8 @@ class DockerEngine:
         if output.exit_code != 0:
             why = "timed out" if output.timed_out else f"exited with {output.exit_code}"
             cause = build_error_cause(output.output_tail)
-            raise StepFailed(f"docker build of {request.tag} {why}" + (f": {cause}" if cause else ""),
-                             command=argv,
+            raise StepFailed(f"docker build of {request.tag} {why}"
+                             + (f": {cause}" if cause else ""), command=argv,
                              exit_code=output.exit_code, log_tail=output.output_tail)
         built = self.client.images.get(request.tag).id
         if previous and previous != built:

@@ -97,8 +97,8 @@ def load_matrix(file: Path | str) -> Matrix:
     known = discover(root / "vendors")
     if not known:
         doc.error(("vendors",), f"no vendor folders (vendors/<name>/vendor.yaml) beside {file}, "
-                  "in the current folder or in {CHECKOUT}", "run oota from its checkout, or keep the matrix "
-                  "file beside vendors/")
+                  f"in the current folder or in {CHECKOUT}",
+                  "run oota from its checkout, or keep the matrix file beside vendors/")
     vendors: dict[str, VendorMatrix] = {}
     problems_from_vendor_files: list[str] = []
     for name, value in top.mapping("vendors").items():

@@ -356,3 +356,17 @@ def test_a_matrix_kept_elsewhere_uses_the_current_checkout(project, tmp_path_fac
     elsewhere.write_text(BASE)
     matrix = load_matrix(elsewhere)
     assert matrix.root == project.root and matrix.images_dir == project.root / "images"
+
+
+def test_no_vendor_folders_anywhere_is_one_clear_problem(tmp_path, monkeypatch):
+    import oota.matrix
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(oota.matrix, "CHECKOUT", tmp_path / "no-checkout")
+    (tmp_path / "matrix.yaml").write_text(BASE)
+    with pytest.raises(MatrixError) as info:
+        load_matrix("matrix.yaml")
+    assert info.value.problems == [
+        f"matrix.yaml:9:1: vendors: no vendor folders (vendors/<name>/vendor.yaml) beside "
+        f"matrix.yaml, in the current folder or in {tmp_path / 'no-checkout'}; run oota from its "
+        "checkout, or keep the matrix file beside vendors/"]
