@@ -56,8 +56,9 @@ cd /lock
 def cell_requirements(cell: Cell) -> tuple[str, ...]:
     """The cell's pip requirements (install then test), formatted as the Dockerfile has them."""
     v = cell.vendor
-    return tuple(dict.fromkeys([*(cell.format(r, "requirements") for r in v.requirements),
-                                *(cell.format(r, "test_requirements") for r in v.test_requirements)]))
+    items = [cell.format(r, "requirements") for r in v.requirements]
+    items += [cell.format(r, "test_requirements") for r in v.test_requirements]
+    return tuple(dict.fromkeys(items))
 
 
 def inputs_digest(cell: Cell) -> str:

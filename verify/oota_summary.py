@@ -46,7 +46,8 @@ def report(cell: dict[str, Any], tests: list[dict[str, Any]]) -> str:
     lines = [f"oota-verify report: {cell.get('id', '?')} (torch {cell.get('torch')}, Python "
              f"{cell.get('python')}{toolkit}, device {cell.get('device')}): "
              f"{MARK[worst([s for v in by_layer.values() for s in v])]}", "",
-             "| layer | result | passed | skipped | n/a here | failed |", "|---|---|---|---|---|---|"]
+             "| layer | result | passed | skipped | n/a here | failed |",
+             "|---|---|---|---|---|---|"]
     for layer in LAYERS:
         states = by_layer.get(layer, [])
         if states:
@@ -66,8 +67,9 @@ def _models(tests: list[dict[str, Any]]) -> list[str]:
            "|---|---|---|---|---|"]
     for test in rows:
         data = test["data"]
-        out.append(f"| {data['model']} | {MARK[normalized(test)[0]]} | {data.get('seconds', '–')} "
-                   f"| {data.get('peak_bytes') or '–'} | {data.get('max_abs_diff', '–')} |")
+        out.append(f"| {data['model']} | {MARK[normalized(test)[0]]} | "
+                   f"{data.get('seconds', '–')} | {data.get('peak_bytes') or '–'} | "
+                   f"{data.get('max_abs_diff', '–')} |")
     return out
 
 
