@@ -30,7 +30,7 @@ from oota.lock import lock_path, lock_status
 from oota.matrix import Matrix
 from oota.plan import Cell
 from oota.render import context_files, fingerprint, render_cell
-from oota.results import overall_status, save, summarize
+from oota.results import now, overall_status, save, summarize
 from oota.sources import PipSources, fill_wheelhouse, find_ca_bundle, resolve_sources
 from oota.verify import EXPECTED_IN_IMAGE, expected_results, verify_image
 
@@ -58,10 +58,6 @@ class BuildOptions:
 
     def tag_for(self, cell: Cell) -> str:
         return f"{self.namespace}/{cell.vendor.name}:{cell.id}"
-
-
-def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def git_revision(root: Path) -> str:

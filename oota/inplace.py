@@ -24,13 +24,12 @@ from typing import Any
 from packaging.version import Version
 
 from oota import __version__
-from oota.build import now
 from oota.errors import EnvironmentProblem
 from oota.hosts import check_vendor
 from oota.matrix import Matrix
 from oota.plan import Cell, plan
 from oota.render import cell_manifest, context_files, fingerprint, render_cell
-from oota.results import overall_status, save, summarize
+from oota.results import now, overall_status, save, summarize
 
 PROBE = Path(__file__).resolve().parents[1] / "verify" / "oota_probe.py"
 

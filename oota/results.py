@@ -6,6 +6,7 @@ never leaves a half-written result for ``report`` to trip over.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import tempfile
@@ -20,6 +21,11 @@ SCHEMA_ID = "oota.result/v1"
 SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schema" / "result-v1.json"
 STATUSES = ("passed", "failed", "skipped", "unsupported-here", "error")
 RESULT_FILE = "result.json"
+
+
+def now() -> str:
+    """The time results are stamped with: UTC, to the second, ISO 8601."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:

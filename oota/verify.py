@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from oota import __version__
 from oota.engine import RUN_LABEL, Engine, RunRequest
 from oota.plan import Cell
+from oota.results import now, overall_status, summarize
 
 RESULTS_IN_CONTAINER = "/tmp/oota-results"
 # What a verified image carries of its own verification; verify/oota-verify compares with it.
@@ -90,10 +92,6 @@ def expected_results(cell: Cell, tests: list[dict[str, Any]], installed: dict[st
                      host: dict[str, Any], run_id: str) -> dict[str, Any]:
     """The verification an image carries: every test's outcome and the host it ran on (no
     host name), in the shape ``oota-verify`` reads back (format ``oota.expected/v1``)."""
-    from oota import __version__
-    from oota.build import now
-    from oota.results import overall_status, summarize
-
     check = host.get("vendor_check") or {}
     return {
         "schema": "oota.expected/v1",
