@@ -9,6 +9,7 @@ records the result like any other cell (``results/<vendor>-here-.../result.json`
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -26,7 +27,7 @@ from packaging.version import Version
 from oota import __version__
 from oota.errors import EnvironmentProblem
 from oota.hosts import check_vendor
-from oota.matrix import Matrix
+from oota.matrix import Matrix, OsSpec
 from oota.plan import Cell, plan
 from oota.render import cell_manifest, context_files, fingerprint, render_cell
 from oota.results import now, overall_status, save, summarize
@@ -107,21 +108,23 @@ def manifest_here(matrix: Matrix, vendor: str, python: str) -> tuple[dict[str, A
     cells = plan(matrix, [vendor])
     if not cells:
         raise EnvironmentProblem(f"vendor {vendor} has no cells in {matrix.file}")
-    manifest = cell_manifest(cells[0])
-    pyver = ".".join(str(p) for p in env.python.release[:2])
-    release = ".".join(str(p) for p in env.torch.release)
-    toolkit = cells[0].vendor.toolkit
-    parts = [vendor, f"torch{release}"]
-    if toolkit:
-        shown = ".".join(str(p) for p in _release(env.toolkit or "")[:2]) or "none"
-        parts.append(f"{toolkit.id_prefix}{shown}")
-        manifest["toolkit_version"] = env.toolkit
-    parts += [f"py{pyver}", "host"]
-    manifest.update(python=pyver, torch=release, os="host", id="-".join(parts))
-    for ext in manifest["verify"].get("extensions") or []:
-        ext["torch"] = ext["torch"].replace(str(cells[0].torch), release)
+    here = ad_hoc_cell(cells[0], env)
+    manifest = cell_manifest(here)
     digest = "sha256:" + hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
-    return manifest, f"{manifest['id']}-here", digest
+    return manifest, f"{here.id}-here", digest
+
+
+HOST = OsSpec(key="host", image="", python=(), bootstrap=None)
+
+
+def ad_hoc_cell(template: Cell, env: Environment) -> Cell:
+    """The vendor's cell for what ``env`` really has: its Python, torch and toolkit on the
+    'host' OS (id ``cuda-torch2.11.0-cu13.0-py3.12-host``); the vendor's checks are the same."""
+    toolkit = None
+    if template.vendor.toolkit and env.toolkit:
+        toolkit = Version(".".join(map(str, _release(env.toolkit)[:2])) or "0")
+    return dataclasses.replace(template, os=HOST, python=env.python,  # the probe's X.Y
+                               torch=Version(env.torch.base_version), toolkit=toolkit)
 
 
 def verify_here(matrix: Matrix, vendor: str, results_dir: Path, *,

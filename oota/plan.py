@@ -62,14 +62,18 @@ class Cell:
                 coords[name] = version
         pypi_default = (self.vendor.facts.get("pypi_default") or {}).get(str(self.torch))
         is_pypi_wheel = pypi_default is not None and pypi_default == coords.get("toolkit_version")
-        coords["local"] = "" if is_pypi_wheel else self.vendor.local_version.format(**coords)
+        # No toolkit version (an in-place environment without one): no toolkit build to name.
+        no_toolkit = self.vendor.toolkit is not None and self.toolkit is None
+        coords["local"] = "" if is_pypi_wheel or no_toolkit \
+            else self.vendor.local_version.format(**coords)
         return coords
 
     def format(self, text: str, what: str) -> str:
         """A vendor.yaml format string filled with :meth:`format_vars`; an unknown name is an
         InputError that says which file and entry to fix."""
+        variables = self.format_vars()
         try:
-            return text.format(**self.format_vars())
+            return text.format(**variables)
         except KeyError as exc:
             name = exc.args[0]
             where = f"vendors/{self.vendor.name}/vendor.yaml {what} '{text}'"
@@ -77,13 +81,15 @@ class Cell:
                 raise InputError(f"{where}: no {name} paired with torch {self.torch} in "
                                  f"companions.{name}; add the torch series it pairs with") from None
             raise InputError(f"{where}: unknown name {{{name}}}; known: "
-                             + ", ".join(sorted(self.format_vars()))) from None
+                             + ", ".join(sorted(variables))) from None
         except (IndexError, ValueError) as exc:
             raise InputError(f"vendors/{self.vendor.name}/vendor.yaml {what} '{text}': "
                              f"{exc}") from None
 
     @property
     def index_url(self) -> str:
+        if self.vendor.toolkit is not None and self.toolkit is None:
+            return ""  # an in-place environment without the toolkit has no toolkit index
         return self.format(self.vendor.index_url, "index_url")
 
     def coordinates(self) -> dict[str, str | None]:

@@ -70,3 +70,11 @@ def test_an_environment_of_no_cell_is_described_as_it_is(tmp_path, matrix):
     assert manifest["os"] == "host" and digest.startswith("sha256:")
     # The vendor's checks and data still apply: the device, its dtypes and models.
     assert manifest["device"] == "cuda" and "llama" in manifest["verify"]["models"]
+
+
+def test_an_environment_without_the_toolkit_is_a_cell_without_one(tmp_path, matrix):
+    """CPU torch checked as CUDA: described as it is (no cuXY in the id, no toolkit version),
+    so the CUDA checks fail for the right reason instead of the probe crashing."""
+    manifest, cell_id, _ = manifest_here(matrix, "cuda", interpreter(tmp_path, "2.13.0+cpu"))
+    assert cell_id == f"cuda-torch2.13.0-py{PY}-host-here"
+    assert manifest["toolkit_version"] is None and manifest["index_url"] == ""
