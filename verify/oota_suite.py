@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from oota_summary import LAYERS, UNSUPPORTED_PREFIX
 
 # Set before anything imports transformers/huggingface_hub: models are built from configs only.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -35,7 +36,6 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 CELL_FILE = Path(os.environ.get("OOTA_CELL_FILE", "/opt/oota/cell.json"))
-LAYERS = ("install", "compat", "device", "models", "vendor", "skips")
 ALWAYS = "skips"
 
 
@@ -160,7 +160,7 @@ def skip_without_device(message: str) -> None:
     """Skip a test that needs the vendor's device. When the host check found no hardware
     (OOTA_UNSUPPORTED_HERE), the skip is marked so the result says unsupported-here, not skipped."""
     unsupported = os.environ.get("OOTA_UNSUPPORTED_HERE")
-    pytest.skip(f"unsupported-here: {unsupported}; {message}" if unsupported else message)
+    pytest.skip(f"{UNSUPPORTED_PREFIX}{unsupported}; {message}" if unsupported else message)
 
 
 @pytest.fixture(scope="session")

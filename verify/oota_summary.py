@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 EXPECTED_FILE = Path("/opt/oota/expected.json")
+# The suite's layers, in report order (oota_suite.py and oota-verify use these names).
 LAYERS = ("install", "compat", "device", "models", "vendor", "skips")
 MARK = {"passed": "✓", "failed": "✗", "error": "✗", "skipped": "skip",
         "unsupported-here": "n/a here", "": "–"}
