@@ -222,7 +222,7 @@ class DockerEngine:
         container = self.client.containers.create(base)  # never started: only its filesystem
         try:
             container.put_archive("/", _tar_of(files))
-            repository, _, tag = image.rpartition(":")
+            repository, tag = _split_tag(image)
             changes = [f"LABEL {key}={_label_quote(value)}" for key, value
                        in sorted({**labels, SEALED_FROM_LABEL: base}.items())]
             sealed = container.commit(repository=repository, tag=tag, changes=changes,
@@ -235,7 +235,7 @@ class DockerEngine:
 
     def pull(self, ref: str) -> str | None:
         """Pull ``ref``; None (with the reason logged) when the registry does not answer."""
-        repo, _, tag = ref.rpartition(":") if ":" in ref.split("/")[-1] else (ref, "", "latest")
+        repo, tag = _split_tag(ref)
         try:
             self.client.images.pull(repo, tag=tag)
             return None
@@ -258,8 +258,7 @@ class DockerEngine:
             container.remove(force=True)
 
     def tag(self, source: str, target: str) -> None:
-        repository, _, tag = target.rpartition(":") if ":" in target.split("/")[-1] \
-            else (target, "", "latest")
+        repository, tag = _split_tag(target)
         self.client.images.get(source).tag(repository, tag=tag)
 
     # -- creation --------------------------------------------------------------------------
@@ -418,6 +417,14 @@ class DockerEngine:
         if not os.access(cli, os.X_OK):
             raise EnvironmentProblem("no docker CLI on PATH")
         return cli
+
+
+def _split_tag(ref: str) -> tuple[str, str]:
+    """('registry:5000/repo', 'tag') of a reference; a reference without a tag means latest."""
+    repository, _, tag = ref.rpartition(":")
+    if not repository or "/" in tag:  # no tag; the colon was a registry port
+        return ref, "latest"
+    return repository, tag
 
 
 def _tar_of(files: dict[str, bytes]) -> bytes:
