@@ -18,9 +18,10 @@ from pathlib import Path
 from invoke import Exit, task
 
 from oota import api
-from oota.build import BuildOptions
 from oota.console import Console
 from oota.errors import EXIT_FAILED, EXIT_INTERRUPTED, OotaError
+from oota.execute.build import BuildOptions
+from oota.execute.lock import LockOptions
 
 HELP_MATRIX = "matrix file (default: matrix.yaml)"
 
@@ -198,10 +199,11 @@ def lock(c, vendor=None, cell=None, matrix="matrix.yaml", all=False, check=False
         if any(status == "stale" for _, status, _ in rows):
             raise Exit("stale lock(s): run `invoke lock`", code=EXIT_FAILED)
         return
-    out = api.lock(matrix, _vendors(vendor), cell, all, Console(), ca_bundle=ca_bundle,
-                   index_url=index_url, find_links=tuple(find_links or ()),
-                   use_host_pip_config=not no_host_pip_config,
-                   registry_mirrors=api.registry_mirrors(registry_mirror))
+    options = LockOptions(ca_bundle=ca_bundle, index_url=index_url,
+                          find_links=tuple(find_links or ()),
+                          use_host_pip_config=not no_host_pip_config,
+                          registry_mirrors=api.registry_mirrors(registry_mirror))
+    out = api.lock(matrix, _vendors(vendor), cell, all, Console(), options)
     for o in out:
         print(f"{o.status:>9}  {o.cell}  {o.path}" + (f"  ({o.message})" if o.message else ""))
     if any(o.status == "failed" for o in out):

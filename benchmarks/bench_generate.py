@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from oota.matrix import load_matrix
+from oota.config.matrix import load_matrix
 from oota.plan import plan
 from oota.render import context_files, fingerprint, render_all
 

@@ -21,12 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from oota.build import BuildOptions, build_cells
+from oota.config.matrix import load_matrix
 from oota.console import Console
-from oota.engine import DockerEngine
-from oota.matrix import load_matrix
+from oota.engine.docker import DockerEngine
+from oota.execute.build import BuildOptions, build_cells
+from oota.execute.verify import EXPECTED_IN_IMAGE
 from oota.plan import plan, select
-from oota.verify import EXPECTED_IN_IMAGE
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,16 +8,25 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
-from oota.build import BuildOptions, build_cells
+from oota import lockfile
+from oota.config.matrix import Matrix, load_matrix
 from oota.console import Console
-from oota.errors import EXIT_FAILED, EXIT_OK, InputError, OotaError
-from oota.matrix import Matrix, load_matrix
+from oota.engine.docker import DockerEngine
+from oota.errors import EXIT_FAILED, EXIT_OK, OotaError
+from oota.execute import inplace
+from oota.execute import lock as locks
+from oota.execute.bases import parse_mirrors
+from oota.execute.build import BuildOptions, build_cells
+from oota.execute.hosts import check_vendor
+from oota.lint import lint_project
 from oota.plan import Cell, plan, select
+from oota.releases import check as releases
 from oota.render import Drift, check, context_files, fingerprint, render_all, write_all
-from oota.report import Report, write_report
+from oota.report.pages import Report, write_report
 
 
 def cells_for(matrix_path: str, vendors: list[str] | None, ids: list[str] | None = None,
@@ -72,8 +81,6 @@ def _vendor_dirs_not_in(matrix: Matrix) -> list[str]:
 def build(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, everything: bool,
           options: BuildOptions, console: Console, *, build_images: bool = True
           ) -> list[dict[str, Any]]:
-    from oota.engine import DockerEngine
-
     matrix, cells = cells_for(matrix_path, vendors, ids, everything)
     if not cells:
         console.warn("no cells selected")
@@ -86,8 +93,6 @@ def build(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, ev
 
 def registry_mirrors(items: list[str] | None) -> tuple[tuple[str, str], ...]:
     """``--registry-mirror REGISTRY=MIRROR`` flags, validated (InputError, exit code 2)."""
-    from oota.bases import parse_mirrors
-
     return tuple(parse_mirrors(items or []).items())
 
 
@@ -103,9 +108,6 @@ def report(results_dir: str, out_dir: str, previous_dir: str | None = None) -> R
 
 def hosts(matrix_path: str, vendors: list[str] | None) -> list[dict[str, Any]]:
     """Probe this host for every selected vendor's hardware; no image is built."""
-    from oota.engine import DockerEngine
-    from oota.hosts import check_vendor
-
     matrix = load_matrix(matrix_path)
     names = vendors or list(matrix.vendors)
     plan(matrix, names)  # validates the names
@@ -123,38 +125,29 @@ def hosts(matrix_path: str, vendors: list[str] | None) -> list[dict[str, Any]]:
 
 def verify_here(matrix_path: str, vendor: str, results_dir: str, layers: tuple[str, ...],
                 python: str | None) -> dict[str, Any]:
-    import sys
-
-    from oota.inplace import verify_here as run
-
     matrix = load_matrix(matrix_path)
     plan(matrix, [vendor])
-    return run(matrix, vendor, Path(results_dir), layers=layers, python=python or sys.executable)
+    return inplace.verify_here(matrix, vendor, Path(results_dir), layers=layers, python=python or sys.executable)
 
 
 def lint(matrix_path: str) -> list[str]:
-    from oota.lint import lint_project
-
     return lint_project(matrix_path)
 
 
 def release_check(matrix_path: str, *, torch: str | None, index_url: str, fmt: str, update: bool,
                   vendors: list[str] | None) -> str:
-    from oota import releases
-
     return releases.run(matrix_path, torch=torch, index_url=index_url, fmt=fmt, update=update,
                         vendors=vendors)
 
 
-def lock_status(matrix_path: str, vendors: list[str] | None) -> list[tuple[str, str, str]]:
-    from oota import lock as locks
-
-    return locks.status_rows(matrix_path, vendors)
+def lock_status(matrix_path: str, vendors: list[str] | None) -> list[tuple[str, lockfile.Status, Path]]:
+    """``invoke lock --check``: every cell's lock status, no Docker needed."""
+    matrix, cells = cells_for(matrix_path, vendors)
+    return [(c.id, lockfile.lock_status(matrix, c), lockfile.lock_path(matrix, c))
+            for c in cells]
 
 
 def lock(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, everything: bool,
-         console: Console, **options: Any) -> list[Any]:
-    from oota import lock as locks
-
-    return locks.lock_cells(matrix_path, vendors, ids, everything, console,
-                            locks.LockOptions(**options))
+         console: Console, options: locks.LockOptions) -> list[locks.LockOutcome]:
+    matrix, cells = cells_for(matrix_path, vendors, ids, everything)
+    return locks.lock_cells(matrix, cells, console, options)

@@ -15,8 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from oota.config.matrix import load_matrix
 from oota.errors import EnvironmentProblem
-from oota.matrix import load_matrix
 from oota.plan import plan
 from oota.render import render_all
 

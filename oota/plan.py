@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
+from oota.config.matrix import CORE_AXES, Matrix, OsSpec, VendorMatrix
+from oota.config.vendors import Vendor
+from oota.config.yamlsrc import did_you_mean
 from oota.errors import InputError
-from oota.matrix import CORE_AXES, Matrix, OsSpec, VendorMatrix
-from oota.vendors import Vendor
-from oota.yamlsrc import did_you_mean
 
 Combo = dict[str, str]
 

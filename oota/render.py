@@ -19,8 +19,10 @@ from pathlib import Path
 
 import jinja2
 
-from oota.lock import lock_path
-from oota.matrix import Matrix
+from oota.config.matrix import Matrix
+from oota.config.skips import SKIPS_FILE, load_skips
+from oota.errors import InputError
+from oota.lockfile import lock_path
 from oota.plan import Cell
 
 GENERATED_FILES = ("Dockerfile", "cell.json")
@@ -45,8 +47,6 @@ def cell_manifest(cell: Cell) -> dict:
     toolkit_version) with each extension's torch requirement formatted with the cell;
     ``skips`` is the vendor's validated ``skips.yaml`` (oota/skips.py), applied in the image.
     """
-    from oota.skips import SKIPS_FILE, load_skips
-
     v = cell.vendor
     verify = dict(v.verify)
     verify["extensions"] = [{**ext, "torch": cell.format(str(ext.get("torch", "")),
@@ -112,7 +112,6 @@ def render_cell(matrix: Matrix, cell: Cell) -> Rendered:
     try:
         dockerfile = env.get_template("Dockerfile.j2").render(**context)
     except jinja2.TemplateError as exc:
-        from oota.errors import InputError
         where = getattr(exc, "filename", None) or vendor.template
         line = getattr(exc, "lineno", None)
         raise InputError(f"{where}:{line or 1}: template error: {exc}") from exc

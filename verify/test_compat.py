@@ -16,11 +16,10 @@ import re
 from pathlib import Path
 
 import pytest
+from oota_probe import resolve
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
-
-from oota_probe import resolve
 
 LAYER = "compat"
 

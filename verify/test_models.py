@@ -12,8 +12,9 @@ vendor's ``verify.models``; each records {model, dtype, seconds, peak_bytes, max
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

@@ -18,10 +18,11 @@ from pathlib import Path
 import docker
 import pytest
 
-from oota.build import BuildOptions, build_cells
+from oota.config.matrix import load_matrix
 from oota.console import Console
-from oota.engine import RUN_LABEL, DockerEngine
-from oota.matrix import load_matrix
+from oota.engine.base import RUN_LABEL
+from oota.engine.docker import DockerEngine
+from oota.execute.build import BuildOptions, build_cells
 from oota.plan import plan, select
 
 REPO = Path(__file__).resolve().parents[2]

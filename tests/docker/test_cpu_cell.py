@@ -5,12 +5,10 @@ from __future__ import annotations
 import io
 import json
 import tarfile
-from pathlib import Path
 
-import pytest
 from testcontainers.core.container import DockerContainer
 
-from oota.results import validation_errors
+from oota.results.store import validation_errors
 
 from .conftest import DEFAULT_CELL
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import yaml
 
-from oota.build import build_cells
+from oota.config.matrix import load_matrix
 from oota.console import Console
-from oota.matrix import load_matrix
+from oota.execute.build import build_cells
 from oota.plan import plan
 
 from .conftest import DEFAULT_CELL, copy_project

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from oota.engine import RUN_LABEL
+from oota.engine.base import RUN_LABEL
 
 OUT = "/tmp/oota-results"
 CELL_IN_IMAGE = "/opt/oota/cell.json"

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from oota.config.matrix import load_matrix
 from oota.console import Console
-from oota.engine import RUN_LABEL, RunRequest
-from oota.lock import LockOptions, build_builder, lock_cell, lock_path, mounts, pins
-from oota.matrix import load_matrix
+from oota.engine.base import RUN_LABEL, RunRequest
+from oota.execute.lock import LockOptions, build_builder, lock_cell, mounts
+from oota.lockfile import lock_path, pins
 from oota.plan import plan
 
 REPO = Path(__file__).resolve().parents[2]

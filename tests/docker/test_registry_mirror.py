@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from oota.bases import ensure_base
-from oota.matrix import load_matrix
+from oota.config.matrix import load_matrix
+from oota.execute.bases import ensure_base
 
 from .conftest import REPO
 

@@ -15,10 +15,11 @@ from pathlib import Path
 import yaml
 
 from oota import api
-from oota.build import BuildOptions, build_cells
+from oota.config.matrix import load_matrix
 from oota.console import Console
-from oota.matrix import load_matrix
+from oota.execute.build import BuildOptions, build_cells
 from oota.plan import plan, select
+
 from .conftest import copy_project
 
 NAME = "demo"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from oota.releases import PackageIndex, torch_release
+from oota.releases.check import PackageIndex, torch_release
 
 pytestmark = pytest.mark.network
 PYPI = "https://pypi.org"
@@ -38,7 +38,7 @@ def index() -> PackageIndex:
 
 @pytest.fixture(scope="module")
 def newest(index) -> tuple[Version, Version | None]:
-    from oota.releases import newest_and_previous
+    from oota.releases.check import newest_and_previous
 
     return newest_and_previous(index.releases("torch"))
 
@@ -80,7 +80,7 @@ def test_torch_wheel_pythons_match_pip(index, newest, tmp_path):
 
 def test_torch_npu_gap_matches_pip(index, newest, tmp_path):
     """Our verdict for torch-npu with torch N (from wheel metadata) is pip's verdict."""
-    from oota.releases import _pair_on_index
+    from oota.releases.check import _pair_on_index
 
     python = Version("3.12")
     ok, detail = _pair_on_index(index, {"distribution": "torch-npu"}, newest[0], python,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from oota.bases import ensure_base, mirrored, parse_mirrors, split_registry
+from oota.config.matrix import OsSpec
 from oota.errors import InputError, StepFailed
-from oota.matrix import OsSpec
+from oota.execute.bases import ensure_base, mirrored, parse_mirrors, split_registry
 
 GAUDI = "vault.habana.ai/gaudi-docker/1.23.0/ubuntu24.04/habanalabs/pytorch-installer-2.9.0:latest"
 UBUNTU = OsSpec(key="ubuntu24.04", image="ubuntu:24.04", python=(), bootstrap=None)

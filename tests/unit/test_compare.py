@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from oota.compare import compare, load_previous, match_cells, model_of
 from oota.errors import InputError
-from oota.report import write_report
-from oota.results import validation_errors
+from oota.report.compare import compare, load_previous, match_cells, model_of
+from oota.report.pages import write_report
+from oota.results.store import validation_errors
 from tests.unit.test_report import case, make_result, model_test, refresh, write_results
 
 FAIL = "RuntimeError: NPU kernel aclnnMatmul failed"

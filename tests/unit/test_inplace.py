@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from oota.config.matrix import load_matrix
 from oota.errors import EnvironmentProblem
-from oota.inplace import manifest_here, matching_cell, probe_python
-from oota.matrix import load_matrix
+from oota.execute.inplace import manifest_here, matching_cell, probe_python
 
 REPO = Path(__file__).resolve().parents[2]
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"

@@ -6,11 +6,20 @@ from pathlib import Path
 
 import pytest
 
-from oota.engine import RunOutcome, RunRequest
+from oota.config.matrix import load_matrix
+from oota.engine.base import RunOutcome, RunRequest
 from oota.errors import StepFailed
-from oota.lock import (INPUTS_LINE, LockOptions, cell_requirements, compile_lock, header,
-                       inputs_digest, lock_path, lock_status, pins, write_lock)
-from oota.matrix import load_matrix
+from oota.execute.lock import LockOptions, compile_lock
+from oota.lockfile import (
+    INPUTS_LINE,
+    cell_requirements,
+    header,
+    inputs_digest,
+    lock_path,
+    lock_status,
+    pins,
+    write_lock,
+)
 from oota.plan import plan
 
 REPO = Path(__file__).resolve().parents[2]

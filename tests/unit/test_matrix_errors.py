@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from packaging.version import Version
 
+from oota.config.matrix import load_matrix
 from oota.errors import EXIT_BAD_INPUT, InputError, MatrixError
-from oota.matrix import load_matrix
 from oota.plan import plan
 
 # Line numbers below refer to this text (1-based); the cases edit or extend it.
@@ -359,10 +359,10 @@ def test_a_matrix_kept_elsewhere_uses_the_current_checkout(project, tmp_path_fac
 
 
 def test_no_vendor_folders_anywhere_is_one_clear_problem(tmp_path, monkeypatch):
-    import oota.matrix
+    import oota.config.matrix
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(oota.matrix, "CHECKOUT", tmp_path / "no-checkout")
+    monkeypatch.setattr(oota.config.matrix, "CHECKOUT", tmp_path / "no-checkout")
     (tmp_path / "matrix.yaml").write_text(BASE)
     with pytest.raises(MatrixError) as info:
         load_matrix("matrix.yaml")

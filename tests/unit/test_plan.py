@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from oota.config.matrix import load_matrix
 from oota.errors import InputError, MatrixError
-from oota.matrix import load_matrix
 from oota.plan import expand_combos, plan, select
 
 OS_PY = [("os", ("a", "b")), ("python", ("3.11", "3.13"))]

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from oota import releases
+from oota.config.matrix import load_matrix
 from oota.errors import InputError
-from oota.matrix import load_matrix
-from oota.releases import PackageIndex, format_check, release_check, update_matrix
+from oota.releases import check as releases
+from oota.releases.check import PackageIndex, format_check, release_check, update_matrix
 
 X86 = "manylinux_2_28_x86_64"
 ARM = "manylinux_2_28_aarch64"
@@ -327,15 +327,15 @@ def matrix_file(tmp_path: Path) -> Path:
 NPU_GAP = "ascend py{py}: no torch-npu for torch {t} (newest 2.14.0 requires torch==2.14.0.*)"
 EXPECTED_GAPS = (
     [NPU_GAP.format(py=f"3.{m}", t="2.15.0") for m in range(11, 15)]
-    + ["rocm py3.{m}: no ROCm pairing for torch 2.15.0 in vendors/rocm/vendor.yaml "
-       "facts.compat (newest: torch 2.14 with ROCm 7.2)".format(m=m) for m in range(11, 15)]
-    + ["gaudi py3.{m}: no habana-torch-plugin for torch 2.15.0 in vendors/gaudi/vendor.yaml "
-       "facts.compat (newest 1.24.0 pairs torch 2.10.0)".format(m=m) for m in (11, 12)]
+    + [f"rocm py3.{m}: no ROCm pairing for torch 2.15.0 in vendors/rocm/vendor.yaml "
+       "facts.compat (newest: torch 2.14 with ROCm 7.2)" for m in range(11, 15)]
+    + [f"gaudi py3.{m}: no habana-torch-plugin for torch 2.15.0 in vendors/gaudi/vendor.yaml "
+       "facts.compat (newest 1.24.0 pairs torch 2.10.0)" for m in (11, 12)]
     + [NPU_GAP.format(py=f"3.{m}", t="2.14.1") for m in range(10, 15)]
     + ["rocm py3.14: ROCm 7.2 for torch 2.14 supports Python >=3.10,<3.14 "
        "(vendors/rocm/vendor.yaml facts.compat)"]
-    + ["gaudi py3.{m}: no habana-torch-plugin for torch 2.14.1 in vendors/gaudi/vendor.yaml "
-       "facts.compat (newest 1.24.0 pairs torch 2.10.0)".format(m=m) for m in (10, 11, 12)]
+    + [f"gaudi py3.{m}: no habana-torch-plugin for torch 2.14.1 in vendors/gaudi/vendor.yaml "
+       "facts.compat (newest 1.24.0 pairs torch 2.10.0)" for m in (10, 11, 12)]
 )
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from oota.config.matrix import load_matrix
 from oota.errors import InputError
-from oota.matrix import load_matrix
 from oota.plan import plan
 from oota.render import check, context_files, fingerprint, render_all, write_all
 

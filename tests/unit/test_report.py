@@ -17,9 +17,17 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from oota.report import (MARKDOWN_LIMIT, build_report, collect, md_text, to_html, to_json,
-                         to_markdown, write_report)
-from oota.results import overall_status, save, summarize, validation_errors
+from oota.report.pages import (
+    MARKDOWN_LIMIT,
+    build_report,
+    collect,
+    md_text,
+    to_html,
+    to_json,
+    to_markdown,
+    write_report,
+)
+from oota.results.store import overall_status, save, summarize, validation_errors
 
 HOSTILE = "<script>alert('x')</script> | **bold** [link](http://evil) & \"quoted\""
 NOW = "2026-11-21T12:00:00+00:00"

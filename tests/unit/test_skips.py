@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from oota.config.skips import SkipEntry, SkipList, load_skips, parse_skips
 from oota.errors import InputError, MatrixError
-from oota.skips import SkipEntry, SkipList, load_skips, parse_skips
 
 REPO = Path(__file__).resolve().parents[2]
 VALID = """\
@@ -166,7 +166,7 @@ def test_the_cpu_vendors_skip_list_is_valid():
 
 
 def _render_cpu(project):
-    from oota.matrix import load_matrix
+    from oota.config.matrix import load_matrix
     from oota.plan import plan
     from oota.render import render_cell
 

@@ -15,11 +15,11 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from oota.matrix import load_matrix
+from oota.config.matrix import load_matrix
+from oota.config.skips import SKIPS_FILE, load_skips
+from oota.config.vendors import Vendor, discover, load_vendor
 from oota.plan import Cell, plan
 from oota.render import render_all
-from oota.skips import SKIPS_FILE, load_skips
-from oota.vendors import Vendor, discover, load_vendor
 
 REPO = Path(__file__).resolve().parents[2]
 VENDOR_DIRS = discover(REPO / "vendors")
@@ -223,7 +223,7 @@ def test_cuda_requirements_pin_the_index_build_except_for_pypi_default():
 def test_cuda_locks_resolve_the_same_builds_the_dockerfile_installs():
     """A lock resolved for torch==2.14.1 would hold PyPI's CUDA 13.0 build: the lock's inputs
     must carry the +cuXYZ local version exactly as the Dockerfile does (torch and torchvision)."""
-    from oota.lock import cell_requirements
+    from oota.lockfile import cell_requirements
 
     dockerfiles = {i.cell.id: i.files["Dockerfile"] for i in render_all(MATRIX, cells_of("cuda"))}
     for cell in cells_of("cuda"):

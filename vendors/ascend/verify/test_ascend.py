@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
-from oota_suite import skip_without_device
 import torch
+from oota_suite import skip_without_device
 from packaging.version import Version
 
 TOOLKIT_HOME = Path(os.environ.get("ASCEND_TOOLKIT_HOME", "/usr/local/Ascend/ascend-toolkit/latest"))

@@ -5,8 +5,8 @@ visible (no NVIDIA driver on the host, or the container was started without ``--
 """
 
 import pytest
-from oota_suite import skip_without_device
 import torch
+from oota_suite import skip_without_device
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ and a computation runs on an HPU. HPU checks skip, with the reason, when none is
 import importlib.metadata
 
 import pytest
-from oota_suite import skip_without_device
 import torch
+from oota_suite import skip_without_device
 from packaging.version import Version
 
 PLUGIN = "habana-torch-plugin"

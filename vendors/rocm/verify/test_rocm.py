@@ -2,8 +2,8 @@
 AMD GPU (torch's "cuda" device). GPU checks skip, with the reason, when none is visible."""
 
 import pytest
-from oota_suite import skip_without_device
 import torch
+from oota_suite import skip_without_device
 from packaging.version import Version
 
 

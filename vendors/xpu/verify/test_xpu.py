@@ -5,8 +5,8 @@ reason, when none is visible."""
 import importlib.util
 
 import pytest
-from oota_suite import skip_without_device
 import torch
+from oota_suite import skip_without_device
 from packaging.version import Version
 
 

@@ -13,9 +13,8 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.testing import assert_close
-
 import torch_refdev
+from torch.testing import assert_close
 
 DEV = "refdev"
 

@@ -8,7 +8,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from oota.yamlsrc import Doc, Path_, did_you_mean
+from oota.config.yamlsrc import Doc, Path_, did_you_mean
 
 _TYPE_NAMES = {dict: "a mapping", list: "a list", str: "a string", int: "a whole number",
                bool: "true or false"}

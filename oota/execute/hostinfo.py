@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 from typing import Any
 
-from oota.engine import Engine
+from oota.engine.base import Engine
 
 
 def host_facts(engine: Engine | None) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,10 @@ from xml.etree import ElementTree as ET
 
 import jsonschema
 
+from oota.files import write_atomic, write_json
+
 SCHEMA_ID = "oota.result/v1"
-SCHEMA_FILE = Path(__file__).resolve().parent.parent / "schema" / "result-v1.json"
+SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "result-v1.json"
 STATUSES = ("passed", "failed", "skipped", "unsupported-here", "error")
 RESULT_FILE = "result.json"
 
@@ -26,23 +27,6 @@ RESULT_FILE = "result.json"
 def now() -> str:
     """The time results are stamped with: UTC, to the second, ISO 8601."""
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def write_atomic(path: Path, data: str | bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data.encode() if isinstance(data, str) else data)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; reports are served by static web servers
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json(path: Path, data: Any) -> None:
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 @lru_cache(maxsize=1)

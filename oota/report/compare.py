@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from oota.errors import InputError
-from oota.results import load_all
+from oota.results.store import load_all
 
 COMPARE_SCHEMA = "oota.compare/v1"
 FAILING = ("failed", "error")

@@ -26,8 +26,14 @@ from typing import Any
 from urllib.parse import quote
 
 from oota import __version__
-from oota.compare import Comparison, compare, known_models, load_previous, model_of
-from oota.results import load_all, now, write_atomic, write_json
+from oota.report.compare import (
+    Comparison,
+    compare,
+    known_models,
+    load_previous,
+    model_of,
+)
+from oota.results.store import load_all, now, write_atomic, write_json
 
 REPORT_SCHEMA = "oota.report/v2"
 LAYERS = ("build", "install", "compat", "device", "models", "vendor")

@@ -25,14 +25,15 @@ from typing import Any
 from packaging.version import Version
 
 from oota import __version__
+from oota.config.matrix import Matrix, OsSpec
 from oota.errors import EnvironmentProblem
-from oota.hosts import check_vendor
-from oota.matrix import Matrix, OsSpec
+from oota.execute.hosts import check_vendor
+from oota.execute.verify import _test_entry
 from oota.plan import Cell, plan
 from oota.render import cell_manifest, context_files, fingerprint, render_cell
-from oota.results import now, overall_status, save, summarize
+from oota.results.store import now, overall_status, save, summarize
 
-PROBE = Path(__file__).resolve().parents[1] / "verify" / "oota_probe.py"
+PROBE = Path(__file__).resolve().parents[2] / "verify" / "oota_probe.py"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -156,8 +157,6 @@ def verify_here(matrix: Matrix, vendor: str, results_dir: Path, *,
 
 def _result(manifest: dict[str, Any], digest: str, out: Path, code: int, started: str,
             check) -> dict[str, Any]:
-    from oota.verify import _test_entry
-
     tests_file = out / "tests.json"
     data = json.loads(tests_file.read_text()) if tests_file.exists() else {}
     tests = [_test_entry(t) for t in data.get("tests", [])]

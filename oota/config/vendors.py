@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from oota.config.fields import Fields
+from oota.config.yamlsrc import did_you_mean, load_yaml
 from oota.errors import InputError
-from oota.fields import Fields
-from oota.yamlsrc import did_you_mean, load_yaml
 
 VENDOR_FILE = "vendor.yaml"
 

@@ -25,77 +25,22 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
+from oota.engine.base import (
+    RUN_LABEL,
+    SEALED_FROM_LABEL,
+    BuildRequest,
+    RunOutcome,
+    RunRequest,
+    StepEvent,
+)
 from oota.errors import EnvironmentProblem, StepFailed
 
 log = logging.getLogger("oota.engine")
 
-RUN_LABEL = "oota.run"
-# On a sealed image (the build output plus its verification results): the build output's id, so
-# resealing starts from it again instead of stacking layers, and the digest stays the same.
-SEALED_FROM_LABEL = "oota.sealed-from"
 _STEP = re.compile(r"^#(\d+) \[([^\]]+)\] (.*)$")
 _DONE = re.compile(r"^#(\d+) (DONE [\d.]+s|CACHED|ERROR.*)$")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class StepEvent:
-    """One finished build step, from BuildKit's plain progress output."""
-
-    name: str          # e.g. "builder 4/6"
-    instruction: str   # e.g. "RUN python3.11 -m venv /opt/venv"
-    seconds: float
-    cached: bool
-    failed: bool
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class BuildRequest:
-    context: Path
-    tag: str
-    build_args: dict[str, str] = field(default_factory=dict)
-    secrets: dict[str, Path] = field(default_factory=dict)
-    labels: dict[str, str] = field(default_factory=dict)
-    target: str = "runtime"
-    log_path: Path | None = None
-    timeout_s: int = 3600
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RunRequest:
-    image: str
-    command: list[str]
-    flags: list[str] = field(default_factory=list)
-    labels: dict[str, str] = field(default_factory=dict)
-    collect: str = ""          # a path inside the container copied out after the run
-    collect_to: Path | None = None
-    log_path: Path | None = None
-    timeout_s: int = 1800
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RunOutcome:
-    exit_code: int
-    timed_out: bool
-    output_tail: str
-
-
-class Engine(Protocol):
-    """What the pipeline needs from a container engine; unit tests fake this."""
-
-    def facts(self) -> dict[str, str]: ...
-    def image_labels(self, ref: str) -> dict[str, str] | None: ...
-    def image_digest(self, ref: str) -> str: ...
-    def pull(self, ref: str) -> str | None: ...
-    def tag(self, source: str, target: str) -> None: ...
-    def import_rootfs(self, rootfs: Path, tag: str, labels: dict[str, str]) -> None: ...
-    def build(self, request: BuildRequest, on_step: Callable[[StepEvent], None]) -> str: ...
-    def run(self, request: RunRequest) -> RunOutcome: ...
-    def cleanup(self, run_id: str, *, images: bool) -> int: ...
-    def seal(self, image: str, files: dict[str, bytes], labels: dict[str, str]) -> str: ...
 
 
 def _tail(text: str, lines: int = 30) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from oota.vendors import Vendor
+from oota.config.vendors import Vendor
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

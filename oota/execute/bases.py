@@ -18,9 +18,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from oota.engine import Engine
+from oota.config.matrix import OsSpec
+from oota.engine.base import Engine
 from oota.errors import EnvironmentProblem, InputError, StepFailed
-from oota.matrix import OsSpec
 
 log = logging.getLogger("oota.bases")
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from oota import __version__
-from oota.engine import RUN_LABEL, Engine, RunRequest
+from oota.engine.base import RUN_LABEL, Engine, RunRequest
 from oota.plan import Cell
-from oota.results import now, overall_status, summarize
+from oota.results.store import now, overall_status, summarize
 
 RESULTS_IN_CONTAINER = "/tmp/oota-results"
 # What a verified image carries of its own verification; verify/oota-verify compares with it.

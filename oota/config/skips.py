@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from oota.config.fields import Fields
+from oota.config.yamlsrc import Doc, Path_, parse_yaml
 from oota.errors import MatrixError
-from oota.fields import Fields
-from oota.yamlsrc import Doc, Path_, parse_yaml
 
 SKIPS_FILE = "skips.yaml"
 _KEYS = ("id", "reason", "owner", "expires", "added")

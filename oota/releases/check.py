@@ -46,13 +46,19 @@ from packaging.metadata import Metadata
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag, compatible_tags, cpython_tags
-from packaging.utils import (InvalidSdistFilename, InvalidWheelFilename, canonicalize_name,
-                             parse_sdist_filename, parse_wheel_filename)
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 from packaging.version import InvalidVersion, Version
 
+from oota.config.matrix import Matrix, load_matrix
+from oota.config.vendors import Vendor
 from oota.errors import EnvironmentProblem, InputError
-from oota.matrix import Matrix
-from oota.vendors import Vendor
+from oota.net import find_ca_bundle
 
 DEFAULT_INDEX = "https://pypi.org"
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
@@ -97,8 +103,6 @@ class Http:
 
     @cached_property
     def _ssl(self) -> ssl.SSLContext:
-        from oota.sources import find_ca_bundle
-
         ca = find_ca_bundle(self.ca_bundle)
         return ssl.create_default_context(cafile=str(ca) if ca else None)
 
@@ -730,8 +734,6 @@ def _markdown(check: ReleaseCheck) -> str:
 def run(matrix_path: str | Path, *, torch: str | None = None, index_url: str = DEFAULT_INDEX,
         fmt: str = "table", update: bool = False, vendors: list[str] | None = None) -> str:
     """``invoke release-check``: the check, formatted; with ``update`` also rewrite the matrix."""
-    from oota.matrix import load_matrix
-
     if fmt not in ("table", "json", "markdown"):
         raise InputError(f"--format {fmt}: expected table, json or markdown")
     matrix = load_matrix(matrix_path)

@@ -32,13 +32,13 @@ from typing import Any
 
 from packaging.version import Version
 
+from oota.config.fields import Fields, parse_version
+from oota.config.vendors import Vendor, discover, load_vendor
+from oota.config.yamlsrc import Doc, Path_, did_you_mean, load_yaml
 from oota.errors import MatrixError
-from oota.fields import Fields, parse_version
-from oota.vendors import Vendor, discover, load_vendor
-from oota.yamlsrc import Doc, Path_, did_you_mean, load_yaml
 
 SCHEMA_VERSION = 1
-CHECKOUT = Path(__file__).resolve().parents[1]   # the repository, for an editable install
+CHECKOUT = Path(__file__).resolve().parents[2]   # the repository, for an editable install
 CORE_AXES = ("os", "python", "torch")
 _RULE_KEYS = ("include", "exclude", "default")
 

@@ -21,18 +21,20 @@ from pathlib import Path
 from typing import Any
 
 from oota import __version__
-from oota.bases import Base, ensure_base
+from oota.config.matrix import Matrix
 from oota.console import Console
-from oota.engine import RUN_LABEL, BuildRequest, Engine, StepEvent
+from oota.engine.base import RUN_LABEL, BuildRequest, Engine, StepEvent
 from oota.errors import InputError, OotaError, StepFailed
-from oota.hosts import HostCheck, check_vendor, describe
-from oota.lock import lock_path, lock_status
-from oota.matrix import Matrix
+from oota.execute.bases import Base, ensure_base
+from oota.execute.hostinfo import host_facts
+from oota.execute.hosts import HostCheck, check_vendor, describe
+from oota.execute.sources import PipSources, fill_wheelhouse, resolve_sources
+from oota.execute.verify import EXPECTED_IN_IMAGE, expected_results, verify_image
+from oota.lockfile import lock_path, lock_status
+from oota.net import find_ca_bundle
 from oota.plan import Cell
 from oota.render import context_files, fingerprint, render_cell
-from oota.results import now, overall_status, save, summarize
-from oota.sources import PipSources, fill_wheelhouse, find_ca_bundle, resolve_sources
-from oota.verify import EXPECTED_IN_IMAGE, expected_results, verify_image
+from oota.results.store import now, overall_status, save, summarize
 
 log = logging.getLogger("oota.build")
 _MOUNT_FLAG = re.compile(r"--mount=\S+\s*")
@@ -169,25 +171,8 @@ class CellRun:
         return {"detail": {"base": base.ref, "base_how": base.how}}
 
     def _request(self, tmp: Path, sources: PipSources, base: Base) -> BuildRequest:
-        context = tmp / "context"
-        for name, source in self.files.items():
-            target = context / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(source, bytes):
-                target.write_bytes(source)
-            else:
-                shutil.copy2(source, target)
-        (context / "vendor" / "verify").mkdir(parents=True, exist_ok=True)
-        wheels = fill_wheelhouse(context / "wheelhouse", sources.wheel_dirs)
-        secrets: dict[str, Path] = {}
-        pipconf = tmp / "pip.conf"
-        pipconf.write_text(sources.pip_conf(with_wheelhouse=bool(wheels)))
-        os.chmod(pipconf, 0o600)
-        secrets["pipconf"] = pipconf
-        ca = find_ca_bundle(self.options.ca_bundle)
-        if ca:
-            secrets["ca"] = ca
-        self.extra["ca_bundle_used"] = bool(ca)
+        context, secrets = stage_context(tmp, self.files, sources, self.options.ca_bundle)
+        self.extra["ca_bundle_used"] = "ca" in secrets
         labels = {
             RUN_LABEL: self.options.run_id,
             "oota.fingerprint": self.fingerprint,
@@ -280,6 +265,30 @@ class CellRun:
         return result
 
 
+def stage_context(tmp: Path, files: dict[str, Path | bytes], sources: PipSources,
+                  ca_bundle: str | None) -> tuple[Path, dict[str, Path]]:
+    """Lay out a cell's build context in ``tmp/context`` and the files a build gets as BuildKit
+    secrets (the pip configuration, the CA bundle), which never enter a layer."""
+    context = tmp / "context"
+    for name, source in files.items():
+        target = context / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(source, bytes):
+            target.write_bytes(source)
+        else:
+            shutil.copy2(source, target)
+    (context / "vendor" / "verify").mkdir(parents=True, exist_ok=True)
+    wheels = fill_wheelhouse(context / "wheelhouse", sources.wheel_dirs)
+    pipconf = tmp / "pip.conf"
+    pipconf.write_text(sources.pip_conf(with_wheelhouse=bool(wheels)))
+    os.chmod(pipconf, 0o600)
+    secrets = {"pipconf": pipconf}
+    ca = find_ca_bundle(ca_bundle)
+    if ca:
+        secrets["ca"] = ca
+    return context, secrets
+
+
 def prepare_bases(engine: Engine, cells: list[Cell], console: Console, workdir: Path,
                   mirrors: dict[str, str] | None = None) -> dict[str, Base | StepFailed]:
     """Each OS's base image, once per run; a failure is kept and becomes those cells' result."""
@@ -306,8 +315,6 @@ def prepare_bases(engine: Engine, cells: list[Cell], console: Console, workdir: 
 def build_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Console,
                 options: BuildOptions, *, build: bool = True) -> list[dict[str, Any]]:
     """Build (optionally) and verify every cell; return their results, in order."""
-    from oota.hostinfo import host_facts
-
     host = host_facts(engine)
     checks = check_hosts(cells, host, console)
     bases = prepare_bases(engine, cells, console, matrix.root / ".oota-cache",

@@ -10,19 +10,15 @@ Secrets never reach an image layer; the wheelhouse is bind-mounted, not copied.
 from __future__ import annotations
 
 import os
-import re
-import subprocess
-import sys
+import shutil
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from oota.errors import InputError
+from oota.net import host_pip_config, redact
 
-CA_VARIABLES = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 WHEELHOUSE_IN_BUILD = "/wheelhouse"
 
 
@@ -51,45 +47,6 @@ class PipSources:
                 "find_links": [redact(u) for u in self.find_links_urls]
                 + [str(d) for d in self.wheel_dirs],
                 "notes": list(self.notes)}
-
-
-def redact(url: str) -> str:
-    parts = urlsplit(url)
-    if "@" in parts.netloc:
-        return parts._replace(netloc="***@" + parts.netloc.rsplit("@", 1)[1]).geturl()
-    return url
-
-
-def find_ca_bundle(explicit: str | None) -> Path | None:
-    """``--ca-bundle``, else the first of PIP_CERT/REQUESTS_CA_BUNDLE/SSL_CERT_FILE, else pip's
-    ``cert`` setting. None when the host configures no bundle (public CAs then suffice)."""
-    if explicit:
-        path = Path(explicit).expanduser()
-        if not path.is_file():
-            raise InputError(f"--ca-bundle {explicit}: no such file")
-        return path.resolve()
-    for name in CA_VARIABLES:
-        value = os.environ.get(name)
-        if value and Path(value).is_file():
-            return Path(value).resolve()
-    cert = host_pip_config().get("cert")
-    return Path(cert).resolve() if cert and Path(cert).is_file() else None
-
-
-@lru_cache(maxsize=1)
-def host_pip_config() -> dict[str, str]:
-    """pip's effective configuration on this host (files and PIP_* variables), last one wins."""
-    try:
-        proc = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
-                              capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    config: dict[str, str] = {}
-    for line in proc.stdout.splitlines():
-        match = re.match(r"^(?:global|install|download|wheel|:env:)\.([\w-]+)='(.*)'$", line)
-        if match:
-            config[match.group(1)] = match.group(2)
-    return config
 
 
 @lru_cache(maxsize=32)
@@ -155,7 +112,6 @@ def fill_wheelhouse(dest: Path, dirs: tuple[Path, ...]) -> list[str]:
             try:
                 os.link(wheel, target)
             except OSError:
-                import shutil
                 shutil.copy2(wheel, target)
             names.append(wheel.name)
     return names

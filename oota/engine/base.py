@@ -1,0 +1,75 @@
+"""The engine door's vocabulary: the requests the pipeline makes of a container engine, the
+answers it gets, and the :class:`Engine` Protocol. Pure data; nothing here talks to Docker.
+
+:mod:`oota.engine.docker` is the real engine (the only importer of the Docker SDK and the only
+place that runs the docker CLI); unit tests fake :class:`Engine`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+RUN_LABEL = "oota.run"
+# On a sealed image (the build output plus its verification results): the build output's id, so
+# resealing starts from it again instead of stacking layers, and the digest stays the same.
+SEALED_FROM_LABEL = "oota.sealed-from"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepEvent:
+    """One finished build step, from BuildKit's plain progress output."""
+
+    name: str          # e.g. "builder 4/6"
+    instruction: str   # e.g. "RUN python3.11 -m venv /opt/venv"
+    seconds: float
+    cached: bool
+    failed: bool
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BuildRequest:
+    context: Path
+    tag: str
+    build_args: dict[str, str] = field(default_factory=dict)
+    secrets: dict[str, Path] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    target: str = "runtime"
+    log_path: Path | None = None
+    timeout_s: int = 3600
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunRequest:
+    image: str
+    command: list[str]
+    flags: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+    collect: str = ""          # a path inside the container copied out after the run
+    collect_to: Path | None = None
+    log_path: Path | None = None
+    timeout_s: int = 1800
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunOutcome:
+    exit_code: int
+    timed_out: bool
+    output_tail: str
+
+
+class Engine(Protocol):
+    """What the pipeline needs from a container engine; unit tests fake this."""
+
+    def facts(self) -> dict[str, str]: ...
+    def image_labels(self, ref: str) -> dict[str, str] | None: ...
+    def image_digest(self, ref: str) -> str: ...
+    def pull(self, ref: str) -> str | None: ...
+    def tag(self, source: str, target: str) -> None: ...
+    def import_rootfs(self, rootfs: Path, tag: str, labels: dict[str, str]) -> None: ...
+    def build(self, request: BuildRequest, on_step: Callable[[StepEvent], None]) -> str: ...
+    def run(self, request: RunRequest) -> RunOutcome: ...
+    def cleanup(self, run_id: str, *, images: bool) -> int: ...
+    def seal(self, image: str, files: dict[str, bytes], labels: dict[str, str]) -> str: ...

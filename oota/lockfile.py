@@ -1,0 +1,101 @@
+"""The lock-file format: ``locks/<vendor>/<cell-id>.txt``, one per cell, made by pip-compile.
+
+Pure: no Docker, no network. :mod:`oota.execute.lock` drives pip-compile inside the cell's
+builder stage and writes what it resolved through :func:`write_lock`.
+
+The lock's input is the vendor's ``requirements`` + ``test_requirements`` formatted for the
+cell. Its first lines record a hash of those inputs (plus the cell's Python and OS), so
+:func:`lock_status` can say ``fresh``, ``stale`` (the inputs changed) or ``missing``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Literal
+
+from oota.config.matrix import Matrix
+from oota.files import write_atomic
+from oota.plan import Cell
+
+LOCKS_DIR = "locks"
+INPUTS_LINE = "# oota-lock-inputs: "
+Status = Literal["fresh", "stale", "missing"]
+
+
+def cell_requirements(cell: Cell) -> tuple[str, ...]:
+    """The cell's pip requirements (install then test), formatted as the Dockerfile has them."""
+    v = cell.vendor
+    items = [cell.format(r, "requirements") for r in v.requirements]
+    items += [cell.format(r, "test_requirements") for r in v.test_requirements]
+    return tuple(dict.fromkeys(items))
+
+
+def inputs_digest(cell: Cell) -> str:
+    """What a lock depends on: the requirements, the Python and the OS of the cell."""
+    data = {"requirements": list(cell_requirements(cell)), "python": str(cell.python),
+            "os": cell.os.key, "base": cell.base_image}
+    return "sha256:" + hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def lock_path(matrix: Matrix, cell: Cell) -> Path:
+    return matrix.root / LOCKS_DIR / cell.vendor.name / f"{cell.id}.txt"
+
+
+def recorded_digest(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    for line in path.read_text(encoding="utf-8").splitlines()[:10]:
+        if line.startswith(INPUTS_LINE):
+            return line[len(INPUTS_LINE):].strip()
+    return None
+
+
+def lock_status(matrix: Matrix, cell: Cell) -> Status:
+    path = lock_path(matrix, cell)
+    if not path.is_file():
+        return "missing"
+    return "fresh" if recorded_digest(path) == inputs_digest(cell) else "stale"
+
+
+def header(cell: Cell) -> str:
+    return "\n".join([
+        f"# oota lock for cell {cell.id}: CPython {cell.python} on {cell.os.key} "
+        f"({cell.base_image}), resolved inside the cell's builder stage.",
+        f"{INPUTS_LINE}{inputs_digest(cell)}",
+        "# inputs: " + "; ".join(cell_requirements(cell)),
+        f"# regenerate: invoke lock --vendor={cell.vendor.name} --cell={cell.id}",
+        "#",
+    ]) + "\n"
+
+
+def write_lock(path: Path, text: str) -> bool:
+    """Write atomically; False when the file already holds exactly ``text``."""
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return False
+    write_atomic(path, text)
+    return True
+
+
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
+
+
+def pins(text: str) -> dict[str, tuple[str, frozenset[str]]]:
+    """name -> (version, sha256 hashes) of a pip-compile --generate-hashes file."""
+    out: dict[str, tuple[str, frozenset[str]]] = {}
+    current = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        match = _PIN.match(line)
+        if match:
+            current = match.group(1).lower().replace("_", "-")
+            out[current] = (match.group(2), frozenset())
+        if current and "--hash=sha256:" in line:
+            version, hashes = out[current]
+            found = set(re.findall(r"--hash=sha256:([0-9a-f]{64})", line))
+            out[current] = (version, hashes | found)
+        if line and not line.startswith("--hash") and not match and not line.startswith("#"):
+            current = None
+    return out

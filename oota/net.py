@@ -1,0 +1,84 @@
+"""What this host's network setup says, shared by builds and release-check: the CA bundle of a
+TLS-intercepting proxy, pip's own configuration, and how credentials in URLs are kept out of
+everything oota prints or writes.
+
+A URL such as ``https://user:s3cret@host/simple`` is never shown as given: :func:`redact`
+turns it into ``https://user:***@host/simple`` (and hides token-like query parameters), and
+every message, log line, note and result goes through it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from oota.errors import InputError
+
+CA_VARIABLES = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
+# Query parameters that carry a secret (a registry token, a signed URL's signature).
+_SECRET_QUERY = re.compile(r"(?i)^(token|access_token|auth|key|api_key|apikey|password|"
+                           r"secret|sig|signature|x-amz-signature|x-amz-credential)$")
+_URL_IN_TEXT = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+
+
+def redact(url: str) -> str:
+    """``url`` with its password (or lone token user) replaced by ``***`` and secret query
+    parameters masked: ``https://user:***@host/simple``, ``https://***@host/``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        user, sep, _ = userinfo.partition(":")
+        netloc = f"{user}:***@{host}" if sep else f"***@{host}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(_SECRET_QUERY.match(k) for k, _ in pairs):
+            query = urlencode([(k, "***" if _SECRET_QUERY.match(k) else v) for k, v in pairs],
+                              safe="*")
+    return parts._replace(netloc=netloc, query=query).geturl()
+
+
+def redact_text(text: str) -> str:
+    """Every URL in ``text`` redacted (:func:`redact`): for messages, logs and notes."""
+    return _URL_IN_TEXT.sub(lambda m: redact(m.group(0)), text)
+
+
+def find_ca_bundle(explicit: str | None) -> Path | None:
+    """``--ca-bundle``, else the first of PIP_CERT/REQUESTS_CA_BUNDLE/SSL_CERT_FILE, else pip's
+    ``cert`` setting. None when the host configures no bundle (public CAs then suffice)."""
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file():
+            raise InputError(f"--ca-bundle {explicit}: no such file")
+        return path.resolve()
+    for name in CA_VARIABLES:
+        value = os.environ.get(name)
+        if value and Path(value).is_file():
+            return Path(value).resolve()
+    cert = host_pip_config().get("cert")
+    return Path(cert).resolve() if cert and Path(cert).is_file() else None
+
+
+@lru_cache(maxsize=1)
+def host_pip_config() -> dict[str, str]:
+    """pip's effective configuration on this host (files and PIP_* variables), last one wins."""
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    config: dict[str, str] = {}
+    for line in proc.stdout.splitlines():
+        match = re.match(r"^(?:global|install|download|wheel|:env:)\.([\w-]+)='(.*)'$", line)
+        if match:
+            config[match.group(1)] = match.group(2)
+    return config
