@@ -19,6 +19,7 @@ from pathlib import Path
 
 import jinja2
 
+from oota import vocab
 from oota.config.matrix import Matrix
 from oota.config.skips import SKIPS_FILE, load_skips
 from oota.errors import InputError
@@ -26,6 +27,7 @@ from oota.lockfile import lock_path
 from oota.plan import Cell
 
 GENERATED_FILES = ("Dockerfile", "cell.json")
+VOCAB_FILE = Path(vocab.__file__)
 _SKIP_PARTS = {"__pycache__", "build", "dist", ".pytest_cache"}
 
 
@@ -132,6 +134,8 @@ def context_files(matrix: Matrix, rendered: Rendered) -> dict[str, bytes | Path]
                     and not rel.name.endswith((".pyc", ".so", ".egg-info")) \
                     and not any(p.endswith(".egg-info") for p in rel.parts):
                 files[f"{root_name}/{rel.as_posix()}"] = path
+    # The vocabulary the suite shares with oota (statuses, layers), beside oota-verify.
+    files["verify/oota_vocab.py"] = VOCAB_FILE
     lock = lock_path(matrix, rendered.cell)
     if lock.is_file():
         files["lock.txt"] = lock
