@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def scaled_copy(dest: Path, scale: int) -> Path:
-    for name in ("vendors", "verify", "images/templates", "locks"):
+    for name in ("vendors", "verify", "templates/dockerfile", "locks"):
         shutil.copytree(REPO / name, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
     data = yaml.safe_load((REPO / "matrix.yaml").read_text())
     for vendor in data["vendors"].values():

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from packaging.version import InvalidVersion, Version
 
 from oota.config.matrix import CORE_AXES, Matrix, OsSpec, VendorMatrix
+from oota.config.names import NAME_RULE, cell_id_problem
 from oota.config.vendors import Vendor
 from oota.config.yamlsrc import did_you_mean
 from oota.errors import InputError
@@ -124,7 +125,7 @@ def expand_combos(axes: list[tuple[str, tuple[str, ...]]], include: list[Combo],
     names = [name for name, _ in axes]
     combos: list[Combo] = []
     if axes:
-        combos = [dict(zip(names, values))
+        combos = [dict(zip(names, values, strict=True))
                   for values in itertools.product(*(vals for _, vals in axes))]
     combos = [c for c in combos if not any(_matches(c, rule) for rule in exclude)]
     # Include entries merge into the expanded combinations only; a combination appended by an
@@ -179,10 +180,19 @@ def vendor_cells(matrix: Matrix, vm: VendorMatrix) -> list[Cell]:
         toolkit = vm.vendor.toolkit
         cell = Cell(vendor=vm.vendor, os=os_spec, python=python, torch=Version(combo["torch"]),
                     toolkit=Version(combo[toolkit.axis]) if toolkit else None)
-        if cell.id not in seen:
+        if cell.id not in seen and _id_is_valid(matrix, vm, cell):
             seen.add(cell.id)
             cells.append(cell)
     return cells
+
+
+def _id_is_valid(matrix: Matrix, vm: VendorMatrix, cell: Cell) -> bool:
+    """Defensive: names are checked at load time, but an id also holds the vendor's toolkit
+    prefix; it becomes a folder and an image tag, so it must follow the name grammar."""
+    problem = cell_id_problem(cell.id)
+    if problem:
+        matrix.doc.error(vm.path, f"cell id {cell.id!r} is not valid: {problem}", NAME_RULE)
+    return problem is None
 
 
 def plan(matrix: Matrix, vendors: list[str] | None = None) -> list[Cell]:
@@ -210,7 +220,8 @@ def select(matrix: Matrix, cells: list[Cell], *, ids: list[str] | None = None,
         return [by_id[i] for i in dict.fromkeys(ids)]
     if everything:
         return cells
-    chosen, used = [], set()
+    chosen: list[Cell] = []
+    used: set[tuple[str, int]] = set()
     for cell in cells:
         rules = matrix.vendors[cell.vendor.name].default
         coords = _combo_of(cell)

@@ -1,8 +1,13 @@
 """Render: one Dockerfile (plus cell.json) per cell from Jinja2 templates, committed in-tree.
 
-Templates are looked up in the vendor's folder first, then in ``images/templates`` (the shared
-stages), so a vendor's ``Dockerfile.j2`` ``{% extends "base.Dockerfile.j2" %}`` and overrides
-only the blocks it needs. Output is deterministic: same inputs, same bytes.
+Templates are looked up in the vendor's folder first, then in ``templates/dockerfile/`` (the
+shared, hand-written stages; ``images/`` holds generated output only), so a vendor's
+``Dockerfile.j2`` ``{% extends "base.Dockerfile.j2" %}`` and overrides only the blocks it
+needs. Output is deterministic: same inputs, same bytes.
+
+Every data value reaches a Dockerfile through a quoting filter for its place (oota/quoting.py:
+``shell_words``, ``env_value``, ``image_ref`` ...); any error while rendering, Jinja's or not,
+is an InputError located at the template line. Nothing is written outside ``images/``.
 
 The build context of a cell is a fixed set of files (:func:`context_files`); its fingerprint
 is the hash of exactly those files, so any change that could shape the image changes it.
@@ -14,15 +19,19 @@ import difflib
 import functools
 import hashlib
 import json
+import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
 
-from oota import vocab
+from oota import quoting, vocab
 from oota.config.matrix import Matrix
 from oota.config.skips import SKIPS_FILE, load_skips
+from oota.config.vendors import Vendor
 from oota.errors import InputError
+from oota.files import write_atomic
 from oota.lockfile import lock_path
 from oota.plan import Cell
 
@@ -36,6 +45,7 @@ class Rendered:
     cell: Cell
     folder: Path                      # images/<vendor>/<cell-id>
     files: dict[str, str]             # file name -> text
+    images_dir: Path                  # images/: nothing is written outside it
 
 
 def cell_folder(matrix: Matrix, cell: Cell) -> Path:
@@ -71,21 +81,23 @@ def cell_manifest(cell: Cell) -> dict:
 
 
 def _environment(matrix: Matrix, cell: Cell) -> jinja2.Environment:
-    return _environment_for((str(cell.vendor.folder), str(matrix.root / "images" / "templates")))
+    return _environment_for((str(cell.vendor.folder), str(matrix.templates_dir)))
 
 
 @functools.lru_cache(maxsize=64)
 def _environment_for(search: tuple[str, ...]) -> jinja2.Environment:
     """One environment per vendor, so each template is compiled once, not once per cell
     (compiling was ~90% of `generate`); Jinja reloads a template whose file changed."""
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(list(search)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
-        autoescape=False,  # Dockerfiles, not HTML
+        autoescape=False,  # Dockerfiles, not HTML: the quoting filters escape by context
     )
+    env.filters.update(quoting.FILTERS)
+    return env
 
 
 def _format_all(cell: Cell, items: tuple[str, ...], what: str) -> list[str]:
@@ -95,8 +107,11 @@ def _format_all(cell: Cell, items: tuple[str, ...], what: str) -> list[str]:
 def render_cell(matrix: Matrix, cell: Cell) -> Rendered:
     coords = cell.format_vars()
     vendor = cell.vendor
-    rel_vendor = vendor.folder.relative_to(matrix.root) if vendor.folder.is_relative_to(
-        matrix.root) else vendor.folder
+    requirements = {
+        "requirements": _format_all(cell, vendor.requirements, "requirements"),
+        "test_requirements": _format_all(cell, vendor.test_requirements, "test_requirements"),
+    }
+    _check_data(matrix, cell, requirements)
     context = {
         "cell": cell,
         "cell_id": cell.id,
@@ -104,22 +119,87 @@ def render_cell(matrix: Matrix, cell: Cell) -> Rendered:
         "vendor": vendor,
         "os": cell.os,
         "python": str(cell.python),
-        "requirements": _format_all(cell, vendor.requirements, "requirements"),
-        "test_requirements": _format_all(cell, vendor.test_requirements, "test_requirements"),
+        **requirements,
         "regenerate": f"invoke generate --vendor={vendor.name}",
         "lock": lock_path(matrix, cell).is_file(),
-        "sources": f"{matrix.file.name} and {rel_vendor}/",
+        "sources": f"{matrix.file.name} and {_shown(matrix, vendor.folder)}/",
     }
+    dockerfile = _render(matrix, cell, context)
+    manifest = json.dumps(cell_manifest(cell), indent=2, sort_keys=True) + "\n"
+    return Rendered(cell=cell, folder=cell_folder(matrix, cell), images_dir=matrix.images_dir,
+                    files={"Dockerfile": dockerfile, "cell.json": manifest})
+
+
+def _check_data(matrix: Matrix, cell: Cell, requirements: dict[str, list[str]]) -> None:
+    """Refuse a line break in the data a template may write, naming where it came from.
+
+    The vendor and matrix loaders refuse them already; this is the line of defence for data
+    that reached the renderer another way (the quoting filters are the last one)."""
+    for where, value in _data_values(matrix, cell, requirements):
+        try:
+            quoting.check_text(value)
+        except quoting.QuotingError as exc:
+            raise InputError(f"{where}: {exc}") from None
+
+
+def _data_values(matrix: Matrix, cell: Cell, requirements: dict[str, list[str]]
+                 ) -> Iterable[tuple[str, str]]:
+    """(where it came from, value) for the data the shared templates write."""
+    vendor = cell.vendor
+    vendor_file = f"{_shown(matrix, vendor.folder)}/vendor.yaml"
+    yield f"{vendor_file} display", vendor.display
+    yield (f"{matrix.file.name} os.{cell.os.key}.image or {vendor_file} base_images",
+           cell.base_image)
+    listed = {**requirements, "builder_apt": list(vendor.builder_apt),
+              "runtime_apt": list(vendor.runtime_apt)}
+    for key, values in listed.items():
+        yield from ((f"{vendor_file} {key}[{i}]", value) for i, value in enumerate(values))
+    for name, value in vendor.env.items():
+        yield f"{vendor_file} env", name
+        yield f"{vendor_file} env.{name}", value
+    yield "the matrix file's name", matrix.file.name
+
+
+def _render(matrix: Matrix, cell: Cell, context: dict[str, object]) -> str:
+    """The vendor's Dockerfile.j2 rendered; any failure is an InputError at the template line
+    (a Jinja error, a quoting filter's refusal, or Python's own: 1/0, a template that extends
+    itself)."""
     env = _environment(matrix, cell)
     try:
-        dockerfile = env.get_template("Dockerfile.j2").render(**context)
-    except jinja2.TemplateError as exc:
-        where = getattr(exc, "filename", None) or vendor.template
-        line = getattr(exc, "lineno", None)
-        raise InputError(f"{where}:{line or 1}: template error: {exc}") from exc
-    manifest = json.dumps(cell_manifest(cell), indent=2, sort_keys=True) + "\n"
-    return Rendered(cell=cell, folder=cell_folder(matrix, cell),
-                    files={"Dockerfile": dockerfile, "cell.json": manifest})
+        return env.get_template("Dockerfile.j2").render(**context)
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever a template raises is the template's fault
+        where = _template_line(matrix, exc, cell.vendor)
+        shown_vendor = _shown(matrix, cell.vendor.template)
+        within = "" if where.startswith(shown_vendor + ":") else \
+            f" (rendering {shown_vendor} for cell {cell.id})"
+        raise InputError(f"{where}: template error: {_one_line(exc)}{within}") from exc
+
+
+def _template_line(matrix: Matrix, exc: BaseException, vendor: Vendor) -> str:
+    """``file:line`` of the innermost template frame: Jinja maps its frames to template lines,
+    so Python's own errors (1/0, too deep a recursion) are located like Jinja's."""
+    if isinstance(exc, jinja2.TemplateSyntaxError) and exc.filename:
+        return f"{_shown(matrix, Path(exc.filename))}:{exc.lineno}"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.endswith(".j2")]
+    if frames:
+        return f"{_shown(matrix, Path(frames[-1].filename))}:{frames[-1].lineno}"
+    return f"{_shown(matrix, vendor.template)}:1"
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "templates extend, include or call each other in a loop (recursion too deep)"
+    text = " ".join(str(exc).split()) or "no message"
+    if isinstance(exc, (jinja2.TemplateError, quoting.QuotingError)):
+        return text
+    return f"{type(exc).__name__}: {text}"
+
+
+def _shown(matrix: Matrix, path: Path) -> str:
+    """A path as users see it: relative to the project when it lies inside."""
+    return str(path.relative_to(matrix.root)) if path.is_relative_to(matrix.root) else str(path)
 
 
 def context_files(matrix: Matrix, rendered: Rendered) -> dict[str, bytes | Path]:
@@ -171,15 +251,21 @@ def write_all(rendered: list[Rendered]) -> list[Path]:
     """Write every rendered file whose content changed; return those paths."""
     written = []
     for item in rendered:
-        item.folder.mkdir(parents=True, exist_ok=True)
         for name, text in item.files.items():
-            path = item.folder / name
+            path = inside(item.images_dir, item.folder / name)
             if not path.exists() or path.read_text(encoding="utf-8") != text:
-                tmp = path.with_suffix(path.suffix + ".tmp")
-                tmp.write_text(text, encoding="utf-8")
-                tmp.replace(path)
+                write_atomic(path, text)
                 written.append(path)
     return written
+
+
+def inside(base: Path, path: Path) -> Path:
+    """``path``, refused unless it lies inside ``base`` once '..' and symbolic links are
+    resolved: the second line of defence behind the name checks (oota/config/names.py)."""
+    if not path.resolve().is_relative_to(base.resolve()):
+        raise InputError(f"{path}: refusing to use a path outside {base}/ (it resolves to "
+                         f"{path.resolve()}); vendor names and cell ids must be plain names")
+    return path
 
 
 def orphans(matrix: Matrix, rendered: list[Rendered], vendors: list[str]) -> list[Path]:
@@ -187,7 +273,7 @@ def orphans(matrix: Matrix, rendered: list[Rendered], vendors: list[str]) -> lis
     live = {item.folder for item in rendered}
     found = []
     for vendor in vendors:
-        base = matrix.images_dir / vendor
+        base = inside(matrix.images_dir, matrix.images_dir / vendor)
         if base.is_dir():
             found += [p for p in sorted(base.iterdir())
                       if p.is_dir() and (p / "Dockerfile").exists() and p not in live]
@@ -196,10 +282,11 @@ def orphans(matrix: Matrix, rendered: list[Rendered], vendors: list[str]) -> lis
 
 def check(matrix: Matrix, rendered: list[Rendered], vendors: list[str]) -> Drift:
     """Compare rendered output with the files on disk; nothing is written."""
-    changed, diff = [], []
+    changed: list[Path] = []
+    diff: list[str] = []
     for item in rendered:
         for name, text in item.files.items():
-            path = item.folder / name
+            path = inside(matrix.images_dir, item.folder / name)
             old = path.read_text(encoding="utf-8") if path.exists() else ""
             if old != text:
                 changed.append(path)

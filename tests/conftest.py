@@ -54,7 +54,7 @@ class Project:
 def _make_project(root: Path) -> Project:
     skip = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(REPO / "vendors" / "cpu", root / "vendors" / "cpu", ignore=skip)
-    shutil.copytree(REPO / "images" / "templates", root / "images" / "templates", ignore=skip)
+    shutil.copytree(REPO / "templates", root / "templates", ignore=skip)
     shutil.copytree(REPO / "verify", root / "verify", ignore=skip)
     project = Project(root)
     project.write(BASE_MATRIX)

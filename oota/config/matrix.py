@@ -33,6 +33,7 @@ from typing import Any
 from packaging.version import Version
 
 from oota.config.fields import Fields, parse_version
+from oota.config.names import NAME_RULE, name_problem
 from oota.config.vendors import Vendor, discover, load_vendor
 from oota.config.yamlsrc import Doc, Path_, did_you_mean, load_yaml
 from oota.errors import MatrixError
@@ -80,7 +81,13 @@ class Matrix:
 
     @property
     def images_dir(self) -> Path:
+        """Generated output only: images/<vendor>/<cell-id>/."""
         return self.root / "images"
+
+    @property
+    def templates_dir(self) -> Path:
+        """The shared, hand-written Dockerfile stages that vendor templates extend."""
+        return self.root / "templates" / "dockerfile"
 
 
 def load_matrix(file: Path | str) -> Matrix:
@@ -104,6 +111,8 @@ def load_matrix(file: Path | str) -> Matrix:
     for name, value in top.mapping("vendors").items():
         path = ("vendors", name)
         vendor = None
+        if not check_name(doc, path, name, "vendor name"):
+            continue
         if name not in known:
             if known:
                 doc.error(path, f"no vendor folder vendors/{name}/ with a vendor.yaml",
@@ -146,8 +155,18 @@ def _check_core_axes(doc: Doc, path: Path_, value: Any, oses: dict[str, OsSpec])
                     _check_value(doc, path + (axis, i), axis, text, oses)
 
 
+def check_name(doc: Doc, path: Path_, text: str, what: str) -> bool:
+    """A name that becomes part of a path, an image name or a tag (oota/config/names.py);
+    a bad one is a located problem."""
+    problem = name_problem(text)
+    if problem:
+        doc.error(path, f"{text!r} is not a valid {what}: {problem}", NAME_RULE)
+    return problem is None
+
+
 def _load_os(doc: Doc, key: str, value: Any) -> OsSpec:
     path = ("os", key)
+    check_name(doc, path, key, "os key")
     f = Fields(doc, path, value, allowed=("image", "python", "bootstrap"),
                required=("image", "python"))
     bootstrap = None
@@ -191,9 +210,15 @@ def _check_value(doc: Doc, path: Path_, axis: str, text: str, oses: dict[str, Os
         if text not in oses:
             doc.error(path, f"unknown os '{text}'", did_you_mean(text, tuple(oses)))
         return
+    # Every other axis is a version: a typo gets parse_version's hint ('3.1O' -> '3.10'); a
+    # value that parses may still hold what no id may ('2.13.0+cpu', '1!2.0', non-ASCII).
+    if not text.isascii():
+        check_name(doc, path, text, f"{axis} value")
+        return
     known = tuple(sorted({str(v) for spec in oses.values() for v in spec.python})) \
         if axis == "python" else ()
-    parse_version(doc, path, text, known)
+    if parse_version(doc, path, text, known) is not None:
+        check_name(doc, path, text, f"{axis} value")
 
 
 def _load_rules(doc: Doc, path: Path_, value: Any, axis_names: tuple[str, ...],

@@ -82,7 +82,7 @@ class Built:
 
 def copy_project(dest: Path) -> Path:
     """A throw-away copy of the project's inputs (matrix, vendors, templates, verify suite)."""
-    for name in ("vendors", "verify", "images/templates", "locks"):
+    for name in ("vendors", "verify", "templates/dockerfile", "locks"):
         shutil.copytree(REPO / name, dest / name,
                         ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
     shutil.copy(REPO / "matrix.yaml", dest / "matrix.yaml")

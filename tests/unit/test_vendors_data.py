@@ -8,6 +8,7 @@ that every cell of the matrix is found in, and exclusions that the compat table 
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -217,7 +218,7 @@ def test_cuda_requirements_pin_the_index_build_except_for_pypi_default():
     for cell in cells_of("cuda"):
         local = "" if pypi.get(str(cell.torch)) == str(cell.toolkit) \
             else "+cu" + str(cell.toolkit).replace(".", "")
-        assert f'"torch=={cell.torch}{local}"' in dockerfiles[cell.id], cell.id
+        assert shlex.quote(f"torch=={cell.torch}{local}") in dockerfiles[cell.id], cell.id
 
 
 def test_cuda_locks_resolve_the_same_builds_the_dockerfile_installs():
@@ -228,7 +229,7 @@ def test_cuda_locks_resolve_the_same_builds_the_dockerfile_installs():
     dockerfiles = {i.cell.id: i.files["Dockerfile"] for i in render_all(MATRIX, cells_of("cuda"))}
     for cell in cells_of("cuda"):
         for requirement in cell_requirements(cell):
-            assert f'"{requirement}"' in dockerfiles[cell.id], (cell.id, requirement)
+            assert shlex.quote(requirement) in dockerfiles[cell.id], (cell.id, requirement)
         pinned = [r for r in cell_requirements(cell) if r.startswith(("torch==", "torchvision=="))]
         assert len(pinned) == 2 and len({r.partition("+")[2] for r in pinned}) == 1, pinned
 
