@@ -19,14 +19,8 @@ import shlex
 import unicodedata
 from collections.abc import Iterable
 
-# Docker's reference grammar (distribution/reference), without the parts oota never writes.
-_DOMAIN_PART = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-_DOMAIN = rf"{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?"
-_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
-_DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
-IMAGE_PATTERN = re.compile(
-    rf"(?:{_DOMAIN}/)?{_PATH_PART}(?:/{_PATH_PART})*(?::{_TAG})?(?:@{_DIGEST})?")
+from oota.config.names import image_problem
+
 ENV_KEY_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -90,9 +84,9 @@ def image_ref(value: object) -> str:
     """An image reference (``FROM``, ``ARG BASE_IMAGE=``): it cannot be quoted, so it must
     follow Docker's reference grammar, which leaves nothing a Dockerfile would interpret."""
     text = check_text(value)
-    if len(text) > 255 or not IMAGE_PATTERN.fullmatch(text):
-        raise QuotingError(f"{text!r} is not an image reference; write it like "
-                           "'registry.example.com:5000/team/image:tag'")
+    problem = image_problem(text)
+    if problem:
+        raise QuotingError(problem)
     return text
 
 

@@ -33,7 +33,7 @@ from typing import Any
 from packaging.version import Version
 
 from oota.config.fields import Fields, parse_version
-from oota.config.names import NAME_RULE, name_problem
+from oota.config.names import NAME_RULE, image_problem, name_problem
 from oota.config.vendors import Vendor, discover, load_vendor
 from oota.config.yamlsrc import Doc, Path_, did_you_mean, load_yaml
 from oota.errors import MatrixError
@@ -178,8 +178,11 @@ def _load_os(doc: Doc, key: str, value: Any) -> OsSpec:
             doc.error(path + ("bootstrap", "tool"), f"unknown bootstrap tool '{tool}'",
                       did_you_mean(tool, ("debootstrap",)))
         bootstrap = Bootstrap(tool=tool, suite=b.str("suite"), mirror=b.str("mirror"))
-    return OsSpec(key=key, image=f.str("image"), python=f.version_list("python"),
-                  bootstrap=bootstrap)
+    image = f.str("image")
+    problem = image_problem(image) if isinstance(f.raw("image"), str) else None
+    if problem:  # FROM cannot quote it: a newline or a space there would change the Dockerfile
+        doc.error(path + ("image",), problem)
+    return OsSpec(key=key, image=image, python=f.version_list("python"), bootstrap=bootstrap)
 
 
 def _load_vendor_matrix(doc: Doc, path: Path_, value: Any, vendor: Vendor,

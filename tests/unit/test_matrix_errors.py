@@ -7,6 +7,7 @@ import pytest
 from packaging.version import Version
 
 from oota.config.matrix import load_matrix
+from oota.config.names import NAME_RULE
 from oota.errors import EXIT_BAD_INPUT, InputError, MatrixError
 from oota.plan import plan
 
@@ -209,6 +210,49 @@ CASES = [
     ("recursive-alias-in-list", "version: 1\nos: {}\nvendors: {}\nx: &l [1, *l]\n",
      ["matrix.yaml:4:4: a recursive alias: this anchored value contains an alias to itself; "
       "write the values out"]),
+    # --- names that become folders and image tags (oota/config/names.py)
+    ("os-key-escapes-the-checkout",
+     edit("  debian13:", "  x/../../tmp/ESCAPED:"),
+     ["matrix.yaml:6:3: os.x/../../tmp/ESCAPED: 'x/../../tmp/ESCAPED' is not a valid os key: "
+      f"'/' is not allowed; {NAME_RULE}"]),
+    ("os-key-upper-case",
+     edit("  debian13:", "  Debian13:"),
+     ["matrix.yaml:6:3: os.Debian13: 'Debian13' is not a valid os key: the upper-case letter "
+      f"'D' is not allowed; {NAME_RULE}"]),
+    ("os-key-dot-dot",
+     edit("  debian13:", "  debian..13:"),
+     ["matrix.yaml:6:3: os.debian..13: 'debian..13' is not a valid os key: separators ('.', "
+      f"'_', '-') must stand between letters or digits ('..' and '._' are not allowed); "
+      f"{NAME_RULE}"]),
+    ("axis-value-plus",
+     edit('torch: ["2.13.0"]', 'torch: ["2.13.0+cpu"]'),
+     ["matrix.yaml:13:13: vendors.cpu.torch[0]: '2.13.0+cpu' is not a valid torch value: '+' "
+      f"is not allowed (a local version such as '+cpu' belongs in vendor.yaml); {NAME_RULE}"]),
+    ("axis-value-bang",
+     edit('torch: ["2.13.0"]', 'torch: ["1!2.13.0"]'),
+     ["matrix.yaml:13:13: vendors.cpu.torch[0]: '1!2.13.0' is not a valid torch value: '!' "
+      f"is not allowed; {NAME_RULE}"]),
+    ("axis-value-space",
+     edit('    python: ["3.11"]\n    torch', '    python: ["3.11 "]\n    torch'),
+     ["matrix.yaml:12:14: vendors.cpu.python[0]: '3.11 ' is not a valid python value: a space "
+      f"is not allowed; {NAME_RULE}"]),
+    ("axis-value-non-ascii",
+     edit('    python: ["3.11"]\n    torch', '    python: ["\uff13.11"]\n    torch'),
+     ["matrix.yaml:12:14: vendors.cpu.python[0]: '\uff13.11' is not a valid python value: the "
+      f"character U+FF13 (fullwidth digit three) is not allowed; {NAME_RULE}"]),
+    ("exclude-value-plus",
+     BASE + '    exclude: [{torch: "2.13.0+cpu"}]\n',
+     ["matrix.yaml:14:16: vendors.cpu.exclude[0].torch: '2.13.0+cpu' is not a valid torch "
+      "value: '+' is not allowed (a local version such as '+cpu' belongs in vendor.yaml); "
+      f"{NAME_RULE}"]),
+    ("include-value-space",
+     BASE + '    include: [{python: "3.11 ", torch: "2.13.0"}]\n',
+     ["matrix.yaml:14:16: vendors.cpu.include[0].python: '3.11 ' is not a valid python value: "
+      f"a space is not allowed; {NAME_RULE}"]),
+    ("vendor-key-upper-case",
+     edit("  cpu:", "  CPU:"),
+     ["matrix.yaml:10:3: vendors.CPU: 'CPU' is not a valid vendor name: the upper-case letter "
+      f"'C' is not allowed; {NAME_RULE}"]),
     # --- planning: a combination the OS cannot provide
     ("impossible-combination",
      edit('    python: ["3.11"]\n    torch', '    python: ["3.11", "3.13"]\n    torch'),
@@ -370,3 +414,19 @@ def test_no_vendor_folders_anywhere_is_one_clear_problem(tmp_path, monkeypatch):
         f"matrix.yaml:9:1: vendors: no vendor folders (vendors/<name>/vendor.yaml) beside "
         f"matrix.yaml, in the current folder or in {tmp_path / 'no-checkout'}; run oota from its "
         "checkout, or keep the matrix file beside vendors/"]
+
+
+def test_a_cell_id_holds_only_valid_names(project):
+    """The toolkit's id prefix (vendor.yaml) is part of the id too: a '/' in it is caught while
+    planning, before anything is written."""
+    project.add_vendor("gpu", "name: gpu\ndevice: cuda\nrequirements: [torch]\n"
+                              "toolkit: {axis: cuda, id_prefix: 'cu/../x'}\n")
+    exc = load_error(project, BASE + '  gpu: {os: [debian12], python: ["3.11"], '
+                                     'torch: ["2.13.0"], cuda: ["13.0"]}\n')
+    (problem,) = exc.problems
+    if problem.startswith("vendors/gpu/vendor.yaml:"):  # vendor.yaml's own check came first
+        assert "cu/../x" in problem
+    else:
+        assert problem == ("matrix.yaml:14:3: vendors.gpu: cell id "
+                           "'gpu-torch2.13.0-cu/../x13.0-py3.11-debian12' is not valid: '/' is "
+                           f"not allowed; {NAME_RULE}")
