@@ -24,6 +24,9 @@ from oota.config.names import image_problem
 ENV_KEY_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+_CONTROL_NAMES = {"\n": "line feed", "\r": "carriage return", "\t": "tab", "\0": "NUL"}
+
+
 class QuotingError(ValueError):
     """A value that cannot be written safely where the template puts it."""
 
@@ -33,7 +36,7 @@ def check_text(value: object) -> str:
     text = str(value)
     for char in text:
         if unicodedata.category(char) in ("Cc", "Zl", "Zp"):
-            name = unicodedata.name(char, "a control character").lower()
+            name = _CONTROL_NAMES.get(char) or unicodedata.name(char, "control").lower()
             raise QuotingError(f"{text!r} holds U+{ord(char):04X} ({name}), which would end "
                                "the Dockerfile instruction; remove it")
     return text

@@ -6,14 +6,23 @@ import json
 import os
 import re
 import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
 from pathlib import Path
 
+import jinja2
+import jinja2.nodes
 import pytest
 
+from oota import quoting
 from oota.config.matrix import load_matrix
+from oota.config.names import NAME_RULE
 from oota.errors import InputError
 from oota.plan import plan
-from oota.render import check, context_files, fingerprint, render_all, write_all
+from oota.render import check, context_files, fingerprint, render_all, render_cell, write_all
+from tests.conftest import BASE_MATRIX
 
 REPO = Path(__file__).resolve().parents[2]
 FIRST = "cpu-torch2.13.0-py3.11-debian12"
@@ -373,3 +382,208 @@ def test_companion_versions_follow_torch(project):
                                "'torchvision=={torchvision}+cpu': no torchvision paired with torch "
                                "2.14.0 in companions.torchvision; add the torch series it pairs "
                                "with")
+
+
+# --- template errors: every one is exit 2 at a template line ------------------------------
+
+# (id, vendor template, the one line the user sees)
+TEMPLATE_ERRORS = [
+    ("zero-division", '{% extends "base.Dockerfile.j2" %}\n{% block runtime_extra %}\n'
+                      "{{ 1/0 }}\n{% endblock %}\n",
+     "vendors/cpu/Dockerfile.j2:3: template error: ZeroDivisionError: division by zero"),
+    ("extends-itself", '{% extends "Dockerfile.j2" %}\n',
+     "vendors/cpu/Dockerfile.j2:1: template error: templates extend, include or call each other "
+     "in a loop (recursion too deep)"),
+    ("type-error", '{% extends "base.Dockerfile.j2" %}\n{% block runtime_extra %}'
+                   "{{ (vendor.name + 1) | comment }}{% endblock %}\n",
+     'vendors/cpu/Dockerfile.j2:2: template error: TypeError: can only concatenate str (not "int")'
+     ' to str'),
+    ("undefined", '{% extends "base.Dockerfile.j2" %}\n\n'
+                  "{% block runtime_extra %}{{ nope | comment }}{% endblock %}\n",
+     "vendors/cpu/Dockerfile.j2:3: template error: 'nope' is undefined"),
+    ("syntax", '{% extends "base.Dockerfile.j2" %}\n{% block runtime_extra %}\n{% if %}\n',
+     "vendors/cpu/Dockerfile.j2:3: template error: Expected an expression, got 'end of "
+     "statement block'"),
+    ("missing-parent", '{% extends "nope.j2" %}\n',
+     "vendors/cpu/Dockerfile.j2:1: template error: 'nope.j2' not found in search paths: "),
+    ("quoting-filter-refuses", '{% extends "base.Dockerfile.j2" %}\n{% block runtime_extra %}'
+                               '{{ "a\\nRUN evil" | shell_word }}{% endblock %}\n',
+     "vendors/cpu/Dockerfile.j2:2: template error: 'a\\nRUN evil' holds U+000A (line feed), "
+     "which would end the Dockerfile instruction; remove it"),
+]
+
+
+@pytest.mark.parametrize(("template", "expected"), [c[1:] for c in TEMPLATE_ERRORS],
+                         ids=[c[0] for c in TEMPLATE_ERRORS])
+def test_template_errors_are_located_input_errors(project, template, expected):
+    (project.root / "vendors/cpu/Dockerfile.j2").write_text(template)
+    with pytest.raises(InputError) as info:
+        rendered()
+    assert info.value.exit_code == 2
+    assert str(info.value).startswith(expected), str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_an_error_in_the_shared_stages_names_both_templates(project):
+    replace_in(project.root / "templates/dockerfile/macros.j2", "apt-get update \\",
+               "apt-get update {{ 1/0 }} \\")
+    with pytest.raises(InputError) as info:
+        rendered()
+    assert str(info.value) == (
+        "templates/dockerfile/macros.j2:7: template error: ZeroDivisionError: division by zero "
+        f"(rendering vendors/cpu/Dockerfile.j2 for cell {FIRST})")
+
+
+def test_a_bad_template_through_invoke_is_exit_2_without_a_traceback(project):
+    (project.root / "vendors/cpu/Dockerfile.j2").write_text('{% extends "Dockerfile.j2" %}\n')
+    proc = invoke_generate(project.root)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert "vendors/cpu/Dockerfile.j2:1: template error: templates extend" in proc.stderr
+    assert not (project.root / "images").exists()
+
+
+# --- data reaches the Dockerfile quoted for its place -------------------------------------
+
+def test_a_requirement_with_a_marker_reaches_pip_as_written(project):
+    replace_in(project.root / "vendors/cpu/vendor.yaml", '- "torch=={torch}+cpu"\n',
+               '- "torch=={torch}+cpu"\n  - \'foo; python_version < "3.12"\'\n'
+               "  - 'bar $(touch /tmp/owned) `id` \\'\n")
+    text = dockerfile(project)
+    assert """'foo; python_version < "3.12"'""" in text
+    assert ["--report", "/opt/oota/install-report.json", "torch==2.13.0+cpu",
+            'foo; python_version < "3.12"', "bar $(touch /tmp/owned) `id` \\"] \
+        in pip_installs(text)
+
+
+def test_apt_packages_env_and_labels_are_quoted(project):
+    vendor = project.root / "vendors/cpu/vendor.yaml"
+    vendor.write_text(vendor.read_text().replace("display: CPU", 'display: \'CPU "x" $HOME\'')
+                      + "builder_apt: ['libfoo; rm -rf /']\n"
+                      + "env: {A: 'say \"hi\" $PATH \\'}\n")
+    text = dockerfile(project)
+    builder_runs = [rest for word, rest in stages(text)["builder"] if word == "RUN"]
+    assert any(rest.endswith("python3.11 python3.11-venv 'libfoo; rm -rf /'")
+               for rest in builder_runs)
+    assert 'ENV A="say \\"hi\\" \\$PATH \\\\"' in text
+    assert 'org.opencontainers.image.description="PyTorch 2.13.0 on CPU \\"x\\" \\$HOME, ' \
+           'Python 3.11, debian12"' in text
+
+
+# (id, edit of the project, what the message starts with)
+LINE_BREAKS = [
+    ("requirement", lambda cell: replace(cell.vendor, requirements=("ok", "x\nRUN evil")),
+     "vendors/cpu/vendor.yaml requirements[1]: 'x\\nRUN evil' holds U+000A"),
+    ("builder-apt", lambda cell: replace(cell.vendor, builder_apt=("gcc\r\nRUN evil",)),
+     "vendors/cpu/vendor.yaml builder_apt[0]: 'gcc\\r\\nRUN evil' holds U+000D"),
+    ("env-value", lambda cell: replace(cell.vendor, env={"A": "1\nRUN evil"}),
+     "vendors/cpu/vendor.yaml env.A: '1\\nRUN evil' holds U+000A"),
+    ("display", lambda cell: replace(cell.vendor, display="CPU\nRUN evil"),
+     "vendors/cpu/vendor.yaml display: 'CPU\\nRUN evil' holds U+000A"),
+    ("base-image", lambda cell: replace(cell.vendor, base_images={"debian12": {
+        "default": "debian\nRUN evil"}}),
+     "matrix.yaml os.debian12.image or vendors/cpu/vendor.yaml base_images: 'debian\\nRUN evil'"
+     " holds U+000A"),
+]
+
+
+@pytest.mark.parametrize(("change", "expected"), [c[1:] for c in LINE_BREAKS],
+                         ids=[c[0] for c in LINE_BREAKS])
+def test_a_line_break_in_data_is_refused_at_render_time(project, change, expected):
+    """The loaders refuse them first; render refuses what reaches it anyway, naming the source."""
+    matrix = load_matrix("matrix.yaml")
+    cell = plan(matrix)[0]
+    with pytest.raises(InputError) as info:
+        render_cell(matrix, replace(cell, vendor=change(cell)))
+    assert info.value.exit_code == 2
+    assert str(info.value).startswith(expected), str(info.value)
+
+
+def test_a_bad_os_image_is_refused_at_load_time(project):
+    project.write(BASE_MATRIX.replace("debian:bookworm-slim", '"debian:bookworm\\nRUN evil"'))
+    with pytest.raises(InputError) as info:
+        load_matrix("matrix.yaml")
+    assert str(info.value).splitlines()[1] == (
+        "  matrix.yaml:4:5: os.debian12.image: 'debian:bookworm\\nRUN evil' is not an image "
+        "reference; write it like 'registry.example.com:5000/team/image:tag'")
+
+
+QUOTING_FILTERS = set(quoting.FILTERS)
+
+
+def _unquoted(node: jinja2.nodes.Node) -> list[str]:
+    """Expressions printed by {{ }} that neither go through a quoting filter nor call a macro."""
+    found = []
+    for output in node.find_all(jinja2.nodes.Output):
+        for expr in output.nodes:
+            if isinstance(expr, jinja2.nodes.TemplateData):
+                continue
+            if isinstance(expr, jinja2.nodes.Filter) and expr.name in QUOTING_FILTERS:
+                continue
+            if isinstance(expr, jinja2.nodes.Call):  # a macro: its own expressions are checked
+                continue
+            found.append(f"line {expr.lineno}: {type(expr).__name__}")
+    return found
+
+
+def test_every_expression_in_every_template_is_quoted():
+    env = jinja2.Environment()
+    templates = sorted(REPO.glob("templates/dockerfile/*.j2")) + sorted(
+        REPO.glob("vendors/*/Dockerfile.j2"))
+    assert len(templates) >= 3
+    problems = {str(t.relative_to(REPO)): _unquoted(env.parse(t.read_text()))
+                for t in templates}
+    assert {k: v for k, v in problems.items() if v} == {}
+
+
+# --- nothing is written outside images/ -----------------------------------------------------
+
+def test_write_all_refuses_a_folder_outside_images(project, tmp_path):
+    matrix, items = rendered()
+    escaped = replace(items[0], folder=items[0].folder / ".." / ".." / ".." / "ESCAPED")
+    with pytest.raises(InputError, match="refusing to use a path outside images/"):
+        write_all([escaped])
+    with pytest.raises(InputError, match="refusing to use a path outside images/"):
+        check(matrix, [escaped], ["cpu"])
+    assert not (tmp_path / "ESCAPED").exists() and not (tmp_path.parent / "ESCAPED").exists()
+
+
+def test_write_all_refuses_a_vendor_folder_that_links_outside(project, tmp_path_factory):
+    outside = tmp_path_factory.mktemp("outside")
+    (project.root / "images").mkdir()
+    (project.root / "images/cpu").symlink_to(outside, target_is_directory=True)
+    matrix, items = rendered()
+    with pytest.raises(InputError, match="refusing to use a path outside images/"):
+        write_all(items)
+    with pytest.raises(InputError, match="refusing to use a path outside images/"):
+        check(matrix, [], ["cpu"])  # orphans
+    assert list(outside.iterdir()) == []
+
+
+def invoke_generate(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`invoke generate` as a user runs it, in ``root``, with this checkout's oota."""
+    shutil.copy(REPO / "tasks.py", root / "tasks.py")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "invoke", "generate", *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _files_under(folder: Path) -> set[Path]:
+    return set(folder.rglob("*"))
+
+
+def test_an_os_key_that_escapes_is_exit_2_and_writes_nothing(tmp_path, make_project):
+    project = make_project(tmp_path / "work" / "checkout")
+    bad = "x/../../../../tmp/ESCAPED"
+    project.write(BASE_MATRIX.replace("  debian13:", f"  {bad}:")
+                  .replace("os: [debian12, debian13]", f"os: [debian12, {bad}]")
+                  .replace("{os: debian12, python: \"3.13\"}", "{python: \"3.13\"}")
+                  .replace("{os: debian13, python: \"3.11\"}", "{python: \"3.12\"}"))
+    shutil.copy(REPO / "tasks.py", project.root / "tasks.py")
+    before = _files_under(tmp_path)
+    proc = invoke_generate(project.root)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert (f"matrix.yaml:6:3: os.{bad}: '{bad}' is not a valid os key: '/' is not allowed; "
+            f"{NAME_RULE}") in proc.stderr
+    assert _files_under(tmp_path) == before  # no images/, nothing beside the checkout
