@@ -169,7 +169,7 @@ def _render(matrix: Matrix, cell: Cell, context: dict[str, object]) -> str:
         return env.get_template("Dockerfile.j2").render(**context)
     except InputError:
         raise
-    except Exception as exc:  # noqa: BLE001 - whatever a template raises is the template's fault
+    except Exception as exc:  # whatever a template raises is the template's fault: exit 2
         where = _template_line(matrix, exc, cell.vendor)
         shown_vendor = _shown(matrix, cell.vendor.template)
         within = "" if where.startswith(shown_vendor + ":") else \

@@ -583,18 +583,29 @@ def _files_under(folder: Path) -> set[Path]:
     return set(folder.rglob("*"))
 
 
-def test_an_os_key_that_escapes_is_exit_2_and_writes_nothing(tmp_path, make_project):
+ESCAPING_MATRIX = """\
+version: 1
+os:
+  debian12: {image: "debian:bookworm-slim", python: ["3.11"]}
+  BAD: {image: "debian:trixie-slim", python: ["3.13"]}
+vendors:
+  cpu:
+    os: [debian12, BAD]
+    python: ["3.11", "3.13"]
+    torch: ["2.13.0"]
+    exclude: [{os: debian12, python: "3.13"}, {os: BAD, python: "3.11"}]
+"""
+
+
+@pytest.mark.parametrize("bad", ["x/../../tmp/ESCAPED", "x/../../../../../ESCAPED"])
+def test_an_os_key_that_escapes_is_exit_2_and_writes_nothing(tmp_path, make_project, bad):
     project = make_project(tmp_path / "work" / "checkout")
-    bad = "x/../../../../tmp/ESCAPED"
-    project.write(BASE_MATRIX.replace("  debian13:", f"  {bad}:")
-                  .replace("os: [debian12, debian13]", f"os: [debian12, {bad}]")
-                  .replace("{os: debian12, python: \"3.13\"}", "{python: \"3.13\"}")
-                  .replace("{os: debian13, python: \"3.11\"}", "{python: \"3.12\"}"))
+    project.write(ESCAPING_MATRIX.replace("BAD", bad))
     shutil.copy(REPO / "tasks.py", project.root / "tasks.py")
     before = _files_under(tmp_path)
     proc = invoke_generate(project.root)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
-    assert (f"matrix.yaml:6:3: os.{bad}: '{bad}' is not a valid os key: '/' is not allowed; "
+    assert (f"matrix.yaml:4:3: os.{bad}: '{bad}' is not a valid os key: '/' is not allowed; "
             f"{NAME_RULE}") in proc.stderr
     assert _files_under(tmp_path) == before  # no images/, nothing beside the checkout
