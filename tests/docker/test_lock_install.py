@@ -42,7 +42,7 @@ def options(run_id, tmp_path_factory) -> LockOptions:
 @pytest.fixture(scope="module")
 def builder(engine, default_cell, options) -> str:
     matrix, cell = default_cell
-    return build_builder(matrix, cell, engine, Console(), options)
+    return build_builder(matrix, cell, engine, options)
 
 
 def install(engine, cell, builder, options, lock_dir: Path, lock: str, pip_args: str = ""):
