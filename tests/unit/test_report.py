@@ -23,7 +23,7 @@ from oota.report.jsondoc import to_json
 from oota.report.markdown import MARKDOWN_LIMIT, to_markdown
 from oota.report.text import md_text
 from oota.report.write import write_report
-from oota.results.assemble import overall_status, summarize
+from oota.results.assemble import first_problem, overall_status, summarize
 from oota.results.model import Result
 from oota.results.store import save, validation_errors
 
@@ -156,6 +156,9 @@ def refresh(result: dict[str, Any]) -> dict[str, Any]:
     parsed = Result.from_json(result)
     result["status"] = overall_status(parsed.tests, parsed.stages)
     result["summary"] = summarize(parsed.tests, parsed.stages)
+    result.pop("message", None)
+    if first_problem(parsed.stages):
+        result["message"] = first_problem(parsed.stages)
     assert validation_errors(result) == []
     return result
 
