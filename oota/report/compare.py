@@ -18,13 +18,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from oota.errors import InputError
-from oota.results.model import Result, TestOutcome
+from oota.results.model import JSONObject, Result, TestOutcome
 from oota.results.store import load_all
 from oota.vocab import BAD
 
@@ -72,7 +71,7 @@ class AxisChange:
             return f"{self.name} {self.before} was removed"
         return f"{self.name} went from {self.before} to {self.after}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"axis": self.axis, "name": self.name, "before": self.before, "after": self.after}
 
 
@@ -84,7 +83,7 @@ class TestChange:
     after: str | None  # None: the test is gone
     message: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"id": self.id, "subject": self.subject, "before": self.before,
                 "after": self.after, "message": self.message}
 
@@ -137,14 +136,14 @@ class CellDiff:
             out.append(f"{subject} on {self.vendor} is now {label}{reason}")
         return out
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         tests = {name: [c.to_json() for c in getattr(self, name)]
                  for name in ("newly_failing", "newly_passing", "new_skips", "added_tests",
                               "removed_tests")}
         return {"id": self.id, "previous_id": self.previous_id, "vendor": self.vendor,
                 "status_before": self.status_before, "status_after": self.status_after,
                 "axes": [a.to_json() for a in self.axes], "cause": self.cause(),
-                "sentences": self.sentences(), **tests}
+                "sentences": [*self.sentences()], **tests}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -161,7 +160,7 @@ class Comparison:
     def regressions(self) -> int:
         return sum(len(c.newly_failing) for c in self.cells)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"schema": COMPARE_SCHEMA, "previous": self.previous, "current": self.current,
                 "cells": [c.to_json() for c in self.cells], "unchanged": self.unchanged,
                 "added_cells": list(self.added_cells),

@@ -296,9 +296,11 @@ class TorchInfo:
     error: str | None = None  # why torch could not be imported
 
     def to_json(self) -> JSONObject:
-        return _drop_empty({"version": self.version, "cuda": self.cuda, "hip": self.hip,
+        # None is kept: 'cuda': null says torch was built without CUDA.
+        data: JSONObject = {"version": self.version, "cuda": self.cuda, "hip": self.hip,
                             "git_version": self.git_version, "source": self.source,
-                            "sha256": self.sha256, "error": self.error})
+                            "sha256": self.sha256}
+        return data | ({"error": self.error} if self.error else {})
 
     @classmethod
     def from_json(cls, value: object, where: str) -> TorchInfo:

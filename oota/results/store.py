@@ -12,7 +12,6 @@ import json
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 from xml.etree import ElementTree as ET
 
 import jsonschema
@@ -37,8 +36,8 @@ class ResultSchemaError(ValueError):
 
 
 @lru_cache(maxsize=1)
-def schema() -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+def schema() -> Mapping[str, object]:
+    loaded: dict[str, object] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     return loaded
 
 
