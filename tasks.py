@@ -85,9 +85,10 @@ def _options(results, ca_bundle, index_url, find_links, no_host_pip_config, rebu
 
 
 def _finish(results: list[Result], results_dir: str) -> None:
-    report = api.report(results_dir, "reports")
+    # Each cell's outcome first: a report that cannot be written must not hide them.
     for r in results:
         print(f"{r.status:>16}  {r.cell.id}" + (f"  ({r.message})" if r.message else ""))
+    report = api.report(results_dir, "reports")
     print(f"report: reports/matrix.md, reports/index.html ({len(report.results)} cells)")
     code = api.exit_code_for(results)
     if code:

@@ -177,7 +177,7 @@ def _result(manifest: dict[str, Any], digest: str, out: Path, code: int, started
             check: HostCheck, python: str) -> Result:
     """The result of an in-place run; ``python`` is the interpreter the suite ran with."""
     suite, unreadable = _read_suite(out)
-    ok = suite.tests and code == 0
+    ok = bool(suite.tests) and code == 0
     message = unreadable or ("" if ok else f"oota-verify exited with {code}" if suite.tests
                              else "the verify suite wrote no results")
     stage = Stage(status="passed" if ok else "failed", duration_s=suite.duration_s,
