@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
-from oota.vocab import STATUS_ORDER, STATUSES, Status
+from oota.vocab import STATUS_ORDER, Status
 
 SCHEMA_ID = "oota.result/v1"
 
@@ -91,6 +91,7 @@ def status_of(value: object, where: str) -> Status:
 
 
 def _drop_empty(data: dict[str, JSON]) -> JSONObject:
+    """``data`` without its absent parts (None, '' and {}); 0 and False are kept."""
     return {k: v for k, v in data.items() if v is not None and v != "" and v != {}}
 
 
@@ -136,8 +137,7 @@ class Stage:
 
     def to_json(self) -> JSONObject:
         return _drop_empty({"status": self.status, "duration_s": self.duration_s,
-                            "message": self.message, "log": self.log, "detail": self.detail}
-                           ) | {"duration_s": self.duration_s}
+                            "message": self.message, "log": self.log, "detail": self.detail})
 
     @classmethod
     def from_json(cls, value: object, where: str) -> Stage:
@@ -163,8 +163,8 @@ class TestOutcome:
 
     def to_json(self) -> JSONObject:
         return _drop_empty({"id": self.id, "layer": self.layer, "status": self.status,
-                            "message": self.message, "data": self.data}
-                           ) | {"duration_s": self.duration_s}
+                            "duration_s": self.duration_s, "message": self.message,
+                            "data": self.data})
 
     @classmethod
     def from_json(cls, value: object, where: str) -> TestOutcome:
@@ -384,8 +384,8 @@ class SkipRule:
 
     def to_json(self) -> JSONObject:
         return _drop_empty({"id": self.id, "reason": self.reason, "owner": self.owner,
-                            "expires": self.expires, "added": self.added}
-                           ) | {"matched": self.matched}
+                            "expires": self.expires, "added": self.added,
+                            "matched": self.matched})
 
     @classmethod
     def from_json(cls, value: object, where: str) -> SkipRule:
@@ -484,7 +484,7 @@ class Result:
             skips=None if d.get("skips") is None else Skips.from_json(d["skips"]))
 
 
-__all__ = ["SCHEMA_ID", "STATUSES", "BaseImage", "CellRef", "Host", "Image", "Installed",
+__all__ = ["SCHEMA_ID", "BaseImage", "CellRef", "Host", "Image", "Installed",
            "JSON", "JSONObject", "Package", "Result", "ResultFormatError", "Sealed", "SkipRule",
            "Skips", "Sources", "Stage", "Status", "TestOutcome", "TorchInfo", "VendorCheck",
            "json_object", "json_value", "status_of"]
