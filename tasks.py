@@ -22,6 +22,7 @@ from oota.console import Console
 from oota.errors import EXIT_FAILED, EXIT_INTERRUPTED, OotaError
 from oota.execute.build import BuildOptions
 from oota.execute.lock import LockOptions
+from oota.results.model import Result
 
 HELP_MATRIX = "matrix file (default: matrix.yaml)"
 
@@ -83,10 +84,11 @@ def _options(results, ca_bundle, index_url, find_links, no_host_pip_config, rebu
                         registry_mirrors=api.registry_mirrors(registry_mirror))
 
 
-def _finish(results, results_dir):
-    report = api.report(results_dir, "reports")
+def _finish(results: list[Result], results_dir: str) -> None:
+    # Each cell's outcome first: a report that cannot be written must not hide them.
     for r in results:
-        print(f"{r['status']:>16}  {r['cell']['id']}" + (f"  ({r['message']})" if r.get("message") else ""))
+        print(f"{r.status:>16}  {r.cell.id}" + (f"  ({r.message})" if r.message else ""))
+    report = api.report(results_dir, "reports")
     print(f"report: reports/matrix.md, reports/index.html ({len(report.results)} cells)")
     code = api.exit_code_for(results)
     if code:

@@ -26,7 +26,10 @@ from oota.lint import lint_project
 from oota.plan import Cell, plan, select
 from oota.releases import check as releases
 from oota.render import Drift, check, context_files, fingerprint, render_all, write_all
-from oota.report.pages import Report, write_report
+from oota.report.data import Report
+from oota.report.write import write_report
+from oota.results.model import Result
+from oota.vocab import BAD
 
 
 def cells_for(matrix_path: str, vendors: list[str] | None, ids: list[str] | None = None,
@@ -80,7 +83,7 @@ def _vendor_dirs_not_in(matrix: Matrix) -> list[str]:
 
 def build(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, everything: bool,
           options: BuildOptions, console: Console, *, build_images: bool = True
-          ) -> list[dict[str, Any]]:
+          ) -> list[Result]:
     matrix, cells = cells_for(matrix_path, vendors, ids, everything)
     if not cells:
         console.warn("no cells selected")
@@ -96,9 +99,9 @@ def registry_mirrors(items: list[str] | None) -> tuple[tuple[str, str], ...]:
     return tuple(parse_mirrors(items or []).items())
 
 
-def exit_code_for(results: list[dict[str, Any]]) -> int:
-    return EXIT_OK if results and all(r["status"] in ("passed", "skipped", "unsupported-here")
-                                      for r in results) else EXIT_FAILED
+def exit_code_for(results: list[Result]) -> int:
+    """0 when there are results and none failed, errored or was interrupted (oota.vocab.BAD)."""
+    return EXIT_OK if results and not any(r.status in BAD for r in results) else EXIT_FAILED
 
 
 def report(results_dir: str, out_dir: str, previous_dir: str | None = None) -> Report:
@@ -124,7 +127,7 @@ def hosts(matrix_path: str, vendors: list[str] | None) -> list[dict[str, Any]]:
 
 
 def verify_here(matrix_path: str, vendor: str, results_dir: str, layers: tuple[str, ...],
-                python: str | None) -> dict[str, Any]:
+                python: str | None) -> Result:
     matrix = load_matrix(matrix_path)
     plan(matrix, [vendor])
     return inplace.verify_here(matrix, vendor, Path(results_dir), layers=layers, python=python or sys.executable)

@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import oota_summary  # noqa: F401 - first: it makes oota_vocab importable in a checkout too
 import pytest
-from oota_summary import LAYERS, UNSUPPORTED_PREFIX
+from oota_vocab import LAYERS, UNSUPPORTED_PREFIX
 
 # Set before anything imports transformers/huggingface_hub: models are built from configs only.
 os.environ["HF_HUB_OFFLINE"] = "1"

@@ -7,36 +7,49 @@ and every test that did not pass with its reason. An image that oota verified ca
 verification in ``/opt/oota/expected.json`` (format ``oota.expected/v1``); the comparison says
 which tests now end differently, so a user sees at once whether their host behaves like the
 one the image was verified on. Standard library only: it must work in any image.
+
+The statuses, their order and the layers are oota's own (``oota/vocab.py``), shipped into the
+image as ``oota_vocab.py`` beside this file. In a checkout (``invoke verify --here``) there is
+no copy here: the checkout's ``oota/vocab.py`` is loaded under the same name instead, so the
+suite's other files simply ``import oota_vocab`` after this one.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 EXPECTED_FILE = Path("/opt/oota/expected.json")
-# The suite's layers, in report order (oota_suite.py and oota-verify use these names).
-LAYERS = ("install", "compat", "device", "models", "vendor", "skips")
-MARK = {"passed": "✓", "failed": "✗", "error": "✗", "skipped": "skip",
+
+
+def _load_vocab() -> None:
+    """Make ``import oota_vocab`` work: beside this file in an image, oota/vocab.py in a
+    checkout (registered under the image's name, so both layouts import it alike)."""
+    if importlib.util.find_spec("oota_vocab") is not None:
+        return
+    source = Path(__file__).resolve().parent.parent / "oota" / "vocab.py"
+    spec = importlib.util.spec_from_file_location("oota_vocab", source)
+    if spec is None or spec.loader is None or not source.is_file():
+        raise ImportError(f"oota_vocab.py is missing beside {__file__} (and {source} too)")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["oota_vocab"] = module
+    spec.loader.exec_module(module)
+
+
+_load_vocab()
+import oota_vocab  # noqa: E402 - found by _load_vocab
+from oota_vocab import LAYERS, worst  # noqa: E402
+
+MARK = {"passed": "✓", "failed": "✗", "error": "✗", "interrupted": "stopped", "skipped": "skip",
         "unsupported-here": "n/a here", "": "–"}
-UNSUPPORTED_PREFIX = "unsupported-here: "  # how the suite marks a skip caused by the host check
 
 
 def normalized(test: dict[str, Any]) -> tuple[str, str]:
     """(status, message) with the suite's unsupported-here skips given their own status."""
-    status, message = test.get("status", "error"), str(test.get("message") or "")
-    if status == "skipped" and message.startswith(UNSUPPORTED_PREFIX):
-        return "unsupported-here", message.removeprefix(UNSUPPORTED_PREFIX)
-    return status, message
-
-
-def worst(statuses: list[str]) -> str:
-    """A layer's or a run's status: any failure, else not run here, else passed, else skipped."""
-    for status in ("error", "failed", "unsupported-here", "passed", "skipped"):
-        if status in statuses:
-            return status
-    return ""
+    return oota_vocab.normalized(str(test.get("status", "error")), str(test.get("message") or ""))
 
 
 def report(cell: dict[str, Any], tests: list[dict[str, Any]]) -> str:
@@ -46,14 +59,14 @@ def report(cell: dict[str, Any], tests: list[dict[str, Any]]) -> str:
     toolkit = f", {cell['toolkit']} {cell['toolkit_version']}" if cell.get("toolkit") else ""
     lines = [f"oota-verify report: {cell.get('id', '?')} (torch {cell.get('torch')}, Python "
              f"{cell.get('python')}{toolkit}, device {cell.get('device')}): "
-             f"{MARK[worst([s for v in by_layer.values() for s in v])]}", "",
+             f"{MARK.get(worst(s for v in by_layer.values() for s in v), '?')}", "",
              "| layer | result | passed | skipped | n/a here | failed |",
              "|---|---|---|---|---|---|"]
     for layer in LAYERS:
         states = by_layer.get(layer, [])
         if states:
-            failed = sum(s in ("failed", "error") for s in states)
-            lines.append(f"| {layer} | {MARK[worst(states)]} | {states.count('passed')} | "
+            failed = sum(s in oota_vocab.BAD for s in states)
+            lines.append(f"| {layer} | {MARK.get(worst(states), '?')} | {states.count('passed')} | "
                          f"{states.count('skipped')} | {states.count('unsupported-here')} | "
                          f"{failed} |")
     lines += _models(tests) + _not_passed(tests)
@@ -68,7 +81,7 @@ def _models(tests: list[dict[str, Any]]) -> list[str]:
            "|---|---|---|---|---|"]
     for test in rows:
         data = test["data"]
-        out.append(f"| {data['model']} | {MARK[normalized(test)[0]]} | "
+        out.append(f"| {data['model']} | {MARK.get(normalized(test)[0], '?')} | "
                    f"{data.get('seconds', '–')} | {data.get('peak_bytes') or '–'} | "
                    f"{data.get('max_abs_diff', '–')} |")
     return out

@@ -7,7 +7,6 @@ itself) becomes that cell's result and never stops the next cell.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import os
 import re
@@ -16,7 +15,8 @@ import subprocess
 import tempfile
 import traceback
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +34,27 @@ from oota.lockfile import lock_path, lock_status
 from oota.net import find_ca_bundle
 from oota.plan import Cell
 from oota.render import context_files, fingerprint, render_cell
-from oota.results.store import now, overall_status, save, summarize
+from oota.results.assemble import assemble, cell_ref, now
+from oota.results.model import (
+    BaseImage,
+    Host,
+    Image,
+    Installed,
+    JSONObject,
+    Result,
+    Sealed,
+    Skips,
+    Sources,
+    Stage,
+    TestOutcome,
+    VendorCheck,
+    json_object,
+)
+from oota.results.store import save
+from oota.vocab import Status
 
 log = logging.getLogger("oota.build")
+INTERRUPTED = "interrupted by the user"
 _MOUNT_FLAG = re.compile(r"--mount=\S+\s*")
 
 
@@ -75,21 +93,27 @@ class CellRun:
     """Builds and verifies one cell, recording every stage into its result."""
 
     def __init__(self, matrix: Matrix, cell: Cell, engine: Engine, console: Console,
-                 options: BuildOptions, bases: dict[str, Base | StepFailed], host: dict[str, Any],
+                 options: BuildOptions, bases: dict[str, Base | StepFailed], host: Host,
                  *, unsupported: str = ""):
         self.matrix, self.cell, self.engine = matrix, cell, engine
         self.console, self.options, self.bases, self.host = console, options, bases, host
         self.unsupported = unsupported   # why this host cannot run the device tests ('' if it can)
         self.folder = options.results_dir / cell.id
-        self.stages: dict[str, dict[str, Any]] = {}
-        self.tests: list[dict[str, Any]] = []
-        self.extra: dict[str, Any] = {}
+        # What the result is assembled from (_save), filled in by the stages as they run.
+        self.stages: dict[str, Stage] = {}
+        self.tests: tuple[TestOutcome, ...] = ()
+        self.image = Image(tag=options.tag_for(cell))
+        self.base: BaseImage | None = None
+        self.installed: Installed | None = None
+        self.sources: Sources | None = None
+        self.skips: Skips | None = None
+        self.extra: dict[str, object] = {}  # noted for debugging, not part of the result
         self.rendered = render_cell(matrix, cell)
         self.files = context_files(matrix, self.rendered)
         self.fingerprint = fingerprint(self.files)
         self.tag = options.tag_for(cell)
 
-    def run(self, *, build: bool) -> dict[str, Any]:
+    def run(self, *, build: bool) -> Result:
         started = now()
         self.folder.mkdir(parents=True, exist_ok=True)
         for name in ("build.log", "verify.log"):
@@ -97,60 +121,75 @@ class CellRun:
         try:
             if build:
                 self._stage("build", self._build)
-            if self.options.verify and self.stages.get("build", {}).get("status") != "failed":
+            if self.options.verify and not self._failed("build"):
                 self._stage("verify", self._verify)
         except KeyboardInterrupt:
-            self.stages.setdefault("interrupted", {"status": "error", "duration_s": 0.0,
-                                                   "message": "interrupted by the user"})
+            # _stage recorded the stage it stopped; this covers a stop between stages.
+            if not any(s.status == "interrupted" for s in self.stages.values()):
+                self.stages["interrupted"] = Stage(status="interrupted", duration_s=0.0,
+                                                   message=INTERRUPTED)
             self._save(started)
             raise
         return self._save(started)
 
-    def _stage(self, name: str, body) -> None:
+    def _failed(self, name: str) -> bool:
+        stage = self.stages.get(name)
+        return stage is not None and stage.status == "failed"
+
+    def _stage(self, name: str, body: Callable[[], JSONObject | None]) -> None:
+        """Run one stage and record it; an interrupt is recorded too, then goes on up."""
         t0 = dt.datetime.now()
-        entry: dict[str, Any] = {"status": "passed", "log": f"{name}.log"}
+        status: Status = "passed"
+        message, detail = "", None
         try:
             detail = body()
-            if detail:
-                entry.update(detail)
         except StepFailed as exc:
-            entry.update(status="failed", message=str(exc))
+            status, message = "failed", str(exc)
             if exc.log_tail:
                 self.console.block(exc.log_tail)
         except OotaError as exc:
-            entry.update(status="error", message=str(exc))
+            status, message = "error", str(exc)
+        except KeyboardInterrupt:
+            self._record(name, t0, "interrupted", INTERRUPTED, None)
+            raise
         except Exception as exc:  # a bug in oota must not stop the other cells
             trace = traceback.format_exc()
             with (self.folder / f"{name}.log").open("a", encoding="utf-8") as log_file:
                 log_file.write(trace)
-            entry.update(status="error", message=f"internal error: {type(exc).__name__}: {exc}")
+            status, message = "error", f"internal error: {type(exc).__name__}: {exc}"
             log.debug("%s", trace)
-        entry["duration_s"] = round((dt.datetime.now() - t0).total_seconds(), 3)
-        if not (self.folder / entry["log"]).exists():
-            entry.pop("log")
-        self.stages[name] = entry
-        kind = {"passed": "ok", "failed": "fail", "error": "fail"}.get(entry["status"], "skip")
-        text = f"{self.cell.id}: {name} {entry['status']}"
-        if entry.get("message") and entry["status"] != "passed":
-            text += f": {entry['message'].splitlines()[0]}"
-        self.console.line(kind, text, entry["duration_s"])
+        self._record(name, t0, status, message, detail)
+
+    def _record(self, name: str, t0: dt.datetime, status: Status, message: str,
+                detail: JSONObject | None) -> None:
+        log_name = f"{name}.log"
+        stage = Stage(status=status, message=message, detail=detail or {},
+                      duration_s=round((dt.datetime.now() - t0).total_seconds(), 3),
+                      log=log_name if (self.folder / log_name).exists() else None)
+        self.stages[name] = stage
+        kind = {"passed": "ok", "failed": "fail", "error": "fail",
+                "interrupted": "fail"}.get(status, "skip")
+        text = f"{self.cell.id}: {name} {status}"
+        if message and status != "passed":
+            text += f": {message.splitlines()[0]}"
+        self.console.line(kind, text, stage.duration_s)
 
     # -- build -------------------------------------------------------------------------------
-    def _build(self) -> dict[str, Any] | None:
+    def _build(self) -> JSONObject | None:
         if lock_status(self.matrix, self.cell) == "stale":
             rel = lock_path(self.matrix, self.cell).relative_to(self.matrix.root)
             raise InputError(f"{rel} is stale (the cell's requirements changed); run `invoke lock "
                              f"--vendor={self.cell.vendor.name} --cell={self.cell.id}` or delete "
                              "it to build unlocked")
-        labels = self.engine.image_labels(self.tag)
-        if labels and labels.get("oota.fingerprint") == self.fingerprint and not self.options.rebuild:
+        labels = self.engine.image_labels(self.tag) or {}
+        if labels.get("oota.fingerprint") == self.fingerprint and not self.options.rebuild:
             self.console.info(f"{self.cell.id}: image {self.tag} is up to date "
                               f"({self.fingerprint[:19]}); --rebuild forces a build")
             # The base it was built on, from its label, so a comparison with an earlier run
             # does not see the base image vanish when the image is only reused.
             base_ref = labels.get("org.opencontainers.image.base.name", "")
-            self.extra["base"] = {"ref": base_ref, "how": "reused", "note": "image up to date"}
-            return {"detail": {"up_to_date": True, "base": base_ref}}
+            self.base = BaseImage(ref=base_ref, how="reused", note="image up to date")
+            return {"up_to_date": True, "base": base_ref}
         base = self.bases.get(self.cell.base_image)
         if isinstance(base, StepFailed):
             raise base
@@ -161,14 +200,14 @@ class CellRun:
                                   use_host_config=self.options.use_host_pip_config)
         for note in sources.notes:
             self.console.info(f"{self.cell.id}: {note}")
-        self.extra["sources"] = sources.describe()
-        self.extra["base"] = {"ref": base.ref, "how": base.how, "note": base.note}
+        self.sources = Sources.from_json(sources.describe())
+        self.base = BaseImage(ref=base.ref, how=base.how, note=base.note)
         work = self.matrix.root / ".oota-cache" / "contexts"
         work.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f"{self.cell.id}-", dir=work) as tmp:
             request = self._request(Path(tmp), sources, base)
             self.engine.build(request, self._on_step)
-        return {"detail": {"base": base.ref, "base_how": base.how}}
+        return {"base": base.ref, "base_how": base.how}
 
     def _request(self, tmp: Path, sources: PipSources, base: Base) -> BuildRequest:
         context, secrets = stage_context(tmp, self.files, sources, self.options.ca_bundle)
@@ -199,7 +238,7 @@ class CellRun:
                           f"{instruction[:90]}", event.seconds)
 
     # -- verify ------------------------------------------------------------------------------
-    def _verify(self) -> dict[str, Any] | None:
+    def _verify(self) -> JSONObject | None:
         built_from = (self.engine.image_labels(self.tag) or {}).get("oota.fingerprint")
         if built_from and built_from != self.fingerprint:
             self.console.warn(f"{self.cell.id}: {self.tag} was built from other inputs than the "
@@ -209,10 +248,8 @@ class CellRun:
                                run_id=self.options.run_id, layers=self.options.layers,
                                timeout_s=self.options.verify_timeout_s,
                                unsupported=self.unsupported)
-        self.tests = outcome.tests
-        self.extra["installed"] = outcome.installed
-        self.extra["image"] = outcome.image
-        self.extra["skips"] = outcome.skips
+        self.tests, self.installed, self.skips = outcome.tests, outcome.installed, outcome.skips
+        self.image = outcome.image
         if outcome.problem:
             raise StepFailed(outcome.problem, log_tail=outcome.log_tail)
         if not self.options.layers:  # only a whole run is the image's expected result
@@ -222,45 +259,28 @@ class CellRun:
     def _seal(self) -> None:
         """Put this verification into the image (/opt/oota/expected.json), so `oota-verify` on
         a user's host compares its run with it. A failure to seal is noted, not a failed cell."""
-        expected = expected_results(self.cell, self.tests, self.extra.get("installed") or {},
-                                    self.host, self.options.run_id)
+        expected = expected_results(self.cell, self.tests, self.installed, self.host,
+                                    self.options.run_id)
         try:
             image_id = self.engine.seal(
-                self.tag, {EXPECTED_IN_IMAGE: json.dumps(expected, indent=2).encode() + b"\n"},
-                {"oota.verified": expected["status"], "oota.verified-at": expected["verified_at"]})
+                self.tag, {EXPECTED_IN_IMAGE: expected.to_bytes()},
+                {"oota.verified": expected.status, "oota.verified-at": expected.verified_at})
         except Exception as exc:  # noqa: BLE001 - the verification itself stands
             self.console.warn(f"{self.cell.id}: could not put the results into the image: {exc}")
-            self.extra["image"]["sealed"] = {"error": str(exc).splitlines()[0][:300]}
+            error = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
+            self.image = replace(self.image, sealed=Sealed(error=error))
             return
-        self.extra["image"]["sealed"] = {"id": image_id, "file": EXPECTED_IN_IMAGE,
-                                         "at": expected["verified_at"]}
+        self.image = replace(self.image, sealed=Sealed(id=image_id, file=EXPECTED_IN_IMAGE,
+                                                       at=expected.verified_at))
 
-    def _save(self, started: str) -> dict[str, Any]:
-        result: dict[str, Any] = {
-            "schema": "oota.result/v1",
-            "cell": {**self.cell.coordinates(), "id": self.cell.id,
-                     "fingerprint": self.fingerprint},
-            "stages": self.stages,
-            "tests": self.tests,
-            "host": self.host,
-            "toolkit": {"name": "oota", "version": __version__},
-            "run_id": self.options.run_id,
-            "started_at": started,
-            "finished_at": now(),
-        }
-        image = dict(self.extra.get("image") or {"tag": self.tag})
-        if "base" in self.extra:
-            image["base"] = self.extra["base"]
-        result["image"] = image
-        for key in ("installed", "sources", "skips"):
-            if self.extra.get(key):
-                result[key] = self.extra[key]
-        result["status"] = overall_status(self.tests, self.stages)
-        result["summary"] = summarize(self.tests, self.stages)
-        failing = [f"{name}: {s.get('message', '')}" for name, s in self.stages.items()
-                   if s["status"] in ("failed", "error")]
-        if failing:
-            result["message"] = failing[0].splitlines()[0]
+    def _save(self, started: str) -> Result:
+        image = replace(self.image, base=self.base) if self.base else self.image
+        result = assemble(
+            cell=cell_ref(self.cell.coordinates(), id=self.cell.id,
+                          fingerprint=self.fingerprint),
+            stages=self.stages, tests=self.tests, host=self.host, started_at=started,
+            run_id=self.options.run_id, image=image, installed=self.installed,
+            sources=self.sources, skips=self.skips)
         save(self.folder, result)
         return result
 
@@ -313,7 +333,7 @@ def prepare_bases(engine: Engine, cells: list[Cell], console: Console, workdir: 
 
 
 def build_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Console,
-                options: BuildOptions, *, build: bool = True) -> list[dict[str, Any]]:
+                options: BuildOptions, *, build: bool = True) -> list[Result]:
     """Build (optionally) and verify every cell; return their results, in order."""
     host = host_facts(engine)
     checks = check_hosts(cells, host, console)
@@ -323,8 +343,9 @@ def build_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Cons
     for index, cell in enumerate(cells, 1):
         console.info(f"[{index}/{len(cells)}] {cell.id}")
         check = checks[cell.vendor.name]
-        cell_host = {**host, "vendor_check": {"supported": check.supported,
-                                              "reasons": list(check.reasons), **check.facts}}
+        cell_host = Host(facts=json_object(host, "host"), vendor_check=VendorCheck(
+            supported=check.supported, reasons=tuple(check.reasons),
+            facts=json_object(check.facts, "host.vendor_check")))
         unsupported = check.reason_for(str(cell.toolkit) if cell.toolkit else None,
                                        cell.vendor.host.get("driver_min", {}))
         with console.status(cell.id):

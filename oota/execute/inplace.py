@@ -24,14 +24,22 @@ from typing import Any
 
 from packaging.version import Version
 
-from oota import __version__
 from oota.config.matrix import Matrix, OsSpec
 from oota.errors import EnvironmentProblem
-from oota.execute.hosts import check_vendor
-from oota.execute.verify import _test_entry
+from oota.execute.hosts import HostCheck, check_vendor
 from oota.plan import Cell, plan
 from oota.render import cell_manifest, context_files, fingerprint, render_cell
-from oota.results.store import now, overall_status, save, summarize
+from oota.results.assemble import SuiteOutput, assemble, cell_ref, now, read_suite_output
+from oota.results.model import (
+    Host,
+    Image,
+    Result,
+    ResultFormatError,
+    Stage,
+    VendorCheck,
+    json_object,
+)
+from oota.results.store import save
 
 PROBE = Path(__file__).resolve().parents[2] / "verify" / "oota_probe.py"
 
@@ -129,7 +137,7 @@ def ad_hoc_cell(template: Cell, env: Environment) -> Cell:
 
 
 def verify_here(matrix: Matrix, vendor: str, results_dir: Path, *,
-                layers: tuple[str, ...] = (), python: str = sys.executable) -> dict[str, Any]:
+                layers: tuple[str, ...] = (), python: str = sys.executable) -> Result:
     check_suite_runs(python)
     manifest, cell_id, digest = manifest_here(matrix, vendor, python)
     folder = results_dir / cell_id
@@ -152,41 +160,36 @@ def verify_here(matrix: Matrix, vendor: str, results_dir: Path, *,
                                   timeout=3600)
     finally:
         os.unlink(fh.name)
-    return _result(manifest, digest, out, proc.returncode, started, check)
+    result = _result(manifest, digest, out, proc.returncode, started, check, python)
+    save(folder, result)
+    return result
+
+
+def _read_suite(out: Path) -> tuple[SuiteOutput, str]:
+    """What the suite wrote, and why it cannot be used ('' when it can)."""
+    try:
+        return read_suite_output(out), ""
+    except ResultFormatError as exc:
+        return SuiteOutput(), f"the verify suite wrote unreadable results: {exc}"
 
 
 def _result(manifest: dict[str, Any], digest: str, out: Path, code: int, started: str,
-            check) -> dict[str, Any]:
-    tests_file = out / "tests.json"
-    data = json.loads(tests_file.read_text()) if tests_file.exists() else {}
-    tests = [_test_entry(t) for t in data.get("tests", [])]
-    stage = {"status": "passed" if tests and code == 0 else "failed", "duration_s":
-             float(data.get("duration_s", 0.0)), "log": "verify.log"}
-    if stage["status"] == "failed":
-        stage["message"] = (f"oota-verify exited with {code}" if tests else
-                            "the verify suite wrote no results")
-    stages = {"verify": stage}
-    installed = out / "installed.json"
-    result: dict[str, Any] = {
-        "schema": "oota.result/v1",
-        "cell": {k: manifest.get(k) for k in ("id", "vendor", "os", "python", "torch",
-                                              "toolkit", "toolkit_version")}
-        | {"fingerprint": digest},
-        "stages": stages, "tests": tests,
-        "host": {"mode": "in place (no container)", "python": sys.executable,
-                 "machine": platform.machine(), "kernel": platform.release(),
-                 "vendor_check": {"supported": check.supported, "reasons": list(check.reasons),
-                                  **check.facts}},
-        "toolkit": {"name": "oota", "version": __version__},
-        "image": {"tag": "(none: verified in place)"},
-        "started_at": started, "finished_at": now(),
-    }
-    result["cell"]["id"] = manifest["id"] + "-here"
-    if installed.exists():
-        result["installed"] = json.loads(installed.read_text())
-    if data.get("skips"):
-        result["skips"] = data["skips"]
-    result["status"] = overall_status(tests, stages)
-    result["summary"] = summarize(tests, stages)
-    save(out.parent, result)
-    return result
+            check: HostCheck, python: str) -> Result:
+    """The result of an in-place run; ``python`` is the interpreter the suite ran with."""
+    suite, unreadable = _read_suite(out)
+    ok = bool(suite.tests) and code == 0
+    message = unreadable or ("" if ok else f"oota-verify exited with {code}" if suite.tests
+                             else "the verify suite wrote no results")
+    stage = Stage(status="passed" if ok else "failed", duration_s=suite.duration_s,
+                  message=message, log="verify.log")
+    host = Host(facts={"mode": "in place (no container)", "python": python,
+                       "machine": platform.machine(), "kernel": platform.release()},
+                vendor_check=VendorCheck(supported=check.supported, reasons=tuple(check.reasons),
+                                         facts=json_object(check.facts, "vendor_check")))
+    coordinates = {k: manifest.get(k) for k in ("vendor", "os", "python", "torch", "toolkit",
+                                                "toolkit_version")}
+    return assemble(
+        cell=cell_ref(coordinates, id=f"{manifest['id']}-here", fingerprint=digest),
+        stages={"verify": stage}, tests=suite.tests, host=host, started_at=started,
+        image=Image(tag="(none: verified in place)"), installed=suite.installed,
+        skips=suite.skips)

@@ -6,27 +6,37 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from oota import __version__
 from oota.engine.base import RUN_LABEL, Engine, RunRequest
 from oota.plan import Cell
-from oota.results.store import now, overall_status, summarize
+from oota.results.assemble import now, overall_status, read_suite_output, summarize
+from oota.results.model import (
+    Host,
+    Image,
+    Installed,
+    JSONObject,
+    ResultFormatError,
+    Skips,
+    TestOutcome,
+)
+from oota.vocab import BAD
 
 RESULTS_IN_CONTAINER = "/tmp/oota-results"
 # What a verified image carries of its own verification; verify/oota-verify compares with it.
 EXPECTED_IN_IMAGE = "/opt/oota/expected.json"
-UNSUPPORTED_PREFIX = "unsupported-here: "  # how the suite marks a skip the host check caused
 
 
-@dataclass(kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class VerifyOutcome:
-    tests: list[dict[str, Any]] = field(default_factory=list)
-    installed: dict[str, Any] = field(default_factory=dict)
-    image: dict[str, Any] = field(default_factory=dict)
+    """What a verify run produced for the cell's result; ``problem`` says why it failed."""
+
+    image: Image
+    tests: tuple[TestOutcome, ...] = ()
+    installed: Installed | None = None
+    skips: Skips | None = None
     problem: str = ""
     log_tail: str = ""
-    skips: dict[str, Any] = field(default_factory=dict)
 
 
 def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id: str,
@@ -34,11 +44,10 @@ def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id
                  unsupported: str = "") -> VerifyOutcome:
     """Run the image's suite. ``unsupported`` (the host check's reason) drops the vendor's device
     flags, which would stop the container from starting, and tells the suite why."""
-    outcome = VerifyOutcome(image={"tag": image})
     if engine.image_labels(image) is None:
-        outcome.problem = f"image {image} not found; build it first (invoke build --cell {cell.id})"
-        return outcome
-    outcome.image.update(id=None, digest=engine.image_digest(image))
+        return VerifyOutcome(image=Image(tag=image), problem=f"image {image} not found; build "
+                             f"it first (invoke build --cell {cell.id})")
+    found = Image(tag=image, digest=engine.image_digest(image))
     command = ["oota-verify", "--out", RESULTS_IN_CONTAINER]
     if layers:
         command += ["--layer", ",".join(layers)]
@@ -46,64 +55,65 @@ def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id
     for stale in ("tests.json", "junit.xml", "installed.json"):
         (collected / stale).unlink(missing_ok=True)
     run = engine.run(RunRequest(
-        image=image, command=command, flags=["--env", f"OOTA_UNSUPPORTED_HERE={unsupported}"] if unsupported
+        image=image, command=command,
+        flags=["--env", f"OOTA_UNSUPPORTED_HERE={unsupported}"] if unsupported
         else list(cell.vendor.run_flags),
         labels={RUN_LABEL: run_id, "oota.cell": cell.id}, collect=RESULTS_IN_CONTAINER,
         collect_to=collected, log_path=folder / "verify.log", timeout_s=timeout_s))
-    outcome.log_tail = run.output_tail
-    tests_file = collected / "tests.json"
-    if not tests_file.exists():
+    try:
+        suite = read_suite_output(collected)
+    except ResultFormatError as exc:
+        return VerifyOutcome(image=found, log_tail=run.output_tail,
+                             problem=f"the verify suite wrote unreadable results: {exc}")
+    if not suite.found:
         why = "timed out" if run.timed_out else f"exited with {run.exit_code}"
-        outcome.problem = f"the verify suite wrote no results ({why})"
-        return outcome
-    data = json.loads(tests_file.read_text())
-    outcome.tests = [_test_entry(t) for t in data.get("tests", [])]
-    outcome.skips = data.get("skips") or {}
-    installed = collected / "installed.json"
-    if installed.exists():
-        outcome.installed = json.loads(installed.read_text())
-    failed = [t for t in outcome.tests if t["status"] in ("failed", "error")]
+        return VerifyOutcome(image=found, log_tail=run.output_tail,
+                             problem=f"the verify suite wrote no results ({why})")
+    return VerifyOutcome(image=found, tests=suite.tests, installed=suite.installed,
+                         skips=suite.skips, log_tail=run.output_tail,
+                         problem=_problem(suite.tests, run.exit_code))
+
+
+def _problem(tests: tuple[TestOutcome, ...], exit_code: int | None) -> str:
+    """Why a verify run that wrote its results failed ('' when it did not)."""
+    failed = [t for t in tests if t.status in BAD]
     if failed:
         first = failed[0]
-        outcome.problem = (f"{len(failed)} of {len(outcome.tests)} tests failed; first: "
-                           f"{first['id']}: {(first.get('message') or '').partition(chr(10))[0]}")
-    elif run.exit_code != 0:
-        outcome.problem = f"oota-verify exited with {run.exit_code} although no test failed"
-    elif not outcome.tests:
-        outcome.problem = "the verify suite ran no test"
-    return outcome
+        return (f"{len(failed)} of {len(tests)} tests failed; first: "
+                f"{first.id}: {first.message.partition(chr(10))[0]}")
+    if exit_code != 0:
+        return f"oota-verify exited with {exit_code} although no test failed"
+    if not tests:
+        return "the verify suite ran no test"
+    return ""
 
 
-def _test_entry(raw: dict[str, Any]) -> dict[str, Any]:
-    entry = {"id": str(raw["id"]), "layer": str(raw.get("layer", "vendor")),
-             "status": raw.get("status", "error"), "duration_s": float(raw.get("duration_s", 0.0))}
-    message = str(raw.get("message") or "")
-    if entry["status"] == "skipped" and message.startswith(UNSUPPORTED_PREFIX):
-        entry["status"] = "unsupported-here"
-        message = message.removeprefix(UNSUPPORTED_PREFIX)
-    if message:
-        entry["message"] = message
-    if raw.get("data"):
-        entry["data"] = raw["data"]
-    return entry
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExpectedResults:
+    """The verification an image carries (format ``oota.expected/v1``, read back by
+    ``oota-verify``): every test's outcome and the host it ran on, without the host name."""
+
+    status: str
+    verified_at: str
+    document: JSONObject = field(default_factory=dict)
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(self.document, indent=2).encode() + b"\n"
 
 
-def expected_results(cell: Cell, tests: list[dict[str, Any]], installed: dict[str, Any],
-                     host: dict[str, Any], run_id: str) -> dict[str, Any]:
-    """The verification an image carries: every test's outcome and the host it ran on (no
-    host name), in the shape ``oota-verify`` reads back (format ``oota.expected/v1``)."""
-    check = host.get("vendor_check") or {}
-    return {
-        "schema": "oota.expected/v1",
-        "cell": cell.id,
-        "status": overall_status(tests, {}),
-        "summary": summarize(tests, {}),
-        "verified_at": now(),
-        "verified_by": f"oota {__version__}",
-        "run_id": run_id,
-        "torch": (installed.get("torch") or {}).get("version"),
-        "host": {key: host.get(key) for key in ("arch", "kernel", "os", "docker_server")}
-        | {"hardware": bool(check.get("supported")), "reasons": check.get("reasons") or []},
-        "tests": [{k: t[k] for k in ("id", "layer", "status", "message") if k in t}
-                  for t in tests],
-    }
+def expected_results(cell: Cell, tests: tuple[TestOutcome, ...], installed: Installed | None,
+                     host: Host, run_id: str) -> ExpectedResults:
+    """What a sealed image carries of the run that verified it."""
+    status, verified_at = overall_status(tests, {}), now()
+    check = host.vendor_check
+    facts: JSONObject = {key: host.text(key) for key in ("arch", "kernel", "os", "docker_server")}
+    facts |= {"hardware": bool(check and check.supported),
+              "reasons": list(check.reasons) if check else []}
+    document: JSONObject = {
+        "schema": "oota.expected/v1", "cell": cell.id, "status": status,
+        "summary": dict(summarize(tests, {})), "verified_at": verified_at,
+        "verified_by": f"oota {__version__}", "run_id": run_id,
+        "torch": installed.torch.version if installed else None, "host": facts,
+        "tests": [{k: v for k, v in t.to_json().items() if k in ("id", "layer", "status",
+                                                                 "message")} for t in tests]}
+    return ExpectedResults(status=status, verified_at=verified_at, document=document)

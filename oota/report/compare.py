@@ -18,16 +18,17 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from oota.errors import InputError
+from oota.results.model import JSONObject, Result, TestOutcome
 from oota.results.store import load_all
+from oota.vocab import BAD
 
 COMPARE_SCHEMA = "oota.compare/v1"
-FAILING = ("failed", "error")
+FAILING = BAD  # interrupted, error, failed
 SKIPPING = ("skipped", "unsupported-here")
 # Axes a cause sentence names first; dependency and image changes only when none of these moved.
 PRIMARY_AXES = ("torch", "extension", "toolkit", "os", "python")
@@ -35,24 +36,24 @@ STAGE_SUBJECT = {"stage::build": "the build", "stage::verify": "the verify run"}
 SENTENCE_AXES_MAX = 4
 
 
-def model_of(test: dict[str, Any], known: Iterable[str] = ()) -> str | None:
+def model_of(test: TestOutcome, known: Iterable[str] = ()) -> str | None:
     """The model a ``models`` test exercised: ``data.model``, else a known model named in its
     parameters (skipped tests carry no data), else the first parameter token."""
-    if test.get("layer") != "models":
+    if test.layer != "models":
         return None
-    model = (test.get("data") or {}).get("model")
+    model = test.data.get("model")
     if isinstance(model, str) and model:
         return model
-    params = re.search(r"\[(.*)\]$", test["id"])
-    text = params.group(1) if params else test["id"].rsplit("::", 1)[-1].removeprefix("test_")
+    params = re.search(r"\[(.*)\]$", test.id)
+    text = params.group(1) if params else test.id.rsplit("::", 1)[-1].removeprefix("test_")
     named = [k for k in known if re.search(rf"(^|[-_/]){re.escape(k)}($|[-_/])", text)]
     if named:
         return max(named, key=len)
-    return re.split(r"[-/]", text, maxsplit=1)[0] or test["id"]
+    return re.split(r"[-/]", text, maxsplit=1)[0] or test.id
 
 
-def known_models(results: Iterable[dict[str, Any]]) -> list[str]:
-    names = ((t.get("data") or {}).get("model") for r in results for t in r["tests"])
+def known_models(results: Iterable[Result]) -> list[str]:
+    names = (t.data.get("model") for r in results for t in r.tests)
     return list(dict.fromkeys(n for n in names if isinstance(n, str) and n))
 
 
@@ -70,7 +71,7 @@ class AxisChange:
             return f"{self.name} {self.before} was removed"
         return f"{self.name} went from {self.before} to {self.after}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"axis": self.axis, "name": self.name, "before": self.before, "after": self.after}
 
 
@@ -82,7 +83,7 @@ class TestChange:
     after: str | None  # None: the test is gone
     message: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"id": self.id, "subject": self.subject, "before": self.before,
                 "after": self.after, "message": self.message}
 
@@ -135,14 +136,14 @@ class CellDiff:
             out.append(f"{subject} on {self.vendor} is now {label}{reason}")
         return out
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         tests = {name: [c.to_json() for c in getattr(self, name)]
                  for name in ("newly_failing", "newly_passing", "new_skips", "added_tests",
                               "removed_tests")}
         return {"id": self.id, "previous_id": self.previous_id, "vendor": self.vendor,
                 "status_before": self.status_before, "status_after": self.status_after,
                 "axes": [a.to_json() for a in self.axes], "cause": self.cause(),
-                "sentences": self.sentences(), **tests}
+                "sentences": [*self.sentences()], **tests}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -159,7 +160,7 @@ class Comparison:
     def regressions(self) -> int:
         return sum(len(c.newly_failing) for c in self.cells)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         return {"schema": COMPARE_SCHEMA, "previous": self.previous, "current": self.current,
                 "cells": [c.to_json() for c in self.cells], "unchanged": self.unchanged,
                 "added_cells": list(self.added_cells),
@@ -201,23 +202,23 @@ def _first_message(changes: list[TestChange]) -> str:
 
 # -- axes -------------------------------------------------------------------------------------
 
-def _torch_version(result: dict[str, Any]) -> str:
-    return str((result.get("installed") or {}).get("torch", {}).get("version")
-               or result["cell"]["torch"])
+def _torch_version(result: Result) -> str:
+    installed = result.installed.torch.version if result.installed else None
+    return installed or result.cell.torch
 
 
-def _packages(result: dict[str, Any]) -> dict[str, tuple[str | None, bool]]:
+def _packages(result: Result) -> dict[str, tuple[str | None, bool]]:
     """canonical name -> (version, requested), torch left out: it is its own axis."""
-    packages = (result.get("installed") or {}).get("packages") or {}
-    out = {}
+    packages = result.installed.packages if result.installed else {}
+    out: dict[str, tuple[str | None, bool]] = {}
     for name, info in packages.items():
         key = canonicalize_name(name)
-        if key != "torch" and isinstance(info, dict):
-            out[key] = (info.get("version"), bool(info.get("requested")))
+        if key != "torch":
+            out[key] = (info.version, info.requested)
     return out
 
 
-def _package_axes(before: dict[str, Any], after: dict[str, Any]) -> list[AxisChange]:
+def _package_axes(before: Result, after: Result) -> list[AxisChange]:
     old, new = _packages(before), _packages(after)
     changes = []
     for name in sorted(old.keys() | new.keys()):
@@ -228,20 +229,20 @@ def _package_axes(before: dict[str, Any], after: dict[str, Any]) -> list[AxisCha
     return sorted(changes, key=lambda c: c.axis != "extension")
 
 
-def _base_ref(result: dict[str, Any]) -> str | None:
-    base = (result.get("image") or {}).get("base") or {}
-    parts = [str(base[k]) for k in ("ref", "digest", "id") if base.get(k)]
-    return " ".join(parts) or None
+def _base_ref(result: Result) -> str | None:
+    base = result.image.base if result.image else None
+    return base.ref or None if base else None
 
 
-def _short(digest: str | None) -> str | None:
+def _digest(result: Result) -> str | None:
+    digest = result.image.digest if result.image else None
     if digest and digest.startswith("sha256:"):
         return digest[:19]
     return digest
 
 
-def axes_changed(before: dict[str, Any], after: dict[str, Any]) -> tuple[AxisChange, ...]:
-    old, new = before["cell"], after["cell"]
+def axes_changed(before: Result, after: Result) -> tuple[AxisChange, ...]:
+    old, new = before.cell, after.cell
     changes = []
 
     def add(axis: str, name: str, was: str | None, now_: str | None) -> None:
@@ -250,32 +251,30 @@ def axes_changed(before: dict[str, Any], after: dict[str, Any]) -> tuple[AxisCha
 
     add("torch", "torch", _torch_version(before), _torch_version(after))
     changes += [c for c in _package_axes(before, after) if c.axis == "extension"]
-    add("toolkit", new.get("toolkit") or old.get("toolkit") or "toolkit",
-        old.get("toolkit_version"), new.get("toolkit_version"))
-    add("os", "the OS", old["os"], new["os"])
+    add("toolkit", new.toolkit or old.toolkit or "toolkit", old.toolkit_version,
+        new.toolkit_version)
+    add("os", "the OS", old.os, new.os)
     add("os", "the base image", _base_ref(before), _base_ref(after))
-    add("python", "Python", old["python"], new["python"])
+    add("python", "Python", old.python, new.python)
     changes += [c for c in _package_axes(before, after) if c.axis == "dependency"]
-    add("image", "the image digest", _short((before.get("image") or {}).get("digest")),
-        _short((after.get("image") or {}).get("digest")))
+    add("image", "the image digest", _digest(before), _digest(after))
     return tuple(changes)
 
 
 # -- tests ------------------------------------------------------------------------------------
 
-def _statuses(result: dict[str, Any], known: list[str]) -> dict[str, TestChange]:
+def _statuses(result: Result, known: list[str]) -> dict[str, TestChange]:
     """test id -> (subject, status, message) as a TestChange with ``after`` = the status."""
     out = {f"stage::{name}": TestChange(id=f"stage::{name}", subject=STAGE_SUBJECT.get(
-        f"stage::{name}", f"the {name} stage"), before=None, after=stage["status"],
-        message=stage.get("message", "")) for name, stage in result["stages"].items()}
-    for test in result["tests"]:
-        out[test["id"]] = TestChange(id=test["id"], subject=model_of(test, known) or test["id"],
-                                     before=None, after=test["status"],
-                                     message=test.get("message", ""))
+        f"stage::{name}", f"the {name} stage"), before=None, after=stage.status,
+        message=stage.message) for name, stage in result.stages.items()}
+    for test in result.tests:
+        out[test.id] = TestChange(id=test.id, subject=model_of(test, known) or test.id,
+                                  before=None, after=test.status, message=test.message)
     return out
 
 
-def diff_cell(before: dict[str, Any], after: dict[str, Any], known: list[str]) -> CellDiff:
+def diff_cell(before: Result, after: Result, known: list[str]) -> CellDiff:
     old, new = _statuses(before, known), _statuses(after, known)
     failing, passing, skips = [], [], []
     for test_id in old.keys() & new.keys():
@@ -296,9 +295,9 @@ def diff_cell(before: dict[str, Any], after: dict[str, Any], known: list[str]) -
     def order(items: list[TestChange]) -> tuple[TestChange, ...]:
         return tuple(sorted(items, key=lambda c: (not c.id.startswith("stage::"), c.id)))
 
-    return CellDiff(id=after["cell"]["id"], previous_id=before["cell"]["id"],
-                    vendor=after["cell"]["vendor"], status_before=before["status"],
-                    status_after=after["status"], axes=axes_changed(before, after),
+    return CellDiff(id=after.cell.id, previous_id=before.cell.id,
+                    vendor=after.cell.vendor, status_before=before.status,
+                    status_after=after.status, axes=axes_changed(before, after),
                     newly_failing=order(failing), newly_passing=order(passing),
                     new_skips=order(skips), added_tests=order(added), removed_tests=order(removed))
 
@@ -312,51 +311,49 @@ def _version(text: str) -> Version:
         return Version("0")
 
 
-def _fallback_key(result: dict[str, Any]) -> tuple[str, str, str, str | None]:
-    cell = result["cell"]
-    return cell["vendor"], cell["os"], cell["python"], cell.get("toolkit")
+def _fallback_key(result: Result) -> tuple[str, str, str, str | None]:
+    cell = result.cell
+    return cell.vendor, cell.os, cell.python, cell.toolkit
 
 
-def match_cells(previous: list[dict[str, Any]], current: list[dict[str, Any]]
-                ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def match_cells(previous: list[Result], current: list[Result]) -> list[tuple[Result, Result]]:
     """(previous, current) pairs: same id first, then the fallback key (same toolkit version
     first, then the newest previous torch)."""
-    old = {r["cell"]["id"]: r for r in previous}
-    pairs = [(old.pop(r["cell"]["id"]), r) for r in current if r["cell"]["id"] in old]
+    old = {r.cell.id: r for r in previous}
+    pairs = [(old.pop(r.cell.id), r) for r in current if r.cell.id in old]
     paired = {id(r) for _, r in pairs}
-    left = sorted((r for r in current if id(r) not in paired), key=lambda r: r["cell"]["id"])
+    left = sorted((r for r in current if id(r) not in paired), key=lambda r: r.cell.id)
     for same_toolkit in (True, False):
         for result in list(left):
             candidates = [p for p in old.values() if _fallback_key(p) == _fallback_key(result)
-                          and (not same_toolkit or p["cell"]["toolkit_version"]
-                               == result["cell"]["toolkit_version"])]
+                          and (not same_toolkit
+                               or p.cell.toolkit_version == result.cell.toolkit_version)]
             if candidates:
-                best = max(candidates, key=lambda p: _version(p["cell"]["torch"]))
-                pairs.append((old.pop(best["cell"]["id"]), result))
+                best = max(candidates, key=lambda p: _version(p.cell.torch))
+                pairs.append((old.pop(best.cell.id), result))
                 left.remove(result)
     return pairs
 
 
-def compare(previous: list[dict[str, Any]], current: list[dict[str, Any]], *,
+def compare(previous: list[Result], current: list[Result], *,
             previous_name: str = "previous", current_name: str = "current",
             problems: Iterable[str] = ()) -> Comparison:
     known = known_models([*previous, *current])
     pairs = match_cells(previous, current)
     diffs = [diff_cell(before, after, known) for before, after in pairs]
-    matched_old = {b["cell"]["id"] for b, _ in pairs}
-    matched_new = {a["cell"]["id"] for _, a in pairs}
+    matched_old = {b.cell.id for b, _ in pairs}
+    matched_new = {a.cell.id for _, a in pairs}
     changed = tuple(sorted((d for d in diffs if d.changed), key=lambda d: (d.vendor, d.id)))
     return Comparison(
         previous=previous_name, current=current_name, cells=changed,
         unchanged=len(diffs) - len(changed),
-        added_cells=tuple(sorted(r["cell"]["id"] for r in current
-                                 if r["cell"]["id"] not in matched_new)),
-        removed_cells=tuple(sorted(r["cell"]["id"] for r in previous
-                                   if r["cell"]["id"] not in matched_old)),
+        added_cells=tuple(sorted(r.cell.id for r in current if r.cell.id not in matched_new)),
+        removed_cells=tuple(sorted(r.cell.id for r in previous
+                                   if r.cell.id not in matched_old)),
         problems=tuple(problems))
 
 
-def load_previous(previous_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
+def load_previous(previous_dir: Path) -> tuple[list[Result], list[str]]:
     if not previous_dir.is_dir():
         raise InputError(f"{previous_dir}: no such results folder to compare with "
                          "(give the results/ folder of an earlier run)")

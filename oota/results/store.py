@@ -1,116 +1,129 @@
 """Result files: one ``result.json`` per cell (schema ``schema/result-v1.json``) and its JUnit XML.
 
-Every write is atomic (temporary file + rename in the same folder), so a crash or Ctrl-C
-never leaves a half-written result for ``report`` to trip over.
+The one writer and the one reader of :class:`~oota.results.model.Result`. Every result is
+validated against the published schema before it is written, and again when it is read back.
+Writes go through :func:`oota.files.write_atomic`, so a crash or Ctrl-C never leaves a
+half-written result for ``report`` to trip over.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import os
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 from xml.etree import ElementTree as ET
 
 import jsonschema
 
 from oota.files import write_atomic, write_json
+from oota.results.model import SCHEMA_ID, Result, ResultFormatError, Stage, TestOutcome
 
-SCHEMA_ID = "oota.result/v1"
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "result-v1.json"
-STATUSES = ("passed", "failed", "skipped", "unsupported-here", "error")
 RESULT_FILE = "result.json"
+JUNIT_FILE = "junit.xml"
+# JUnit has no word for these: each maps to the element CI systems count it under.
+_JUNIT_ELEMENT = {"failed": "failure", "error": "error", "interrupted": "error",
+                  "skipped": "skipped", "unsupported-here": "skipped"}
+_MESSAGE_CHARS = 500
+
+__all__ = ["RESULT_FILE", "SCHEMA_ID", "junit_xml", "load", "load_all", "save",
+           "validation_errors"]
 
 
-def now() -> str:
-    """The time results are stamped with: UTC, to the second, ISO 8601."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+class ResultSchemaError(ValueError):
+    """A result that does not match schema/result-v1.json (a bug in oota when writing)."""
 
 
 @lru_cache(maxsize=1)
-def schema() -> dict[str, Any]:
-    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+def schema() -> Mapping[str, object]:
+    loaded: dict[str, object] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    return loaded
 
 
-def validation_errors(result: dict[str, Any]) -> list[str]:
+def validation_errors(data: Mapping[str, object]) -> list[str]:
+    """Every way ``data`` (a result.json's content) breaks the schema, as 'path: message'."""
     validator = jsonschema.Draft202012Validator(schema())
     return [f"{'/'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}"
-            for e in sorted(validator.iter_errors(result), key=lambda e: list(e.absolute_path))]
+            for e in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))]
 
 
-def summarize(tests: list[dict[str, Any]], stages: dict[str, dict[str, Any]]) -> dict[str, int]:
-    counts = {status: 0 for status in STATUSES}
-    for test in tests:
-        counts[test["status"]] += 1
-    for stage in stages.values():
-        if stage["status"] in ("failed", "error"):
-            counts[stage["status"]] += 1
-    return {k: v for k, v in counts.items() if v}
+def _case(suite: ET.Element, cell: str, layer: str, name: str, status: str, duration_s: float,
+          message: str) -> None:
+    node = ET.SubElement(suite, "testcase", classname=f"{cell}.{layer}", name=name,
+                         time=f"{duration_s:.3f}")
+    element = _JUNIT_ELEMENT.get(status)
+    if element == "skipped":
+        ET.SubElement(node, element, message=f"{status}: {message}"[:_MESSAGE_CHARS])
+    elif element is not None:
+        text = f"{status}: {message}" if status == "interrupted" else message
+        ET.SubElement(node, element, type=status,
+                      message=text[:_MESSAGE_CHARS]).text = text
 
 
-def overall_status(tests: list[dict[str, Any]], stages: dict[str, dict[str, Any]]) -> str:
-    states = [s["status"] for s in stages.values()] + [t["status"] for t in tests]
-    for status in ("error", "failed"):
-        if status in states:
-            return status
-    if "unsupported-here" in states:
-        # Not fully verified on this host (no hardware): never reported as a pass.
-        return "unsupported-here"
-    if "passed" in states:
-        return "passed"
-    return "skipped" if states else "error"
-
-
-def junit_xml(result: dict[str, Any]) -> str:
-    """JUnit XML for CI systems: one testsuite per cell, stages and tests as testcases."""
-    cell = result["cell"]["id"]
-    cases = [{"id": f"stage::{name}", "layer": "stage", **stage}
-             for name, stage in result["stages"].items()] + result["tests"]
-    suite = ET.Element("testsuite", name=cell, tests=str(len(cases)),
-                       failures=str(sum(c["status"] == "failed" for c in cases)),
-                       errors=str(sum(c["status"] == "error" for c in cases)),
-                       skipped=str(sum(c["status"] in ("skipped", "unsupported-here")
-                                       for c in cases)),
-                       time=f"{sum(c.get('duration_s', 0) for c in cases):.3f}")
-    for case in cases:
-        node = ET.SubElement(suite, "testcase", classname=f"{cell}.{case['layer']}",
-                             name=case["id"], time=f"{case.get('duration_s', 0):.3f}")
-        message = case.get("message", "")
-        if case["status"] == "failed":
-            ET.SubElement(node, "failure", message=message[:500]).text = message
-        elif case["status"] == "error":
-            ET.SubElement(node, "error", message=message[:500]).text = message
-        elif case["status"] in ("skipped", "unsupported-here"):
-            ET.SubElement(node, "skipped", message=f"{case['status']}: {message}"[:500])
+def junit_xml(result: Result) -> str:
+    """JUnit XML for CI systems: one testsuite per cell, stages and tests as testcases.
+    An interrupted stage or test is an ``error`` (type ``interrupted``): CI counts it as such."""
+    cases: list[Stage | TestOutcome] = [*result.stages.values(), *result.tests]
+    statuses = [c.status for c in cases]
+    suite = ET.Element("testsuite", name=result.cell.id, tests=str(len(cases)),
+                       failures=str(statuses.count("failed")),
+                       errors=str(statuses.count("error") + statuses.count("interrupted")),
+                       skipped=str(statuses.count("skipped") + statuses.count("unsupported-here")),
+                       time=f"{sum(c.duration_s for c in cases):.3f}")
+    for name, stage in result.stages.items():
+        _case(suite, result.cell.id, "stage", f"stage::{name}", stage.status, stage.duration_s,
+              stage.message)
+    for test in result.tests:
+        _case(suite, result.cell.id, test.layer, test.id, test.status, test.duration_s,
+              test.message)
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def save(folder: Path, result: dict[str, Any]) -> None:
-    """Validate and write result.json and junit.xml into ``folder``."""
-    problems = validation_errors(result)
+def save(folder: Path, result: Result) -> None:
+    """Validate ``result`` and write result.json and junit.xml into ``folder``."""
+    data = result.to_json()
+    problems = validation_errors(data)
     if problems:
-        raise ValueError("result does not match schema/result-v1.json:\n  " + "\n  ".join(problems))
-    write_json(folder / RESULT_FILE, result)
-    write_atomic(folder / "junit.xml", junit_xml(result))
+        raise ResultSchemaError("result does not match schema/result-v1.json:\n  "
+                                + "\n  ".join(problems))
+    write_json(folder / RESULT_FILE, data)
+    write_atomic(folder / JUNIT_FILE, junit_xml(result))
 
 
-def load_all(results_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every readable, valid result under ``results_dir``; problems with the others as text."""
-    found, problems = [], []
+def load(path: Path) -> Result:
+    """One result file, read back into the model.
+
+    Raises ResultFormatError with one line saying what is wrong: unreadable, not UTF-8, not
+    JSON, not matching the schema, or a value of the wrong type."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON
+        raise ResultFormatError(f"unreadable ({_one_line(exc)})") from None
+    if not isinstance(data, dict):
+        raise ResultFormatError(f"does not match the schema: expected an object, "
+                                f"got {type(data).__name__}")
+    errors = validation_errors(data)
+    if errors:
+        raise ResultFormatError(f"does not match the schema: {errors[0]}")
+    return Result.from_json(data)
+
+
+def load_all(results_dir: Path) -> tuple[list[Result], list[str]]:
+    """Every readable, valid result under ``results_dir``; a line per file that is not."""
+    found: list[Result] = []
+    problems: list[str] = []
     for path in sorted(results_dir.glob(f"*/{RESULT_FILE}")):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            problems.append(f"{path}: unreadable ({exc})")
-            continue
-        errors = validation_errors(data)
-        if errors:
-            problems.append(f"{path}: does not match the schema: {errors[0]}")
-            continue
-        found.append(data)
+            found.append(load(path))
+        except ResultFormatError as exc:
+            problems.append(f"{path}: {exc}")
     return found, problems
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:300]

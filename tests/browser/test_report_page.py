@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from oota.report.pages import write_report
+from oota.report.write import write_report
 from tests.unit.test_report import model_test, refresh, sample_results, write_results
 
 CHROMIUM = Path("/usr/bin/chromium")

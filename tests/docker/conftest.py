@@ -74,7 +74,7 @@ def marker_ca(tmp_path_factory) -> tuple[Path, str]:
 
 @dataclass
 class Built:
-    results: list[dict]
+    results: list[dict]  # each result as its result.json holds it (Result.to_json())
     results_dir: Path
     tag: str
     options: BuildOptions
@@ -97,7 +97,7 @@ def built(engine, run_id, marker_ca, tmp_path_factory) -> Built:
                            extra_labels=(("oota.test", "true"),))
     matrix = load_matrix(REPO / "matrix.yaml")
     cells = select(matrix, plan(matrix, ["cpu"]), ids=[DEFAULT_CELL])
-    results = build_cells(matrix, cells, engine, Console(), options)
+    results = [r.to_json() for r in build_cells(matrix, cells, engine, Console(), options)]
     return Built(results=results, results_dir=results_dir, tag=options.tag_for(cells[0]),
                  options=options)
 
@@ -110,7 +110,7 @@ def build_default(engine, run_id, tmp_path_factory, vendor: str, **extra) -> Bui
     matrix = load_matrix(REPO / "matrix.yaml")
     cells = select(matrix, plan(matrix, [vendor]))
     assert len(cells) == 1, [c.id for c in cells]
-    results = build_cells(matrix, cells, engine, Console(), options)
+    results = [r.to_json() for r in build_cells(matrix, cells, engine, Console(), options)]
     return Built(results=results, results_dir=results_dir, tag=options.tag_for(cells[0]),
                  options=options)
 

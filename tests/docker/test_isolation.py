@@ -28,7 +28,7 @@ def test_failing_cell_does_not_stop_the_next(built, engine, tmp_path):
     results_dir = tmp_path / "results"
     options = built.options.__class__(**{**_fields(built.options), "results_dir": results_dir,
                                          "rebuild": False})
-    results = build_cells(matrix, cells, engine, Console(), options)
+    results = [r.to_json() for r in build_cells(matrix, cells, engine, Console(), options)]
     failing, passing = results
     assert failing["status"] == "failed"
     assert failing["stages"]["build"]["status"] == "failed"

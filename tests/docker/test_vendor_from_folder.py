@@ -92,7 +92,7 @@ def test_a_vendor_folder_builds_and_verifies_without_engine_changes(engine, run_
     assert [c.id for c in cells] == [CELL]
     options = BuildOptions(results_dir=tmp_path / "results", run_id=run_id,
                            namespace="oota-test-vendors", extra_labels=(("oota.test", "true"),))
-    [result] = build_cells(matrix, cells, engine, Console(), options)
+    [result] = [r.to_json() for r in build_cells(matrix, cells, engine, Console(), options)]
 
     assert result["status"] == "passed", result.get("message")
     assert result["stages"]["build"]["status"] == "passed"

@@ -7,10 +7,12 @@ import json
 import pytest
 
 from oota.errors import InputError
-from oota.report.compare import compare, load_previous, match_cells, model_of
-from oota.report.pages import write_report
+from oota.report import compare as comparing
+from oota.report.compare import load_previous, model_of
+from oota.report.write import write_report
+from oota.results.model import TestOutcome
 from oota.results.store import validation_errors
-from tests.unit.test_report import case, make_result, model_test, refresh, write_results
+from tests.unit.test_report import case, make_result, model_test, refresh, typed, write_results
 
 FAIL = "RuntimeError: NPU kernel aclnnMatmul failed"
 
@@ -24,6 +26,15 @@ def ascend(*, torch: str = "2.13.0", npu: str = "2.13.0", cann: str = "9.2.0",
                          tests=tests, installed_torch=installed_torch, **kw)
     assert validation_errors(result) == []
     return result
+
+
+def compare(previous, current, **names):
+    """compare() on result files' content (dicts, easy to edit in a test)."""
+    return comparing.compare(typed(previous), typed(current), **names)
+
+
+def match_cells(previous, current):
+    return comparing.match_cells(typed(previous), typed(current))
 
 
 def only(comparison):
@@ -129,7 +140,7 @@ def test_fallback_match_prefers_same_toolkit_then_newest_torch():
     previous = [ascend(torch="2.12.0"), ascend(torch="2.13.0"), ascend(torch="2.13.0",
                                                                        cann="9.1.0")]
     current = [ascend(torch="2.14.0"), ascend(torch="2.14.0", cann="9.1.0")]
-    pairs = {a["cell"]["id"]: b["cell"]["id"] for b, a in match_cells(previous, current)}
+    pairs = {a.cell.id: b.cell.id for b, a in match_cells(previous, current)}
     assert pairs == {
         "ascend-torch2.14.0-cann9.2.0-py3.11-ubuntu22.04":
             "ascend-torch2.13.0-cann9.2.0-py3.11-ubuntu22.04",
@@ -141,12 +152,16 @@ def test_fallback_match_prefers_same_toolkit_then_newest_torch():
 
 
 def test_model_of_reads_data_then_known_names_then_the_id():
-    assert model_of(model_test("gemma")) == "gemma"
-    skipped = case("test_models.py::test_forward[qwen2-0.5b-bfloat16]", "models", "skipped")
+    def test(entry):
+        return TestOutcome.from_json(entry, "test")
+
+    assert model_of(test(model_test("gemma"))) == "gemma"
+    skipped = test(case("test_models.py::test_forward[qwen2-0.5b-bfloat16]", "models",
+                        "skipped"))
     assert model_of(skipped, ["qwen2", "gemma"]) == "qwen2"
     assert model_of(skipped) == "qwen2"
-    assert model_of(case("test_models.py::test_resnet", "models")) == "resnet"
-    assert model_of(case("test_device.py::test_matmul", "device")) is None
+    assert model_of(test(case("test_models.py::test_resnet", "models"))) == "resnet"
+    assert model_of(test(case("test_device.py::test_matmul", "device"))) is None
 
 
 def test_json_and_text(tmp_path):

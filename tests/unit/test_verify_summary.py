@@ -4,13 +4,19 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "verify"))
+from oota import vocab
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "verify"))
 import oota_summary  # noqa: E402
+import oota_vocab  # noqa: E402 - importable once oota_summary is: oota/vocab.py in a checkout
 
 CELL = {"id": "cuda-torch2.15.0-cu13.2-py3.11-debian12", "torch": "2.15.0", "python": "3.11",
         "toolkit": "cuda", "toolkit_version": "13.2", "device": "cuda"}
@@ -27,7 +33,8 @@ NOW = [entry("test_install.py::test_core_imports[torch]", "install", "passed"),
             "unsupported-here: nvidia-smi not found; no cuda device visible here"),
        entry("test_models.py::test_forward_and_train_step[llama]", "models", "passed",
             model="llama", seconds=0.02, peak_bytes=1048576, max_abs_diff=3e-7),
-       entry("test_cuda.py::test_cudnn_is_bundled", "vendor", "failed", "AssertionError: None\nmore")]
+       entry("test_cuda.py::test_cudnn_is_bundled", "vendor", "failed",
+             "AssertionError: None\nmore")]
 
 
 def test_report_has_layers_models_and_every_test_that_did_not_pass():
@@ -87,3 +94,31 @@ def test_an_unreadable_verification_is_said_not_fatal(tmp_path):
                                 tmp_path / "expected.json")
     assert text.startswith("oota-verify report:")
     assert "Cannot compare with the image's verification" in text
+
+
+# -- the shared vocabulary ------------------------------------------------------------------
+
+def test_summary_uses_oota_vocabulary():
+    """Statuses, their order and the layers are oota's own, not a copy (oota/vocab.py)."""
+    assert oota_summary.LAYERS == vocab.LAYERS
+    assert oota_summary.worst is oota_vocab.worst
+    assert oota_vocab.STATUS_ORDER == vocab.STATUS_ORDER
+    assert "interrupted" in oota_summary.MARK
+
+
+def test_in_an_image_the_copy_beside_the_suite_is_used(tmp_path):
+    """The image layout: verify/ files with oota_vocab.py beside them (render.context_files),
+    no oota package anywhere."""
+    for name in ("oota_summary.py", "oota_suite.py", "oota-verify"):
+        shutil.copy(REPO / "verify" / name, tmp_path / name)
+    shutil.copy(REPO / "oota" / "vocab.py", tmp_path / "oota_vocab.py")
+    code = ("import oota_summary, oota_vocab, oota_suite; "
+            "print(oota_vocab.__file__); print(oota_suite.LAYERS == oota_vocab.LAYERS)")
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, check=False, env={"PYTHONPATH": str(tmp_path)})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == [str(tmp_path / "oota_vocab.py"), "True"]
+    layers = subprocess.run([sys.executable, str(tmp_path / "oota-verify"), "--layer", "bogus"],
+                            capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert layers.returncode == 2
+    assert "layers: install, compat, device, models, vendor, skips" in layers.stderr

@@ -1,0 +1,35 @@
+"""The HTML writer: ``reports/index.html`` and ``reports/cells/<cell-id>.html``, rendered from
+``templates/*.html.j2`` with autoescape on, so every text from a result file is escaped.
+
+Static pages with no external asset and no script, linked relatively so they work from
+``file://`` and from any static host.
+"""
+
+from __future__ import annotations
+
+from oota import __version__
+from oota.report.data import COLUMNS, EXPIRY_WINDOW_DAYS, WORD, CellRow, Mark, Report
+from oota.report.templating import html_environment
+
+LEGEND = (("passed", "✓ passed"), ("failed", "✗ failed"), ("skipped", "skip: skipped"),
+          ("unsupported-here", "n/a here: no such hardware on the host"),
+          ("interrupted", "stopped: interrupted by a signal before it finished"),
+          ("none", "–: not tested"))
+
+
+def _mark(status: str, reason: str = "") -> Mark:
+    return Mark(status=status, reason=reason)
+
+
+def to_html(report: Report, results_rel: str = "../results") -> str:
+    """index.html; ``results_rel`` is the results folder relative to the report folder."""
+    return html_environment().get_template("index.html.j2").render(
+        title="oota compatibility matrix", report=report, results_rel=results_rel,
+        version=__version__, columns=COLUMNS, word=WORD, legend=LEGEND,
+        window=EXPIRY_WINDOW_DAYS, no_mark=Mark())
+
+
+def cell_page(row: CellRow, results_rel: str) -> str:
+    """cells/<id>.html; ``results_rel`` is the results folder relative to cells/."""
+    return html_environment().get_template("cell.html.j2").render(
+        title=f"{row.id} — oota", row=row, results_rel=results_rel, word=WORD, mark=_mark)

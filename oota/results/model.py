@@ -1,0 +1,490 @@
+"""The result of one cell, as types: what ``result.json`` holds (``schema/result-v1.json``).
+
+Built in one place (:mod:`oota.results.assemble`), written by one writer and read back by
+:mod:`oota.results.store`. ``to_json`` gives the file's shape; ``from_json`` reads it back with
+typed getters, so a hand-edited or foreign file that the schema lets through (it leaves host
+facts and test data open) still cannot put a wrong type into the report:
+:class:`ResultFormatError` names the key instead.
+
+Free-form parts (a test's measurements, a stage's detail, host facts) stay JSON values: they
+are recorded and shown, never interpreted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TypeAlias
+
+from oota.vocab import STATUS_ORDER, Status
+
+SCHEMA_ID = "oota.result/v1"
+
+JSON: TypeAlias = "str | int | float | bool | None | list[JSON] | dict[str, JSON]"
+JSONObject: TypeAlias = "dict[str, JSON]"
+
+
+class ResultFormatError(ValueError):
+    """A result file's content has a value of the wrong type; the message names its path."""
+
+
+# -- typed getters ----------------------------------------------------------------------------
+
+def _obj(value: object, where: str) -> Mapping[str, object]:
+    if not isinstance(value, Mapping):
+        raise ResultFormatError(f"{where}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def _str(data: Mapping[str, object], key: str, where: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise ResultFormatError(f"{where}.{key}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _opt_str(data: Mapping[str, object], key: str, where: str) -> str | None:
+    return None if data.get(key) is None else _str(data, key, where)
+
+
+def _num(data: Mapping[str, object], key: str, where: str, default: float = 0.0) -> float:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ResultFormatError(f"{where}.{key}: expected a number, got {type(value).__name__}")
+    return float(value)
+
+
+def _int(data: Mapping[str, object], key: str, where: str) -> int:
+    value = data.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ResultFormatError(f"{where}.{key}: expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _strs(data: Mapping[str, object], key: str, where: str) -> tuple[str, ...]:
+    value = data.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ResultFormatError(f"{where}.{key}: expected a list of strings")
+    return tuple(value)
+
+
+def json_value(value: object, where: str) -> JSON:
+    """``value`` checked to be plain JSON (what json.loads gives), lists and objects copied."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [json_value(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        return json_object(value, where)
+    raise ResultFormatError(f"{where}: {type(value).__name__} is not a JSON value")
+
+
+def json_object(value: object, where: str) -> JSONObject:
+    return {str(k): json_value(v, f"{where}.{k}") for k, v in _obj(value, where).items()}
+
+
+def status_of(value: object, where: str) -> Status:
+    for status in STATUS_ORDER:  # the Literal itself, not just an equal string
+        if value == status:
+            return status
+    raise ResultFormatError(f"{where}: {value!r} is not a status ({', '.join(STATUS_ORDER)})")
+
+
+def _drop_empty(data: dict[str, JSON]) -> JSONObject:
+    """``data`` without its absent parts (None, '' and {}); 0 and False are kept."""
+    return {k: v for k, v in data.items() if v is not None and v != "" and v != {}}
+
+
+# -- the parts --------------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CellRef:
+    """Which cell: its coordinates, and the fingerprint of everything its image was built from."""
+
+    id: str
+    vendor: str
+    os: str
+    python: str
+    torch: str
+    toolkit: str | None
+    toolkit_version: str | None
+    fingerprint: str
+
+    def to_json(self) -> JSONObject:
+        return {"id": self.id, "vendor": self.vendor, "os": self.os, "python": self.python,
+                "torch": self.torch, "toolkit": self.toolkit,
+                "toolkit_version": self.toolkit_version, "fingerprint": self.fingerprint}
+
+    @classmethod
+    def from_json(cls, value: object, where: str = "cell") -> CellRef:
+        d = _obj(value, where)
+        return cls(id=_str(d, "id", where), vendor=_str(d, "vendor", where),
+                   os=_str(d, "os", where), python=_str(d, "python", where),
+                   torch=_str(d, "torch", where), toolkit=_opt_str(d, "toolkit", where),
+                   toolkit_version=_opt_str(d, "toolkit_version", where),
+                   fingerprint=_str(d, "fingerprint", where))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Stage:
+    """One step of a cell's run (build, verify): how it ended and where its log is."""
+
+    status: Status
+    duration_s: float
+    message: str = ""
+    log: str | None = None  # relative to the result's folder
+    detail: JSONObject = field(default_factory=dict)
+
+    def to_json(self) -> JSONObject:
+        return _drop_empty({"status": self.status, "duration_s": self.duration_s,
+                            "message": self.message, "log": self.log, "detail": self.detail})
+
+    @classmethod
+    def from_json(cls, value: object, where: str) -> Stage:
+        d = _obj(value, where)
+        return cls(status=status_of(d.get("status"), f"{where}.status"),
+                   duration_s=_num(d, "duration_s", where),
+                   message=_opt_str(d, "message", where) or "", log=_opt_str(d, "log", where),
+                   detail=json_object(d.get("detail") or {}, f"{where}.detail"))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TestOutcome:
+    """One test of the in-image suite."""
+
+    __test__ = False  # not a pytest test class, despite its name
+
+    id: str
+    layer: str
+    status: Status
+    duration_s: float
+    message: str = ""
+    data: JSONObject = field(default_factory=dict)  # measurements (model, seconds, ...)
+
+    def to_json(self) -> JSONObject:
+        return _drop_empty({"id": self.id, "layer": self.layer, "status": self.status,
+                            "duration_s": self.duration_s, "message": self.message,
+                            "data": self.data})
+
+    @classmethod
+    def from_json(cls, value: object, where: str) -> TestOutcome:
+        d = _obj(value, where)
+        return cls(id=_str(d, "id", where), layer=_str(d, "layer", where),
+                   status=status_of(d.get("status"), f"{where}.status"),
+                   duration_s=_num(d, "duration_s", where),
+                   message=_opt_str(d, "message", where) or "",
+                   data=json_object(d.get("data") or {}, f"{where}.data"))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VendorCheck:
+    """What the host check found for the cell's vendor."""
+
+    supported: bool
+    reasons: tuple[str, ...] = ()
+    facts: JSONObject = field(default_factory=dict)  # driver probe output, runtimes, ...
+
+    def to_json(self) -> JSONObject:
+        return {**self.facts, "supported": self.supported, "reasons": list(self.reasons)}
+
+    @classmethod
+    def from_json(cls, value: object, where: str) -> VendorCheck:
+        facts = json_object(value, where)
+        reasons = _strs(facts, "reasons", where)
+        supported = facts.pop("supported", False)
+        facts.pop("reasons", None)
+        return cls(supported=bool(supported), reasons=reasons, facts=facts)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Host:
+    """The machine the result was made on: Docker's and the platform's facts as recorded
+    (``python`` is the interpreter that ran the suite for ``verify --here``)."""
+
+    facts: JSONObject = field(default_factory=dict)
+    vendor_check: VendorCheck | None = None
+
+    def text(self, key: str) -> str | None:
+        value = self.facts.get(key)
+        return None if value is None else str(value)
+
+    def to_json(self) -> JSONObject:
+        check = {"vendor_check": self.vendor_check.to_json()} if self.vendor_check else {}
+        return {**self.facts, **check}
+
+    @classmethod
+    def from_json(cls, value: object, where: str = "host") -> Host:
+        facts = json_object(value, where)
+        check = facts.pop("vendor_check", None)
+        return cls(facts=facts, vendor_check=None if check is None
+                   else VendorCheck.from_json(check, f"{where}.vendor_check"))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BaseImage:
+    """The image a cell's image was built on, and how oota got it (pulled, bootstrapped,
+    reused: taken from the up-to-date image's label)."""
+
+    ref: str
+    how: str = ""
+    note: str = ""
+
+    def to_json(self) -> JSONObject:
+        return _drop_empty({"ref": self.ref, "how": self.how, "note": self.note}) | {
+            "ref": self.ref}
+
+    @classmethod
+    def from_json(cls, value: object, where: str) -> BaseImage:
+        d = _obj(value, where)
+        return cls(ref=_opt_str(d, "ref", where) or "", how=_opt_str(d, "how", where) or "",
+                   note=_opt_str(d, "note", where) or "")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Sealed:
+    """The verification put into the image: the new image id and file, or why that failed."""
+
+    id: str | None = None
+    file: str | None = None
+    at: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> JSONObject:
+        return _drop_empty({"id": self.id, "file": self.file, "at": self.at, "error": self.error})
+
+    @classmethod
+    def from_json(cls, value: object, where: str) -> Sealed:
+        d = _obj(value, where)
+        return cls(id=_opt_str(d, "id", where), file=_opt_str(d, "file", where),
+                   at=_opt_str(d, "at", where), error=_opt_str(d, "error", where))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Image:
+    tag: str
+    id: str | None = None
+    digest: str | None = None
+    base: BaseImage | None = None
+    sealed: Sealed | None = None
+
+    def to_json(self) -> JSONObject:
+        return _drop_empty({"tag": self.tag, "id": self.id, "digest": self.digest,
+                            "base": self.base.to_json() if self.base else None,
+                            "sealed": self.sealed.to_json() if self.sealed else None})
+
+    @classmethod
+    def from_json(cls, value: object, where: str = "image") -> Image:
+        d = _obj(value, where)
+        return cls(tag=_str(d, "tag", where), id=_opt_str(d, "id", where),
+                   digest=_opt_str(d, "digest", where),
+                   base=None if d.get("base") is None
+                   else BaseImage.from_json(d["base"], f"{where}.base"),
+                   sealed=None if d.get("sealed") is None
+                   else Sealed.from_json(d["sealed"], f"{where}.sealed"))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TorchInfo:
+    """torch as it reports itself in the image, and where its wheel came from."""
+
+    version: str | None = None
+    cuda: str | None = None
+    hip: str | None = None
+    git_version: str | None = None
+    source: str | None = None
+    sha256: str | None = None
+    error: str | None = None  # why torch could not be imported
+
+    def to_json(self) -> JSONObject:
+        # None is kept: 'cuda': null says torch was built without CUDA.
+        data: JSONObject = {"version": self.version, "cuda": self.cuda, "hip": self.hip,
+                            "git_version": self.git_version, "source": self.source,
+                            "sha256": self.sha256}
+        return data | ({"error": self.error} if self.error else {})
+
+    @classmethod
+    def from_json(cls, value: object, where: str) -> TorchInfo:
+        d = _obj(value, where)
+        return cls(**{k: _opt_str(d, k, where) for k in (
+            "version", "cuda", "hip", "git_version", "source", "sha256", "error")})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Package:
+    """One installed distribution (pip's report): version, source, and whether the build
+    asked for it (an extension) or it came as a dependency."""
+
+    version: str | None = None
+    source: str | None = None
+    sha256: str | None = None
+    requested: bool = False
+
+    def to_json(self) -> JSONObject:
+        return {"version": self.version, "source": self.source, "sha256": self.sha256,
+                "requested": self.requested}
+
+    @classmethod
+    def from_json(cls, value: object, where: str) -> Package:
+        d = _obj(value, where)
+        return cls(version=_opt_str(d, "version", where), source=_opt_str(d, "source", where),
+                   sha256=_opt_str(d, "sha256", where), requested=bool(d.get("requested")))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Installed:
+    """What the image really holds (``installed.json`` of the suite)."""
+
+    torch: TorchInfo = field(default_factory=TorchInfo)
+    packages: Mapping[str, Package] = field(default_factory=dict)
+
+    def to_json(self) -> JSONObject:
+        return {"torch": self.torch.to_json(),
+                "packages": {name: p.to_json() for name, p in self.packages.items()}}
+
+    @classmethod
+    def from_json(cls, value: object, where: str = "installed") -> Installed:
+        d = _obj(value, where)
+        packages = _obj(d.get("packages") or {}, f"{where}.packages")
+        return cls(torch=TorchInfo.from_json(d.get("torch") or {}, f"{where}.torch"),
+                   packages={str(name): Package.from_json(p, f"{where}.packages.{name}")
+                             for name, p in packages.items()})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Sources:
+    """The package sources a build used, credentials already removed."""
+
+    index_url: str = ""
+    extra_index_urls: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> JSONObject:
+        return {"index_url": self.index_url, "extra_index_urls": list(self.extra_index_urls),
+                "find_links": list(self.find_links), "notes": list(self.notes)}
+
+    @classmethod
+    def from_json(cls, value: object, where: str = "sources") -> Sources:
+        d = _obj(value, where)
+        return cls(index_url=_opt_str(d, "index_url", where) or "",
+                   extra_index_urls=_strs(d, "extra_index_urls", where),
+                   find_links=_strs(d, "find_links", where), notes=_strs(d, "notes", where))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SkipRule:
+    """One entry of the vendor's skip list, with how many tests it matched in this run."""
+
+    id: str
+    reason: str
+    owner: str
+    expires: str
+    added: str | None = None
+    matched: int = 0
+
+    def to_json(self) -> JSONObject:
+        return _drop_empty({"id": self.id, "reason": self.reason, "owner": self.owner,
+                            "expires": self.expires, "added": self.added,
+                            "matched": self.matched})
+
+    @classmethod
+    def from_json(cls, value: object, where: str) -> SkipRule:
+        d = _obj(value, where)
+        return cls(id=_str(d, "id", where), reason=_str(d, "reason", where),
+                   owner=_str(d, "owner", where), expires=_str(d, "expires", where),
+                   added=_opt_str(d, "added", where), matched=_int(d, "matched", where))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Skips:
+    """The vendor's skip list as applied: entries, those past their date, those that matched
+    no test."""
+
+    entries: tuple[SkipRule, ...] = ()
+    expired: tuple[str, ...] = ()
+    unmatched: tuple[str, ...] = ()
+
+    def to_json(self) -> JSONObject:
+        return {"entries": [e.to_json() for e in self.entries], "expired": list(self.expired),
+                "unmatched": list(self.unmatched)}
+
+    @classmethod
+    def from_json(cls, value: object, where: str = "skips") -> Skips:
+        d = _obj(value, where)
+        entries = d.get("entries") or []
+        if not isinstance(entries, list):
+            raise ResultFormatError(f"{where}.entries: expected a list")
+        return cls(entries=tuple(SkipRule.from_json(e, f"{where}.entries[{i}]")
+                                 for i, e in enumerate(entries)),
+                   expired=_strs(d, "expired", where), unmatched=_strs(d, "unmatched", where))
+
+
+# -- the result -------------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Result:
+    """One cell's run. ``status``, ``summary`` and ``message`` are derived from the stages and
+    tests by :func:`oota.results.assemble.assemble`, and stored as written."""
+
+    cell: CellRef
+    status: Status
+    summary: Mapping[str, int]
+    stages: Mapping[str, Stage]
+    tests: tuple[TestOutcome, ...]
+    host: Host
+    oota_version: str
+    started_at: str
+    finished_at: str
+    message: str = ""
+    run_id: str | None = None
+    image: Image | None = None
+    installed: Installed | None = None
+    sources: Sources | None = None
+    skips: Skips | None = None
+
+    def to_json(self) -> JSONObject:
+        data: JSONObject = {
+            "schema": SCHEMA_ID, "cell": self.cell.to_json(), "status": self.status,
+            "summary": dict(self.summary),
+            "stages": {name: stage.to_json() for name, stage in self.stages.items()},
+            "tests": [test.to_json() for test in self.tests], "host": self.host.to_json(),
+            "toolkit": {"name": "oota", "version": self.oota_version},
+            "started_at": self.started_at, "finished_at": self.finished_at}
+        optional: dict[str, JSON] = {
+            "message": self.message, "run_id": self.run_id,
+            "image": self.image.to_json() if self.image else None,
+            "installed": self.installed.to_json() if self.installed else None,
+            "sources": self.sources.to_json() if self.sources else None,
+            "skips": self.skips.to_json() if self.skips else None}
+        return data | _drop_empty(optional)
+
+    @classmethod
+    def from_json(cls, value: object) -> Result:
+        d = _obj(value, "result")
+        stages = _obj(d.get("stages") or {}, "stages")
+        tests = d.get("tests") or []
+        if not isinstance(tests, list):
+            raise ResultFormatError("tests: expected a list")
+        summary = _obj(d.get("summary") or {}, "summary")
+        return cls(
+            cell=CellRef.from_json(d.get("cell")),
+            status=status_of(d.get("status"), "status"),
+            summary={str(k): _int(summary, str(k), "summary") for k in summary},
+            stages={str(n): Stage.from_json(s, f"stages.{n}") for n, s in stages.items()},
+            tests=tuple(TestOutcome.from_json(t, f"tests[{i}]") for i, t in enumerate(tests)),
+            host=Host.from_json(d.get("host") or {}),
+            oota_version=_str(_obj(d.get("toolkit"), "toolkit"), "version", "toolkit"),
+            started_at=_str(d, "started_at", "result"),
+            finished_at=_str(d, "finished_at", "result"),
+            message=_opt_str(d, "message", "result") or "",
+            run_id=_opt_str(d, "run_id", "result"),
+            image=None if d.get("image") is None else Image.from_json(d["image"]),
+            installed=None if d.get("installed") is None else Installed.from_json(d["installed"]),
+            sources=None if d.get("sources") is None else Sources.from_json(d["sources"]),
+            skips=None if d.get("skips") is None else Skips.from_json(d["skips"]))
+
+
+__all__ = ["SCHEMA_ID", "BaseImage", "CellRef", "Host", "Image", "Installed",
+           "JSON", "JSONObject", "Package", "Result", "ResultFormatError", "Sealed", "SkipRule",
+           "Skips", "Sources", "Stage", "Status", "TestOutcome", "TorchInfo", "VendorCheck",
+           "json_object", "json_value", "status_of"]
