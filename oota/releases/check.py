@@ -184,7 +184,7 @@ def release_check(matrix: Matrix, *, index_url: str = DEFAULT_INDEX, torch: str 
     index = PackageIndex(index_url, http=http)
     known = tuple(index.releases("torch"))
     if not known:
-        raise IndexProblem(f"{index.display}: lists no final, non-yanked torch release")
+        raise IndexProblem(f"{index.page('torch')}: lists no final, non-yanked torch release")
     if torch:
         current = resolve_release(torch, known, index.display)
         previous = previous_of(current, known)

@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-from oota.net import find_ca_bundle, redact
+from oota.net import find_ca_bundle, redact, split_credentials
 from oota.releases.errors import IndexProblem, NotOnIndex
 
 REQUEST_TIMEOUT = 60.0      # seconds for one request, connect to last byte
@@ -34,6 +34,7 @@ USER_AGENT = "oota-release-check"
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Response:
     url: str
+    shown: str                     # the URL for messages: user:***@ where auth was sent
     status: int
     content_type: str
     headers: dict[str, str]        # lower-case names
@@ -151,10 +152,23 @@ class Http:
         self.ca_bundle = ca_bundle
         self._run_end = time.monotonic() + timeout * RUN_BUDGET_FACTOR
         self._auth: dict[str, str] = {}
+        self._users: dict[str, str] = {}
 
-    def authorize(self, url: str, header: str) -> None:
-        """Send ``Authorization: header`` with every request to ``url``'s origin."""
-        self._auth[origin(url)] = header
+    def authorize(self, url: str) -> None:
+        """Send the credentials of ``url`` (``https://user:password@host/...``) as HTTP basic
+        auth with every request to its origin, and to no other."""
+        clean, header = split_credentials(url)
+        if header:
+            self._auth[origin(clean)] = header
+            self._users[origin(clean)] = urlsplit(url).netloc.rpartition("@")[0].partition(":")[0]
+
+    def shown(self, url: str) -> str:
+        """``url`` as messages show it: redacted, with ``user:***@`` where auth is sent."""
+        user = self._users.get(origin(url))
+        if user is None:
+            return redact(url)
+        parts = urlsplit(url)
+        return redact(parts._replace(netloc=f"{user}:***@{parts.netloc}").geturl())
 
     @cached_property
     def _ssl(self) -> ssl.SSLContext:
@@ -168,7 +182,7 @@ class Http:
             if isinstance(answer, Response):
                 return answer
             url = urljoin(url, answer)
-        raise IndexProblem(f"{url}: more than {MAX_REDIRECTS} redirects")
+        raise IndexProblem(f"{self.shown(url)}: more than {MAX_REDIRECTS} redirects")
 
     def _headers(self, url: str, accept: str | None,
                  byte_range: tuple[int, int] | None) -> dict[str, str]:
@@ -184,9 +198,9 @@ class Http:
     def _seconds_left(self, url: str) -> float:
         left = self._run_end - time.monotonic()
         if left <= 0:
-            raise IndexProblem(f"{url}: not asked; release-check ran past its budget of "
-                               f"{self.timeout * RUN_BUDGET_FACTOR:g} s ({RUN_BUDGET_FACTOR} "
-                               "times --timeout)")
+            budget = self.timeout * RUN_BUDGET_FACTOR
+            raise IndexProblem(f"{self.shown(url)}: not asked; release-check ran past its "
+                               f"budget of {budget:g} s ({RUN_BUDGET_FACTOR} times --timeout)")
         return min(self.timeout, left)
 
     def _get_once(self, url: str, *, accept: str | None, byte_range: tuple[int, int] | None,
@@ -203,26 +217,28 @@ class Http:
                 answer = self._exchange(opener, request, seconds, limit)
             except (urllib.error.URLError, OSError, ValueError, HTTPException) as exc:
                 if watchdog.expired:
-                    raise _too_slow(url, seconds) from None
-                raise _unreachable(url, exc) from None
+                    raise _too_slow(self.shown(url), seconds) from None
+                raise _unreachable(self.shown(url), exc) from None
         # A body read until the server closes ends early, without an error, when the
         # watchdog shuts the socket: the flag, not the data, says whether it is whole.
         if watchdog.expired:
-            raise _too_slow(url, seconds)
+            raise _too_slow(self.shown(url), seconds)
         return answer
 
     def _exchange(self, opener: urllib.request.OpenerDirector, request: urllib.request.Request,
                   seconds: float, limit: int | None) -> Response | str:
-        url = request.full_url
+        url = self.shown(request.full_url)
         try:
             with opener.open(request, timeout=seconds) as resp:
                 body = resp.read(limit + 1) if limit else resp.read()
                 if limit and len(body) > limit:
                     raise IndexProblem(f"{url}: larger than {limit} bytes; not downloaded")
-                return Response(url=resp.geturl(), status=resp.status, body=body,
+                return Response(url=resp.geturl(), shown=self.shown(resp.geturl()),
+                                status=resp.status, body=body,
                                 content_type=resp.headers.get_content_type(),
                                 headers={k.lower(): v for k, v in resp.headers.items()})
         except urllib.error.HTTPError as exc:
+            exc.close()  # it holds the connection; a refusal must not leak the socket
             location = exc.headers.get("Location") if exc.headers else None
             if exc.code in (301, 302, 303, 307, 308) and location:
                 return str(location)
@@ -233,8 +249,8 @@ def _refused(url: str, code: int, reason: str) -> IndexProblem | NotOnIndex:
     if code in (404, 410):
         return NotOnIndex(f"{url}: HTTP {code}")
     if code in (401, 403):
-        return IndexProblem(f"{url}: HTTP {code} {reason}; check the user and password in "
-                            "--index-url (https://user:password@host/simple)")
+        return IndexProblem(f"{url}: HTTP {code} {reason}; check the user and password given "
+                            "in --index-url")
     return IndexProblem(f"{url}: HTTP {code} {reason}")
 
 
@@ -245,5 +261,5 @@ def _too_slow(url: str, seconds: float) -> IndexProblem:
 
 def _unreachable(url: str, exc: BaseException) -> IndexProblem:
     reason = getattr(exc, "reason", exc)
-    return IndexProblem(f"{redact(url)}: {reason}; check --index-url, the network and the CA "
+    return IndexProblem(f"{url}: {reason}; check --index-url, the network and the CA "
                         "bundle (PIP_CERT, REQUESTS_CA_BUNDLE, SSL_CERT_FILE)")

@@ -79,10 +79,14 @@ class PackageIndex:
             self.simple_base, self.json_base = clean + "/simple", clean
         self.http = http or Http()
         if authorization:
-            self.http.authorize(clean, authorization)
+            self.http.authorize(url)
         self._files: dict[str, list[DistFile]] = {}
         self._meta: dict[str, CoreMetadata] = {}
         self.notes: list[str] = []
+
+    def page(self, project: str) -> str:
+        """The project's simple page, as messages show it."""
+        return self.http.shown(f"{self.simple_base}/{canonicalize_name(project)}/")
 
     def note(self, text: str) -> None:
         self.notes.append(redact_text(text))
@@ -116,16 +120,16 @@ class PackageIndex:
             return self._simple_json(resp)
         if resp.content_type in SIMPLE_HTML:
             return self._simple_html(resp)
-        raise BadAnswer(f"{resp.url}: answered {resp.content_type}, not a simple index page "
+        raise BadAnswer(f"{resp.shown}: answered {resp.content_type}, not a simple index page "
                         "(PEP 691 JSON or PEP 503 HTML)")
 
     def _simple_json(self, resp: Response) -> list[_Entry]:
         page = _json_object(resp)
         files = page.get("files")
         if not isinstance(files, list):
-            raise BadAnswer(f"{resp.url}: a PEP 691 project page needs a 'files' list, got "
+            raise BadAnswer(f"{resp.shown}: a PEP 691 project page needs a 'files' list, got "
                             f"{_kind(files)}")
-        return list(self._valid(resp.url, (_entry_from_json(f, resp.url) for f in files)))
+        return list(self._valid(resp.shown, (_entry_from_json(f, resp.url) for f in files)))
 
     def _simple_html(self, resp: Response) -> list[_Entry]:
         parser = _LinkParser()
@@ -137,10 +141,10 @@ class PackageIndex:
         resp = self.http.get(f"{self.json_base}/pypi/{name}/json", accept="application/json")
         releases = _json_object(resp).get("releases")
         if not isinstance(releases, Mapping):
-            raise BadAnswer(f"{resp.url}: the JSON API needs a 'releases' object, got "
+            raise BadAnswer(f"{resp.shown}: the JSON API needs a 'releases' object, got "
                             f"{_kind(releases)}")
         items = [i for files in releases.values() if isinstance(files, list) for i in files]
-        return list(self._valid(resp.url, (_entry_from_api(i, resp.url) for i in items)))
+        return list(self._valid(resp.shown, (_entry_from_api(i, resp.url) for i in items)))
 
     def _valid(self, url: str, entries: Iterator[_Entry | str]) -> Iterator[_Entry]:
         """The good entries; each bad one becomes a note (one bad file is not a bad index)."""
@@ -161,18 +165,19 @@ class PackageIndex:
     def _read_metadata(self, project: str, file: DistFile) -> CoreMetadata:
         if file.metadata_url:
             body = self.http.get(file.metadata_url).body
+            shown = self.http.shown(file.metadata_url)
             if file.metadata_sha256 and hashlib.sha256(body).hexdigest() != file.metadata_sha256:
-                raise BadAnswer(f"{file.metadata_url}: sha256 differs from the index's")
+                raise BadAnswer(f"{shown}: sha256 differs from the index's")
             try:
                 return parse_metadata(body, "pep658")
             except BadMetadata as exc:
-                raise BadAnswer(f"{file.metadata_url}: {exc}") from None
+                raise BadAnswer(f"{shown}: {exc}") from None
         try:
             return self._api_metadata(project, file)
         except (NotOnIndex, BadAnswer) as exc:
             self.note(f"no usable JSON API answer for {file.filename} ({exc}); reading the wheel")
         if not file.is_wheel:
-            raise BadAnswer(f"{file.url}: no metadata offered and not a wheel")
+            raise BadAnswer(f"{self.http.shown(file.url)}: no metadata offered and not a wheel")
         return wheel_metadata(self.http, file.url)
 
     def _api_metadata(self, project: str, file: DistFile) -> CoreMetadata:
@@ -180,12 +185,12 @@ class PackageIndex:
                              f"{file.version}/json", accept="application/json")
         info = _json_object(resp).get("info")
         if not isinstance(info, Mapping):
-            raise BadAnswer(f"{resp.url}: no 'info' object")
+            raise BadAnswer(f"{resp.shown}: no 'info' object")
         requires = info.get("requires_dist") or []
         python = info.get("requires_python") or ""
         if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires) \
                 or not isinstance(python, str):
-            raise BadAnswer(f"{resp.url}: info.requires_dist must be a list of strings and "
+            raise BadAnswer(f"{resp.shown}: info.requires_dist must be a list of strings and "
                             "info.requires_python a string")
         return CoreMetadata(requires_dist=requirements(requires), requires_python=python,
                             source="json-api")
@@ -206,16 +211,16 @@ def _utf8(resp: Response) -> str:
     try:
         return resp.body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BadAnswer(f"{resp.url}: the answer is not UTF-8 text (byte {exc.start})") from None
+        raise BadAnswer(f"{resp.shown}: the answer is not UTF-8 text (byte {exc.start})") from None
 
 
 def _json_object(resp: Response) -> Mapping[str, Any]:
     try:
         data = json.loads(_utf8(resp))
     except (ValueError, RecursionError) as exc:
-        raise BadAnswer(f"{resp.url}: not JSON ({exc})") from None
+        raise BadAnswer(f"{resp.shown}: not JSON ({exc})") from None
     if not isinstance(data, dict):
-        raise BadAnswer(f"{resp.url}: expected a JSON object, got {_kind(data)}")
+        raise BadAnswer(f"{resp.shown}: expected a JSON object, got {_kind(data)}")
     return data
 
 

@@ -222,10 +222,10 @@ def wheel_metadata(http: Http, url: str) -> CoreMetadata:
             raise _NoRanges()
         size = int(probe.headers.get("content-range", "/").rsplit("/", 1)[1])
         reader = io.BufferedReader(_RangeReader(http, url, size), buffer_size=64 * 1024)
-        return _metadata_in(reader, url, "wheel-range")
+        return _metadata_in(reader, http.shown(url), "wheel-range")
     except (_NoRanges, ValueError, IndexError):
         body = http.get(url, limit=WHEEL_DOWNLOAD_LIMIT).body
-        return _metadata_in(io.BytesIO(body), url, "wheel-download")
+        return _metadata_in(io.BytesIO(body), http.shown(url), "wheel-download")
 
 
 def _metadata_in(stream: io.BufferedIOBase, url: str, source: str) -> CoreMetadata:

@@ -68,11 +68,13 @@ RELEASES = [
             [(f"cp3{m}", p) for m in range(10, 15) for p in (X86, ARM)]),
     Release("torch", "2.14.1", ">=3.10", ["filelock"],
             [(f"cp3{m}", p) for m in range(10, 15) for p in (X86, ARM)]),
-    Release("torch", "2.15.0", ">=3.11", ["filelock", "cuda-toolkit==13.2.2; platform_system == 'Linux'"],
+    Release("torch", "2.15.0", ">=3.11",
+            ["filelock", "cuda-toolkit==13.2.2; platform_system == 'Linux'"],
             [(f"cp3{m}", p) for m in range(11, 15) for p in (X86, ARM)]
             + [("cp310", "win_amd64"), ("cp311", "macosx_11_0_arm64")]),
     Release("torch", "2.15.1", ">=3.11", ["filelock"], [("cp312", X86)], yanked=True),
-    Release("torch", "2.16.0rc1", ">=3.11", ["filelock"], [(f"cp3{m}", X86) for m in range(11, 15)]),
+    Release("torch", "2.16.0rc1", ">=3.11", ["filelock"],
+            [(f"cp3{m}", X86) for m in range(11, 15)]),
     Release("torch-npu", "2.13.0", ">=3.10", ["torch==2.13.0.*", "pyyaml", "numpy"],
             [(f"cp3{m}", p) for m in range(10, 14) for p in (X86, ARM)]),
     Release("torch-npu", "2.14.0", ">=3.10", ["torch==2.14.0.*", "pyyaml", "numpy"],
@@ -332,8 +334,9 @@ def matrix_file(tmp_path: Path) -> Path:
 NPU_GAP = ("ascend py{py} x86_64+aarch64: no torch-npu for torch {t} (newest 2.14.0 requires "
            "torch==2.14.0.*) (index)")
 ROCM_DATA = "(vendor data: vendors/rocm/vendor.yaml facts.compat"
-GAUDI_GAP = ("gaudi py3.{m} x86_64: no habana-torch-plugin for torch {t} (newest habana-torch-plugin "
-             "1.24.0 pairs torch 2.10.0) (vendor data: vendors/gaudi/vendor.yaml facts.compat)")
+GAUDI_GAP = ("gaudi py3.{m} x86_64: no habana-torch-plugin for torch {t} (newest "
+             "habana-torch-plugin 1.24.0 pairs torch 2.10.0) (vendor data: "
+             "vendors/gaudi/vendor.yaml facts.compat)")
 EXPECTED_GAPS = (
     [NPU_GAP.format(py=f"3.{m}", t="2.15.0") for m in range(11, 15)]
     + [f"rocm py3.{m} x86_64: no ROCm pairing for torch 2.15.0 (newest: torch 2.14 with ROCm 7.2) "
@@ -418,7 +421,7 @@ def test_bad_torch_and_format_are_input_errors(index, matrix_file):
     with pytest.raises(InputError, match="--torch 2.x: not a version"):
         release_check(load_matrix(matrix_file), index_url=index.base, torch="2.x")
     with pytest.raises(InputError, match="--format yaml"):
-        run(matrix_file, index_url=index.base, fmt="yaml").text
+        run(matrix_file, index_url=index.base, fmt="yaml")
 
 
 # -- output ----------------------------------------------------------------------------------
@@ -477,7 +480,8 @@ UPDATED = MATRIX.replace(
 def test_update_rewrites_torch_axes_and_keeps_comments(pep691, matrix_file):
     text = run(matrix_file, index_url=pep691.base, fmt="table", update=True).text
     assert matrix_file.read_text() == UPDATED
-    assert f"updated {matrix_file}: cpu torch [2.15.0, 2.14.1]; cuda torch [2.15.0, 2.14.1]; rocm torch [2.14.1]" in text
+    assert (f"updated {matrix_file}: cpu torch [2.15.0, 2.14.1]; cuda torch [2.15.0, 2.14.1]; "
+            "rocm torch [2.14.1]") in text
     assert ("moved: matrix.yaml:13: vendors.cpu.default[0].torch 2.13.0 -> 2.14.1 (2.13.0 left "
             "the axis)") in text
     assert "note: ascend: no pairing for torch 2.15.0 or 2.14.1; torch axis left as it is" in text
