@@ -160,15 +160,17 @@ class Http:
         clean, header = split_credentials(url)
         if header:
             self._auth[origin(clean)] = header
-            self._users[origin(clean)] = urlsplit(url).netloc.rpartition("@")[0].partition(":")[0]
+            # A lone user is a token (https://TOKEN@host): it is shown as *** like a password.
+            user, sep, _ = urlsplit(url).netloc.rpartition("@")[0].partition(":")
+            self._users[origin(clean)] = f"{user}:***" if sep else "***"
 
     def shown(self, url: str) -> str:
         """``url`` as messages show it: redacted, with ``user:***@`` where auth is sent."""
-        user = self._users.get(origin(url))
-        if user is None:
+        userinfo = self._users.get(origin(url))
+        if userinfo is None:
             return redact(url)
         parts = urlsplit(url)
-        return redact(parts._replace(netloc=f"{user}:***@{parts.netloc}").geturl())
+        return redact(parts._replace(netloc=f"{userinfo}@{parts.netloc}").geturl())
 
     @cached_property
     def _ssl(self) -> ssl.SSLContext:

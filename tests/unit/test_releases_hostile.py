@@ -44,8 +44,8 @@ def _metadata(name: str, version: str, requires: list[str]) -> bytes:
 
 # project -> version -> (platforms, Requires-Dist)
 PROJECTS: dict[str, dict[str, tuple[tuple[str, ...], list[str]]]] = {
-    "torch": {"2.13.0": ((X86,), []), "2.14.0": ((X86, ARM), []), "2.14.1": ((X86, ARM), []),
-              "2.15.0": ((X86, ARM), [])},
+    "torch": {"2.9.0": ((X86,), []), "2.10.0": ((X86,), []), "2.13.0": ((X86,), []),
+              "2.14.0": ((X86, ARM), []), "2.14.1": ((X86, ARM), []), "2.15.0": ((X86, ARM), [])},
     "torch-npu": {"2.13.0": ((X86, ARM), ["torch==2.13.0.*"]),
                   "2.14.0": ((X86, ARM), ["torch==2.14.0.*"])},
 }
@@ -240,6 +240,19 @@ def test_a_wrong_password_is_exit_3_and_the_password_is_not_echoed(matrix_file):
     line = one_line_error(proc)
     assert "HTTP 401" in line and f"{USER}:***@127.0.0.1" in line and "user and password" in line
     assert "wr0ng-pw" not in proc.stdout + proc.stderr
+
+
+def test_a_token_as_user_is_sent_and_never_shown(matrix_file):
+    """``https://TOKEN@host/simple`` (how registries hand out tokens): basic auth with the
+    token as user and an empty password, as pip sends it; shown as ``***@host``."""
+    with serve(good_index, password="") as index:
+        url = index.url(USER)
+        text = run(matrix_file, index_url=url, vendors=["cpu"]).text
+        proc = invoke("--matrix", str(matrix_file), "--index-url", url, "--torch", "9.9")
+    assert text.startswith("torch N 2.15.0 (detected), N-1 2.14.1 on http://***@127.0.0.1")
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert "http://***@127.0.0.1" in one_line_error(proc)
+    assert USER not in text + proc.stdout + proc.stderr
 
 
 def test_credentials_go_to_the_index_only(matrix_file):
@@ -445,7 +458,8 @@ def test_aarch64_is_reported_where_it_differs(matrix_file):
                               vendors=["ascend"]).text)
         same = json.loads(run(matrix_file, index_url=index.base, torch="2.14.0", fmt="json",
                               vendors=["ascend"]).text)
-    rows = {(r["python"], tuple(r["platforms"])): r for r in data["rows"]}
+    rows = {(r["python"], tuple(r["platforms"])): r for r in data["rows"]
+            if r["torch"] == "2.13.0"}
     assert rows[("3.11", ("Linux x86_64",))]["ok"] is True
     arm = rows[("3.11", ("Linux aarch64",))]
     assert arm["ok"] is False and arm["detail"] == "torch 2.13.0 has no cp311 wheel (index)"
@@ -453,7 +467,7 @@ def test_aarch64_is_reported_where_it_differs(matrix_file):
         == {("Linux x86_64", "Linux aarch64")}
 
 
-# -- --update keeps the matrix loadable --------------------------------------------------------
+# -- the shipped matrix and vendors ------------------------------------------------------------
 @pytest.fixture
 def shipped(tmp_path: Path) -> Path:
     """A copy of this checkout's matrix.yaml and vendors/."""
@@ -461,6 +475,34 @@ def shipped(tmp_path: Path) -> Path:
     shutil.copy(ROOT / "matrix.yaml", tmp_path / "matrix.yaml")
     return tmp_path / "matrix.yaml"
 
+
+def test_each_claim_says_where_it_comes_from(shipped):
+    """Gaudi's 1.24.0 row is marked ``verified: false`` in its vendor.yaml: it reads as
+    unverified vendor data, never as an index fact; XPU names its build, never 'None'."""
+    with serve(good_index) as index:
+        data = json.loads(run(shipped, index_url=index.base, torch="2.10", fmt="json",
+                              vendors=["gaudi", "xpu"]).text)
+        table = run(shipped, index_url=index.base, torch="2.10", vendors=["gaudi", "xpu"]).text
+    assert (data["current"], data["previous"]) == ("2.10.0", "2.9.0")
+    rows = {(r["vendor"], r["torch"], r["python"]): r for r in data["rows"]}
+    new = rows[("gaudi", "2.10.0", "3.12")]
+    assert new["ok"] is True
+    assert new["claims"] == [{
+        "text": "habana-torch-plugin 1.24.0, Intel Gaudi software 1.24.0 (build 1007) for torch "
+                "2.10.0", "source": "vendor data",
+        "where": "vendors/gaudi/vendor.yaml facts.compat[0]", "verified": False}]
+    assert new["detail"].endswith("(vendor data, UNVERIFIED: vendors/gaudi/vendor.yaml "
+                                  "facts.compat[0])")
+    old = rows[("gaudi", "2.9.0", "3.12")]["claims"][0]
+    assert (old["verified"], old["where"]) == (True, "vendors/gaudi/vendor.yaml facts.compat[1]")
+    xpu = rows[("xpu", "2.10.0", "3.11")]
+    assert [c["source"] for c in xpu["claims"]] == ["index", "vendor data"]
+    assert xpu["claims"][1]["text"] == "Intel XPU build (toolkit 2025.3) for torch 2.10"
+    assert "None" not in table
+    assert "gaudi   2.10.0  3.12    x86_64    yes    vendor data, UNVERIFIED" in table
+
+
+# -- --update keeps the matrix loadable --------------------------------------------------------
 
 def test_update_on_the_shipped_matrix_moves_the_defaults_and_still_loads(shipped):
     with serve(good_index) as index:
