@@ -175,7 +175,8 @@ class PackageIndex:
         try:
             return self._api_metadata(project, file)
         except (NotOnIndex, BadAnswer) as exc:
-            self.note(f"no usable JSON API answer for {file.filename} ({exc}); reading the wheel")
+            self.note(f"no usable JSON API answer for {project} {file.version} ({exc}); "
+                      "reading its wheels")
         if not file.is_wheel:
             raise BadAnswer(f"{self.http.shown(file.url)}: no metadata offered and not a wheel")
         return wheel_metadata(self.http, file.url)

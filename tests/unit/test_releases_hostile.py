@@ -25,6 +25,7 @@ import pytest
 
 from oota.config.matrix import load_matrix
 from oota.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_FAILED, InputError
+from oota.net import split_credentials
 from oota.plan import plan, select
 from oota.releases.command import run
 from oota.releases.errors import BadAnswer, IndexProblem, NotOnIndex
@@ -531,3 +532,15 @@ def test_update_refuses_a_matrix_that_would_not_load_and_leaves_it(matrix_file):
     assert "matches no cell" in proc.stderr
     assert matrix_file.read_text() == before
     assert not list(matrix_file.parent.glob(".*"))
+
+
+@pytest.mark.parametrize(("url", "clean", "pair"), [
+    ("https://u:p%40ss@host:8443/simple", "https://host:8443/simple", "u:p@ss"),
+    ("https://TOKEN@host/simple", "https://host/simple", "TOKEN:"),
+    ("https://host/simple", "https://host/simple", None),
+], ids=["user-password", "token", "none"])
+def test_split_credentials(url, clean, pair):
+    got_clean, header = split_credentials(url)
+    assert got_clean == clean
+    expected = None if pair is None else "Basic " + base64.b64encode(pair.encode()).decode()
+    assert header == expected
