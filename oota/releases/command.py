@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from oota.config.matrix import load_matrix
 from oota.errors import InputError
+from oota.net import redact
 from oota.releases.check import checked_vendors, release_check
 from oota.releases.http import REQUEST_TIMEOUT, Http
 from oota.releases.index import DEFAULT_INDEX
@@ -27,6 +29,7 @@ def run(matrix_path: str | Path, *, torch: str | None = None, index_url: str = D
     """The check, formatted; with ``update`` also rewrite the matrix's torch axes."""
     check_format(fmt)
     seconds = parse_timeout(timeout)
+    check_index_url(index_url)
     matrix = load_matrix(matrix_path)
     checked_vendors(matrix, vendors)
     check = release_check(matrix, index_url=index_url, torch=torch, vendors=vendors,
@@ -44,3 +47,17 @@ def parse_timeout(value: float | str) -> float:
     if not seconds > 0 or seconds == float("inf"):
         raise InputError(f"--timeout {value}: expected a number of seconds above 0, e.g. 60")
     return seconds
+
+
+def check_index_url(url: str) -> None:
+    """``--index-url``: an http(s) URL with a host; anything else is an input error before
+    any network access (the message shows it redacted)."""
+    try:
+        parts = urlsplit(url)
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname) \
+            and (parts.port is None or parts.port > 0)
+    except ValueError:  # a bad IPv6 literal or port
+        usable = False
+    if not usable:
+        raise InputError(f"--index-url {redact(url)}: expected an http(s) URL such as "
+                         "https://pypi.org or https://user:password@mirror.example/simple")

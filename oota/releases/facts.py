@@ -116,9 +116,7 @@ def _text(vendor: str, where: str, value: Any, default: str | None) -> str:
     if value is None and default is not None:
         return default
     if not isinstance(value, str) or not value:
-        # A YAML 2.10 is the float 2.1: versions must be quoted to survive loading.
-        raise _bad(vendor, where, f"expected a non-empty string, got {value!r}",
-                   "quote versions, e.g. \"2.10\"")
+        raise _bad(vendor, where, f"expected a non-empty string, got {value!r}")
     return value
 
 

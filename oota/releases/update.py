@@ -23,7 +23,7 @@ import yaml
 from packaging.version import InvalidVersion, Version
 
 from oota.config.matrix import Matrix, load_matrix
-from oota.errors import InputError, OotaError
+from oota.errors import EnvironmentProblem, InputError, OotaError
 from oota.files import write_atomic
 from oota.plan import plan, select
 from oota.releases.check import ReleaseCheck
@@ -150,7 +150,11 @@ def _write_if_valid(file: Path, text: str, changed: dict[str, tuple[str, ...]],
                     moved: list[str]) -> None:
     """Load, plan and select the rewritten matrix as every task does; write it only if that
     works. The check copy sits beside the file: the vendors/ folder is found from there."""
-    fd, name = tempfile.mkstemp(prefix=".release-check-", suffix=".yaml", dir=file.parent)
+    try:
+        fd, name = tempfile.mkstemp(prefix=".release-check-", suffix=".yaml", dir=file.parent)
+    except OSError as exc:
+        raise EnvironmentProblem(f"{file}: cannot write beside it ({exc.strerror}); "
+                                 "release-check --update needs a writable folder") from None
     tmp = Path(name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -167,7 +171,10 @@ def _write_if_valid(file: Path, text: str, changed: dict[str, tuple[str, ...]],
             "rewritten file), then run release-check --update again") from None
     finally:
         tmp.unlink(missing_ok=True)
-    write_atomic(file, text)
+    try:
+        write_atomic(file, text)
+    except OSError as exc:
+        raise EnvironmentProblem(f"{file}: cannot write ({exc.strerror}); left unchanged") from None
 
 
 def _find(node: yaml.Node | None, path: tuple[str, ...]) -> yaml.Node | None:

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -24,7 +25,13 @@ from pathlib import Path
 import pytest
 
 from oota.config.matrix import load_matrix
-from oota.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_FAILED, InputError
+from oota.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_ENVIRONMENT,
+    EXIT_FAILED,
+    EnvironmentProblem,
+    InputError,
+)
 from oota.net import split_credentials
 from oota.plan import plan, select
 from oota.releases.command import run
@@ -544,3 +551,42 @@ def test_split_credentials(url, clean, pair):
     assert got_clean == clean
     expected = None if pair is None else "Basic " + base64.b64encode(pair.encode()).decode()
     assert header == expected
+
+
+@pytest.mark.parametrize("url", ["pypi.org", "file:///srv/simple", "ftp://mirror/simple",
+                                 "http://[::1/simple", "https://u:s3cret@host:99999/simple",
+                                 "https:///simple"])
+def test_an_unusable_index_url_is_an_input_error(matrix_file, url):
+    with pytest.raises(InputError, match="expected an http\\(s\\) URL") as caught:
+        run(matrix_file, index_url=url)
+    assert "s3cret" not in str(caught.value)
+
+
+def test_an_unwritable_matrix_folder_is_an_environment_problem(matrix_file, monkeypatch):
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    # The folder's permissions cannot stop root (tests may run as root): refuse at the call.
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    with serve(good_index) as index, pytest.raises(
+            EnvironmentProblem, match="cannot write beside it \\(Permission denied\\)"):
+        run(matrix_file, index_url=index.base, update=True)
+    assert matrix_file.read_text() == MATRIX
+
+
+@pytest.mark.parametrize(("facts", "message"), [
+    ("{compat: [{torch: ''}]}", "facts.compat[0].torch: expected a non-empty string, got ''"),
+    ("{compat: [{torch: [2]}]}", "facts.compat[0].torch: expected a non-empty string"),
+    ("{compat: {torch: '2.10'}}", "facts.compat: expected a list of mappings"),
+    ("{compat: [{torch: '2.10', verified: 'no'}]}", "facts.compat[0].verified: expected true or "
+                                                   "false"),
+    ("{extension: {distribution: x, index: pypy}}", "facts.extension.index: unknown value 'pypy'"),
+], ids=["empty-version", "list-version", "compat-not-list", "verified-text", "unknown-index"])
+def test_bad_vendor_facts_are_input_errors_naming_the_key(matrix_file, facts, message):
+    vendor = matrix_file.parent / "vendors" / "cpu" / "vendor.yaml"
+    vendor.write_text(vendor.read_text().replace("facts: {python: \">=3.10\", torch_index: pypi}",
+                                                 f"facts: {facts}"))
+    with serve(good_index) as index, pytest.raises(InputError) as caught:
+        run(matrix_file, index_url=index.base)
+    assert str(caught.value).startswith(f"vendors/cpu/vendor.yaml: {message}")
+    assert index.seen == []   # vendor data is read before the network
