@@ -175,15 +175,25 @@ def report(c, results="results", out="reports", compare=None):
 
 @task(iterable=["vendor"], help={
     "vendor": "vendor name (repeatable; default: all)", "matrix": HELP_MATRIX,
-    "torch": "the release to check (default: the newest on the index); N-1 is derived",
-    "format": "table, json or markdown", "index_url": "index root or simple URL (mirrors)",
-    "update": "rewrite the torch axes of matrix.yaml to N and N-1 (comments kept)"})
+    "torch": "the release to check, e.g. 2.15 (the newest 2.15.x) or 2.15.0 (default: the "
+             "newest on the index); N-1 is derived",
+    "format": "table, json or markdown",
+    "index_url": "index root or simple URL (mirrors); https://user:password@host/simple sends "
+                 "basic auth, shown as user:***@host",
+    "update": "rewrite the torch axes of matrix.yaml to N and N-1 (comments kept; rules naming "
+              "a removed release move to its replacement; refused if the result would not load)",
+    "timeout": "seconds one index request may take in all, connect to last byte (default 60; "
+               "the whole check gets 5 times that)",
+    "fail_on_gap": "exit 1 when any vendor has a gap (for CI); default exit 0"})
 @_errors_to_exit
 def release_check(c, vendor=None, matrix="matrix.yaml", torch=None, format="table",
-                  index_url="https://pypi.org", update=False):
+                  index_url="https://pypi.org", update=False, timeout=None, fail_on_gap=False):
     """For torch N and N-1: which vendors and Python versions have a working stack, and why not."""
-    print(api.release_check(matrix, torch=torch, index_url=index_url, fmt=format, update=update,
-                            vendors=_vendors(vendor)))
+    outcome = api.release_check(matrix, torch=torch, index_url=index_url, fmt=format,
+                                update=update, vendors=_vendors(vendor), timeout=timeout)
+    print(outcome.text)
+    if fail_on_gap and outcome.gaps:
+        raise Exit(f"{outcome.gaps} gap(s) found (--fail-on-gap)", code=EXIT_FAILED)
 
 
 @task(iterable=["vendor", "cell", "find_links", "registry_mirror"], help={

@@ -24,7 +24,9 @@ from oota.execute.build import BuildOptions, build_cells
 from oota.execute.hosts import check_vendor
 from oota.lint import lint_project
 from oota.plan import Cell, plan, select
-from oota.releases import check as releases
+from oota.releases.command import Outcome as ReleaseOutcome
+from oota.releases.command import run as run_release_check
+from oota.releases.http import REQUEST_TIMEOUT
 from oota.render import Drift, check, context_files, fingerprint, render_all, write_all
 from oota.report.data import Report
 from oota.report.write import write_report
@@ -138,9 +140,11 @@ def lint(matrix_path: str) -> list[str]:
 
 
 def release_check(matrix_path: str, *, torch: str | None, index_url: str, fmt: str, update: bool,
-                  vendors: list[str] | None) -> str:
-    return releases.run(matrix_path, torch=torch, index_url=index_url, fmt=fmt, update=update,
-                        vendors=vendors)
+                  vendors: list[str] | None, timeout: str | None) -> ReleaseOutcome:
+    """``invoke release-check``: the formatted check and how many gaps it found."""
+    return run_release_check(matrix_path, torch=torch, index_url=index_url, fmt=fmt,
+                             update=update, vendors=vendors,
+                             timeout=timeout or REQUEST_TIMEOUT)
 
 
 def lock_status(matrix_path: str, vendors: list[str] | None) -> list[tuple[str, lockfile.Status, Path]]:

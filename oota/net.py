@@ -9,13 +9,14 @@ every message, log line, note and result goes through it.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import subprocess
 import sys
 from functools import lru_cache
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from oota.errors import InputError
 
@@ -82,3 +83,17 @@ def host_pip_config() -> dict[str, str]:
         if match:
             config[match.group(1)] = match.group(2)
     return config
+
+
+def split_credentials(url: str) -> tuple[str, str | None]:
+    """``url`` without its ``user:password@`` and the HTTP basic ``Authorization`` value for
+    them (None when it has none). urllib would read ``user:password@host`` as a host name,
+    so credentials must travel as a header instead; a lone token user gets an empty password,
+    as pip sends it."""
+    parts = urlsplit(url)
+    userinfo, at, host = parts.netloc.rpartition("@")
+    if not at:
+        return url, None
+    user, _, password = userinfo.partition(":")
+    token = base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii")
+    return parts._replace(netloc=host).geturl(), f"Basic {token}"

@@ -15,9 +15,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 from packaging.version import Version
 
-from oota.releases.check import PackageIndex, torch_release
+from oota.releases.check import _pair_on_index, newest_and_previous, torch_release
+from oota.releases.index import PackageIndex
+from oota.releases.wheels import LINUX_AARCH64, LINUX_X86_64
 
 pytestmark = pytest.mark.network
 PYPI = "https://pypi.org"
@@ -38,8 +41,6 @@ def index() -> PackageIndex:
 
 @pytest.fixture(scope="module")
 def newest(index) -> tuple[Version, Version | None]:
-    from oota.releases.check import newest_and_previous
-
     return newest_and_previous(index.releases("torch"))
 
 
@@ -56,12 +57,13 @@ def test_newest_release_matches_pip_index_versions(index, newest):
     assert newest[1] in listed
 
 
-def resolves(requirements: list[str], python: Version, target: Path) -> subprocess.CompletedProcess:
+def resolves(requirements: list[str], python: Version, target: Path,
+             platform: str = "manylinux_2_28_x86_64") -> subprocess.CompletedProcess:
     """pip's resolver for CPython ``python`` on manylinux x86_64, metadata only (PEP 658):
     the verdict of ``pip download --only-binary=:all: --python-version`` without the 1 GB."""
     return pip("install", "--dry-run", "--ignore-installed", "--target", str(target),
                "--only-binary=:all:", "--python-version", f"{python.major}.{python.minor}",
-               "--platform", "manylinux_2_28_x86_64", "--report", "-", "--quiet", *requirements)
+               "--platform", platform, "--report", "-", "--quiet", *requirements)
 
 
 def test_torch_wheel_pythons_match_pip(index, newest, tmp_path):
@@ -78,19 +80,19 @@ def test_torch_wheel_pythons_match_pip(index, newest, tmp_path):
             assert names[0].startswith(f"torch-{newest[0]}-cp3{python.minor}-")
 
 
-def test_torch_npu_gap_matches_pip(index, newest, tmp_path):
-    """Our verdict for torch-npu with torch N (from wheel metadata) is pip's verdict."""
-    from oota.releases.check import _pair_on_index
-
+@pytest.mark.parametrize("platform", [LINUX_X86_64, LINUX_AARCH64], ids=lambda p: p.machine)
+def test_torch_npu_gap_matches_pip(index, newest, tmp_path, platform):
+    """Our verdict for torch-npu with torch N (from wheel metadata) is pip's verdict, on both
+    platforms torch-npu publishes wheels for."""
     python = Version("3.12")
-    ok, detail = _pair_on_index(index, {"distribution": "torch-npu"}, newest[0], python,
-                                tuple(index.releases("torch")))
-    proc = resolves(["--no-deps", "torch-npu"], python, tmp_path / "npu")
+    verdict = _pair_on_index(index, "torch-npu", newest[0], python, platform,
+                             tuple(index.releases("torch")))
+    ok, detail = verdict.ok, "; ".join(c.sentence for c in verdict.claims)
+    proc = resolves(["--no-deps", "torch-npu"], python, tmp_path / "npu",
+                    platform=f"manylinux_2_28_{platform.machine}")
     assert proc.returncode == 0, proc.stderr[-2000:]
     npu = json.loads(proc.stdout)["install"][0]["metadata"]
     torch_req = [r for r in npu.get("requires_dist", []) if re.match(r"torch\b(?![-_])", r)]
-    from packaging.requirements import Requirement
-
     admits = all(Requirement(r).specifier.contains(newest[0], prereleases=True) for r in torch_req)
     assert ok == admits, detail
     if not ok:

@@ -19,8 +19,13 @@ from packaging.version import Version
 
 from oota.config.matrix import load_matrix
 from oota.errors import InputError
-from oota.releases import check as releases
-from oota.releases.check import PackageIndex, format_check, release_check, update_matrix
+from oota.releases import update as updating
+from oota.releases.check import release_check
+from oota.releases.command import run
+from oota.releases.errors import IndexProblem
+from oota.releases.index import SIMPLE_JSON, PackageIndex
+from oota.releases.output import format_check
+from oota.releases.update import update_matrix
 
 X86 = "manylinux_2_28_x86_64"
 ARM = "manylinux_2_28_aarch64"
@@ -63,11 +68,13 @@ RELEASES = [
             [(f"cp3{m}", p) for m in range(10, 15) for p in (X86, ARM)]),
     Release("torch", "2.14.1", ">=3.10", ["filelock"],
             [(f"cp3{m}", p) for m in range(10, 15) for p in (X86, ARM)]),
-    Release("torch", "2.15.0", ">=3.11", ["filelock", "cuda-toolkit==13.2.2; platform_system == 'Linux'"],
+    Release("torch", "2.15.0", ">=3.11",
+            ["filelock", "cuda-toolkit==13.2.2; platform_system == 'Linux'"],
             [(f"cp3{m}", p) for m in range(11, 15) for p in (X86, ARM)]
             + [("cp310", "win_amd64"), ("cp311", "macosx_11_0_arm64")]),
     Release("torch", "2.15.1", ">=3.11", ["filelock"], [("cp312", X86)], yanked=True),
-    Release("torch", "2.16.0rc1", ">=3.11", ["filelock"], [(f"cp3{m}", X86) for m in range(11, 15)]),
+    Release("torch", "2.16.0rc1", ">=3.11", ["filelock"],
+            [(f"cp3{m}", X86) for m in range(11, 15)]),
     Release("torch-npu", "2.13.0", ">=3.10", ["torch==2.13.0.*", "pyyaml", "numpy"],
             [(f"cp3{m}", p) for m in range(10, 14) for p in (X86, ARM)]),
     Release("torch-npu", "2.14.0", ">=3.10", ["torch==2.14.0.*", "pyyaml", "numpy"],
@@ -147,8 +154,8 @@ class FakeIndex:
             known = any(r.project == parts[1] for r in RELEASES)
             if not known:
                 return 404, "text/plain", b"not found"
-            if self.mode == "pep691" and releases.SIMPLE_JSON in accept:
-                return 200, releases.SIMPLE_JSON, self.simple_json(parts[1])
+            if self.mode == "pep691" and SIMPLE_JSON in accept:
+                return 200, SIMPLE_JSON, self.simple_json(parts[1])
             return 200, "text/html", self.simple_html(parts[1])
         if parts[:1] == ["pypi"] and parts[-1] == "json" and self.mode in ("json-api", "pep691"):
             body = self.json_api(parts[1], parts[2] if len(parts) == 4 else None)
@@ -324,18 +331,20 @@ def matrix_file(tmp_path: Path) -> Path:
     return path
 
 
-NPU_GAP = "ascend py{py}: no torch-npu for torch {t} (newest 2.14.0 requires torch==2.14.0.*)"
+NPU_GAP = ("ascend py{py} x86_64+aarch64: no torch-npu for torch {t} (newest 2.14.0 requires "
+           "torch==2.14.0.*) (index)")
+ROCM_DATA = "(vendor data: vendors/rocm/vendor.yaml facts.compat"
+GAUDI_GAP = ("gaudi py3.{m} x86_64: no habana-torch-plugin for torch {t} (newest "
+             "habana-torch-plugin 1.24.0 pairs torch 2.10.0) (vendor data: "
+             "vendors/gaudi/vendor.yaml facts.compat)")
 EXPECTED_GAPS = (
     [NPU_GAP.format(py=f"3.{m}", t="2.15.0") for m in range(11, 15)]
-    + [f"rocm py3.{m}: no ROCm pairing for torch 2.15.0 in vendors/rocm/vendor.yaml "
-       "facts.compat (newest: torch 2.14 with ROCm 7.2)" for m in range(11, 15)]
-    + [f"gaudi py3.{m}: no habana-torch-plugin for torch 2.15.0 in vendors/gaudi/vendor.yaml "
-       "facts.compat (newest 1.24.0 pairs torch 2.10.0)" for m in (11, 12)]
+    + [f"rocm py3.{m} x86_64: no ROCm pairing for torch 2.15.0 (newest: torch 2.14 with ROCm 7.2) "
+       f"{ROCM_DATA})" for m in range(11, 15)]
+    + [GAUDI_GAP.format(m=m, t="2.15.0") for m in (11, 12)]
     + [NPU_GAP.format(py=f"3.{m}", t="2.14.1") for m in range(10, 15)]
-    + ["rocm py3.14: ROCm 7.2 for torch 2.14 supports Python >=3.10,<3.14 "
-       "(vendors/rocm/vendor.yaml facts.compat)"]
-    + [f"gaudi py3.{m}: no habana-torch-plugin for torch 2.14.1 in vendors/gaudi/vendor.yaml "
-       "facts.compat (newest 1.24.0 pairs torch 2.10.0)" for m in (10, 11, 12)]
+    + [f"rocm py3.14 x86_64: ROCm 7.2 for torch 2.14 supports Python >=3.10,<3.14 {ROCM_DATA}[0])"]
+    + [GAUDI_GAP.format(m=m, t="2.14.1") for m in (10, 11, 12)]
 )
 
 
@@ -354,10 +363,10 @@ def test_every_gap_says_why(index, matrix_file):
     check = release_check(load_matrix(matrix_file), index_url=index.base)
     assert [r.sentence for r in check.gaps] == EXPECTED_GAPS
     ok = [r.sentence for r in check.rows if r.ok]
-    assert "cpu py3.14: torch 2.15.0 has a cp314 wheel for Linux x86_64" in ok
-    assert "rocm py3.13: ROCm 7.2 for torch 2.14 (vendors/rocm/vendor.yaml facts.compat)" in ok
-    assert ("cuda py3.12: torch 2.15.0 has a cp312 wheel for Linux x86_64; CUDA 13.2 for torch "
-            "2.15 (vendors/cuda/vendor.yaml facts.compat)") in ok
+    assert "cpu py3.14 x86_64: torch 2.15.0 has a cp314 wheel (index)" in ok
+    assert f"rocm py3.13 x86_64: ROCm 7.2 for torch 2.14 {ROCM_DATA}[0])" in ok
+    assert ("cuda py3.12 x86_64: torch 2.15.0 has a cp312 wheel (index); CUDA 13.2 for torch "
+            "2.15 (vendor data: vendors/cuda/vendor.yaml facts.compat[0])") in ok
     assert len(ok) == 2 * (4 + 5) + 4  # cpu and cuda for both, rocm 2.14.1 on 3.10-3.13
 
 
@@ -365,10 +374,14 @@ def test_named_release_pairs_from_wheel_metadata(index, matrix_file):
     check = release_check(load_matrix(matrix_file), index_url=index.base, torch="2.13.0",
                           vendors=["ascend"])
     assert (check.current, check.previous, check.detected) == (Version("2.13.0"), None, False)
-    by_py = {str(r.python): r for r in check.rows}
-    assert by_py["3.12"].ok and by_py["3.12"].detail == "torch-npu 2.13.0 (requires torch==2.13.0.*)"
-    assert by_py["3.14"].sentence == ("ascend py3.14: torch-npu 2.13.0 has no cp314 wheel for "
-                                      "Linux x86_64 (has: cp310, cp311, cp312, cp313)")
+    by_py = {str(r.python): r for r in check.rows if r.platform == "x86_64"}
+    assert by_py["3.12"].ok
+    assert by_py["3.12"].detail == "torch-npu 2.13.0 (requires torch==2.13.0.*) (index)"
+    assert by_py["3.14"].sentence == ("ascend py3.14 x86_64: torch-npu 2.13.0 has no cp314 wheel "
+                                      "(has: cp310, cp311, cp312, cp313) (index)")
+    # torch-npu publishes aarch64 wheels too, so aarch64 is checked; torch 2.13.0 has none here.
+    arm = {str(r.python): r.sentence for r in check.rows if r.platform == "aarch64"}
+    assert arm["3.12"] == "ascend py3.12 aarch64: torch 2.13.0 has no cp312 wheel (index)"
 
 
 EXPECTED_SOURCE = {"pep691": "pep658", "pep503": "pep658", "json-api": "json-api",
@@ -396,11 +409,11 @@ def test_an_unknown_project_is_a_gap_not_a_crash(index, matrix_file):
     text = matrix_file.parent / "vendors" / "ascend" / "vendor.yaml"
     text.write_text(text.read_text().replace("distribution: torch-npu", "distribution: torch-xyz"))
     check = release_check(load_matrix(matrix_file), index_url=index.base, vendors=["ascend"])
-    assert {r.detail for r in check.rows} == {f"no torch-xyz on {index.base}"}
+    assert {r.detail for r in check.rows} == {"no torch-xyz on the index (index)"}
 
 
 def test_unreachable_index_is_an_environment_problem(matrix_file):
-    with pytest.raises(releases.IndexProblem, match=r"127\.0\.0\.1:9/simple/torch/"):
+    with pytest.raises(IndexProblem, match=r"127\.0\.0\.1:9/simple/torch/"):
         release_check(load_matrix(matrix_file), index_url="http://127.0.0.1:9")
 
 
@@ -408,43 +421,49 @@ def test_bad_torch_and_format_are_input_errors(index, matrix_file):
     with pytest.raises(InputError, match="--torch 2.x: not a version"):
         release_check(load_matrix(matrix_file), index_url=index.base, torch="2.x")
     with pytest.raises(InputError, match="--format yaml"):
-        releases.run(matrix_file, index_url=index.base, fmt="yaml")
+        run(matrix_file, index_url=index.base, fmt="yaml")
 
 
 # -- output ----------------------------------------------------------------------------------
 def test_table(pep691, matrix_file):
-    text = releases.run(matrix_file, index_url=pep691.base, fmt="table")
+    text = run(matrix_file, index_url=pep691.base, fmt="table").text
     lines = text.splitlines()
     assert lines[:3] == [
         f"torch N 2.15.0 (detected), N-1 2.14.1 on {pep691.base}",
-        "torch 2.15.0: Linux x86_64 wheels for cp311, cp312, cp313, cp314 (Requires-Python >=3.11)",
-        "torch 2.14.1: Linux x86_64 wheels for cp310, cp311, cp312, cp313, cp314 "
-        "(Requires-Python >=3.10)"]
-    assert lines[4].split() == ["vendor", "torch", "python", "stack", "detail"]
-    assert lines[5].split()[:4] == ["cpu", "2.15.0", "3.11", "yes"]
+        "torch 2.15.0: Linux x86_64 wheels for cp311, cp312, cp313, cp314; Linux aarch64 wheels "
+        "for cp311, cp312, cp313, cp314 (Requires-Python >=3.11)",
+        "torch 2.14.1: Linux x86_64 wheels for cp310, cp311, cp312, cp313, cp314; Linux aarch64 "
+        "wheels for cp310, cp311, cp312, cp313, cp314 (Requires-Python >=3.10)"]
+    assert lines[4].split() == ["vendor", "torch", "python", "platform", "stack", "source",
+                                "detail"]
+    assert lines[5].split()[:6] == ["cpu", "2.15.0", "3.11", "x86_64", "yes", "index"]
     assert f"{len(EXPECTED_GAPS)} gap(s)" in lines
     assert [line.strip() for line in lines[lines.index(f"{len(EXPECTED_GAPS)} gap(s)") + 1:]] \
         == EXPECTED_GAPS
 
 
 def test_json(pep691, matrix_file):
-    data = json.loads(releases.run(matrix_file, index_url=pep691.base, fmt="json"))
+    data = json.loads(run(matrix_file, index_url=pep691.base, fmt="json").text)
     assert (data["current"], data["previous"], data["gaps"]) == ("2.15.0", "2.14.1", EXPECTED_GAPS)
     assert data["torch"][0] == {"version": "2.15.0", "requires_python": ">=3.11",
-                                "platform": "Linux x86_64",
-                                "pythons": ["3.11", "3.12", "3.13", "3.14"]}
-    assert {"vendor": "ascend", "torch": "2.15.0", "python": "3.12", "ok": False,
-            "detail": "no torch-npu for torch 2.15.0 (newest 2.14.0 requires torch==2.14.0.*)"
+                                "wheels": {"Linux x86_64": ["3.11", "3.12", "3.13", "3.14"],
+                                           "Linux aarch64": ["3.11", "3.12", "3.13", "3.14"]}}
+    gap = "no torch-npu for torch 2.15.0 (newest 2.14.0 requires torch==2.14.0.*)"
+    assert {"vendor": "ascend", "torch": "2.15.0", "python": "3.12",
+            "platforms": ["Linux x86_64", "Linux aarch64"], "ok": False,
+            "detail": f"{gap} (index)",
+            "claims": [{"text": gap, "source": "index", "where": pep691.base, "verified": True}]
             } in data["rows"]
 
 
 def test_markdown(pep691, matrix_file):
-    text = releases.run(matrix_file, index_url=pep691.base, fmt="markdown")
+    text = run(matrix_file, index_url=pep691.base, fmt="markdown").text
     assert text.startswith("## PyTorch release check\n\n- torch N 2.15.0 (detected)")
-    assert "| vendor | torch | python | stack | detail |" in text
-    assert "| cpu | 2.15.0 | 3.11 | ✓ | torch 2.15.0 has a cp311 wheel for Linux x86_64 |" in text
-    assert ("| ascend | 2.15.0 | 3.11 | ✗ | no torch-npu for torch 2.15.0 (newest 2.14.0 requires "
-            "torch==2.14.0.*) |") in text
+    assert "| vendor | torch | python | platform | stack | source | detail |" in text
+    assert ("| cpu | 2.15.0 | 3.11 | x86_64 | ✓ | index | torch 2.15.0 has a cp311 wheel "
+            "(index) |") in text
+    assert ("| ascend | 2.15.0 | 3.11 | x86_64+aarch64 | ✗ | index | no torch-npu for torch "
+            "2.15.0 (newest 2.14.0 requires torch==2.14.0.*) (index) |") in text
     assert f"### Gaps ({len(EXPECTED_GAPS)})" in text
     assert all(f"- {gap}" in text for gap in EXPECTED_GAPS)
 
@@ -453,18 +472,21 @@ def test_markdown(pep691, matrix_file):
 UPDATED = MATRIX.replace(
     'torch: ["2.13.0"]   # tracks torch', 'torch: ["2.15.0", "2.14.1"]   # tracks torch').replace(
     'torch: ["2.14.0"]', 'torch: ["2.15.0", "2.14.1"]').replace(
-    "      - '2.13.0'\n      # more ROCm", "      - '2.14.1'\n      # more ROCm")
+    "      - '2.13.0'\n      # more ROCm", "      - '2.14.1'\n      # more ROCm").replace(
+    '{os: debian12, python: "3.11", torch: "2.13.0"}',   # the default moves with the axis
+    '{os: debian12, python: "3.11", torch: "2.14.1"}')
 
 
 def test_update_rewrites_torch_axes_and_keeps_comments(pep691, matrix_file):
-    text = releases.run(matrix_file, index_url=pep691.base, fmt="table", update=True)
+    text = run(matrix_file, index_url=pep691.base, fmt="table", update=True).text
     assert matrix_file.read_text() == UPDATED
-    assert f"updated {matrix_file}: cpu torch [2.15.0, 2.14.1]; cuda torch [2.15.0, 2.14.1]; rocm torch [2.14.1]" in text
-    assert ("note: matrix.yaml:13: vendors.cpu.default[0].torch '2.13.0' is no longer on the "
-            "torch axis (2.15.0, 2.14.1); edit it by hand") in text
+    assert (f"updated {matrix_file}: cpu torch [2.15.0, 2.14.1]; cuda torch [2.15.0, 2.14.1]; "
+            "rocm torch [2.14.1]") in text
+    assert ("moved: matrix.yaml:13: vendors.cpu.default[0].torch 2.13.0 -> 2.14.1 (2.13.0 left "
+            "the axis)") in text
     assert "note: ascend: no pairing for torch 2.15.0 or 2.14.1; torch axis left as it is" in text
     load_matrix(matrix_file)  # still a valid matrix
-    assert not list(matrix_file.parent.glob(".matrix.yaml.*"))  # no temp file left behind
+    assert not list(matrix_file.parent.glob(".*"))  # no temp file left behind
 
 
 def test_update_twice_changes_nothing(pep691, matrix_file):
@@ -476,7 +498,7 @@ def test_update_twice_changes_nothing(pep691, matrix_file):
 
 
 def test_update_json_reports_changes(pep691, matrix_file):
-    data = json.loads(releases.run(matrix_file, index_url=pep691.base, fmt="json", update=True))
+    data = json.loads(run(matrix_file, index_url=pep691.base, fmt="json", update=True).text)
     assert data["update"]["changed"] == {"cpu": ["2.15.0", "2.14.1"], "cuda": ["2.15.0", "2.14.1"],
                                        "rocm": ["2.14.1"]}
 
@@ -498,8 +520,8 @@ def test_update_keeps_each_sequence_style(pep691, matrix_file, before, after):
 
 
 def test_quote_keeps_versions_strings():
-    assert releases._quote("2.15", None) == '"2.15"'   # a plain 2.15 would load as a float
-    assert releases._quote("2.15.0", None) == "2.15.0"
+    assert updating._quote("2.15", None) == '"2.15"'   # a plain 2.15 would load as a float
+    assert updating._quote("2.15.0", None) == "2.15.0"
 
 
 def test_output_formats_are_consistent_with_the_data(pep691, matrix_file):
@@ -543,10 +565,11 @@ def test_source_built_extension_and_toolkitless_table(index, matrix_file):
     check = release_check(load_matrix(matrix_file), index_url=index.base, torch="2.15.0",
                           vendors=["ref", "xpu"])
     sentences = {r.sentence: r.ok for r in check.rows if str(r.torch) == "2.15.0"}
-    assert sentences["ref py3.12: oota-refdev is built from source against torch 2.15.0 in "
-                     "each cell"] is True
-    assert sentences["ref py3.13: oota-refdev is built from source against torch 2.15.0 in "
-                     "each cell"] is True
-    assert sentences["xpu py3.11: torch 2.15.0 has a cp311 wheel for Linux x86_64; Intel XPU "
-                     "build for torch 2.15 (vendors/xpu/vendor.yaml facts.compat)"] is True
+    built = ("oota-refdev is built from source against torch 2.15.0 in each cell (vendor data: "
+             "vendors/ref/vendor.yaml facts.extension)")
+    assert sentences[f"ref py3.12 x86_64: {built}"] is True
+    assert sentences[f"ref py3.13 x86_64: {built}"] is True
+    assert sentences["xpu py3.11 x86_64: torch 2.15.0 has a cp311 wheel (index); Intel XPU "
+                     "build for torch 2.15 (vendor data: vendors/xpu/vendor.yaml "
+                     "facts.compat[0])"] is True
     assert not any("None" in s for s in sentences)

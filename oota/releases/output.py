@@ -1,0 +1,109 @@
+"""The release check written out: a table for the terminal, Markdown for reports and issues,
+JSON for machines. Pure: the check and the matrix update are data; these only write them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from oota.errors import InputError
+from oota.releases.check import Claim, ReleaseCheck, Row
+from oota.releases.update import MatrixUpdate
+
+FORMATS = ("table", "json", "markdown")
+
+
+def check_format(fmt: str) -> None:
+    """A bad ``--format`` is an input error before anything is asked of the network."""
+    if fmt not in FORMATS:
+        raise InputError(f"--format {fmt}: expected {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
+
+
+def format_check(check: ReleaseCheck, fmt: str, update: MatrixUpdate | None = None) -> str:
+    check_format(fmt)
+    if fmt == "json":
+        data = as_dict(check)
+        if update is not None:
+            data["update"] = update_dict(update)
+        return json.dumps(data, indent=2)
+    text = _markdown(check) if fmt == "markdown" else _table(check)
+    return text if update is None else text + "\n\n" + "\n".join(update_lines(update))
+
+
+def _header(check: ReleaseCheck) -> list[str]:
+    how = "detected" if check.detected else "given"
+    prev = f", N-1 {check.previous}" if check.previous else ", no N-1 on the index"
+    lines = [f"torch N {check.current} ({how}){prev} on {check.index}"]
+    for t in check.torch:
+        req = f" (Requires-Python {t.requires_python})" if t.requires_python else ""
+        wheels = "; ".join(f"{plat.name} wheels for " + (", ".join(
+            f"cp{p.major}{p.minor}" for p in pys) or "none") for plat, pys in t.wheels)
+        lines.append(f"torch {t.version}: {wheels}{req}")
+    return lines
+
+
+def _table(check: ReleaseCheck) -> str:
+    headers = ("vendor", "torch", "python", "platform", "stack", "source", "detail")
+    table = [(r.vendor, str(r.torch), str(r.python), r.platform, "yes" if r.ok else "GAP",
+              r.origins, r.detail) for r in check.rows]
+    widths = [max([len(h)] + [len(row[i]) for row in table]) for i, h in enumerate(headers)]
+    out = _header(check) + ["", _line(headers, widths)] + [_line(row, widths) for row in table]
+    out += ["", f"{len(check.gaps)} gap(s)"] + [f"  {r.sentence}" for r in check.gaps]
+    out += [f"note: {n}" for n in check.notes]
+    return "\n".join(out)
+
+
+def _line(cells: tuple[str, ...], widths: list[int]) -> str:
+    return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+
+def _markdown(check: ReleaseCheck) -> str:
+    out = ["## PyTorch release check", ""] + [f"- {line}" for line in _header(check)] + [""]
+    out += ["| vendor | torch | python | platform | stack | source | detail |",
+            "|---|---|---|---|---|---|---|"]
+    out += [f"| {r.vendor} | {r.torch} | {r.python} | {r.platform} | {'✓' if r.ok else '✗'} | "
+            f"{r.origins} | {_cell(r.detail)} |" for r in check.rows]
+    out += ["", f"### Gaps ({len(check.gaps)})", ""]
+    out += [f"- {r.sentence}" for r in check.gaps] or ["none"]
+    if check.notes:
+        out += ["", "### Notes", ""] + [f"- {n}" for n in check.notes]
+    return "\n".join(out) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "&#124;").replace("\n", " ")
+
+
+# -- JSON ------------------------------------------------------------------------------------
+def as_dict(check: ReleaseCheck) -> dict[str, Any]:
+    return {"index": check.index, "current": str(check.current),
+            "previous": str(check.previous) if check.previous else None,
+            "detected": check.detected,
+            "torch": [{"version": str(t.version), "requires_python": t.requires_python,
+                       "wheels": {plat.name: [str(p) for p in pys] for plat, pys in t.wheels}}
+                      for t in check.torch],
+            "rows": [_row(r) for r in check.rows],
+            "gaps": [r.sentence for r in check.gaps], "notes": list(check.notes)}
+
+
+def _row(row: Row) -> dict[str, Any]:
+    return {"vendor": row.vendor, "torch": str(row.torch), "python": str(row.python),
+            "platforms": [p.name for p in row.platforms], "ok": row.ok, "detail": row.detail,
+            "claims": [_claim(c) for c in row.claims]}
+
+
+def _claim(claim: Claim) -> dict[str, Any]:
+    return {"text": claim.text, "source": claim.origin, "where": claim.where,
+            "verified": claim.verified}
+
+
+def update_dict(update: MatrixUpdate) -> dict[str, Any]:
+    return {"file": str(update.file), "changed": {k: list(v) for k, v in update.changed.items()},
+            "moved": list(update.moved), "notes": list(update.notes)}
+
+
+def update_lines(update: MatrixUpdate) -> list[str]:
+    head = (f"updated {update.file}: " + "; ".join(f"{name} torch [{', '.join(v)}]"
+                                                    for name, v in update.changed.items())
+            if update.changed else f"{update.file}: torch axes already up to date")
+    return [head] + [f"moved: {m}" for m in update.moved] + [f"note: {n}" for n in update.notes]
