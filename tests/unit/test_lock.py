@@ -70,8 +70,9 @@ def test_a_damaged_lock_is_an_input_error_and_a_new_lock_replaces_it(project):
     with pytest.raises(InputError) as info:
         lock_status(matrix, cell)
     assert info.value.exit_code == 2
-    assert str(info.value) == (f"locks/cpu/{CELL}.txt: not UTF-8 text (invalid start byte at byte 20), so not "
-                               "a lock oota wrote; regenerate it with `invoke lock` (or delete it)")
+    assert str(info.value) == (f"locks/cpu/{CELL}.txt: not UTF-8 text (invalid start byte at "
+                               "byte 20), so not a lock oota wrote; regenerate it with "
+                               "`invoke lock` (or delete it)")
     assert write_lock(path, header(cell) + LOCKED) is True
     assert lock_status(matrix, cell) == "fresh"
 
