@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from packaging.version import Version
 
@@ -39,9 +41,12 @@ def load_error(project, text: str) -> MatrixError:
         plan(load_matrix("matrix.yaml"))
     exc = info.value
     assert exc.exit_code == EXIT_BAD_INPUT == 2
-    assert str(exc).startswith(f"{len(exc.problems)} problem")
+    if len(exc.problems) == 1:  # one problem is one line
+        assert str(exc) == exc.problems[0]
+    else:
+        assert str(exc).startswith(f"{len(exc.problems)} problems:\n")
     for problem in exc.problems:  # everything the user sees is in the message, one per line
-        assert f"  {problem}" in str(exc).splitlines()
+        assert problem in [line.strip() for line in str(exc).splitlines()]
     return exc
 
 
@@ -370,3 +375,33 @@ def test_no_vendor_folders_anywhere_is_one_clear_problem(tmp_path, monkeypatch):
         f"matrix.yaml:9:1: vendors: no vendor folders (vendors/<name>/vendor.yaml) beside "
         f"matrix.yaml, in the current folder or in {tmp_path / 'no-checkout'}; run oota from its "
         "checkout, or keep the matrix file beside vendors/"]
+
+
+DEEP = "the document nests more than 100 levels deep here; oota's files need a few levels: " \
+       "flatten it"
+
+
+# 101 levels is past the limit; 400 and 5000 are past what PyYAML's composer can recurse through.
+@pytest.mark.parametrize("depth", [101, 400, 5000])
+def test_nesting_past_the_limit_is_located_not_a_recursion_error(project, depth):
+    # 'extra' is level 2 (the root mapping is 1): its 100th '[' is level 101.
+    exc = load_error(project, BASE + "extra: " + "[" * depth + "]" * depth + "\n")
+    assert exc.problems == [f"matrix.yaml:{BASE.count(chr(10)) + 1}:107: {DEEP}"]
+
+
+def test_nesting_through_aliases_counts_what_they_expand_to(project):
+    text = BASE + "a: &a " + "[" * 60 + "]" * 60 + "\nb: " + "[" * 60 + "*a" + "]" * 60 + "\n"
+    exc = load_error(project, text)
+    assert len(exc.problems) == 1 and exc.problems[0].endswith(DEEP)
+
+
+def test_an_unreadable_file_is_one_problem(project, monkeypatch):
+    """chmod 000 does not stop root, who runs these tests; the read itself is refused here."""
+    def refused(path: Path) -> bytes:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(Path, "read_bytes", refused)
+    with pytest.raises(MatrixError) as info:
+        load_matrix("matrix.yaml")
+    assert info.value.problems == ["matrix.yaml: cannot read the file (Permission denied); check "
+                                   "that it is a readable regular file"]
