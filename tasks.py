@@ -236,6 +236,9 @@ def lock(c: Context, vendor: list[str] | None = None, cell: list[str] | None = N
          find_links: list[str] | None = None, no_host_pip_config: bool = False,
          registry_mirror: list[str] | None = None) -> None:
     """Write hash-pinned locks/<vendor>/<cell>.txt (pip-compile inside each cell's builder)."""
+    options = api.lock_options(ca_bundle_file=ca_bundle, index=index_url, find_links=find_links,
+                               no_host_pip_config=no_host_pip_config,
+                               registry_mirror=registry_mirror)
     if check:
         rows = api.lock_status(matrix, _vendors(vendor))
         for cell_id, status, path in rows:
@@ -243,9 +246,6 @@ def lock(c: Context, vendor: list[str] | None = None, cell: list[str] | None = N
         if any(status == "stale" for _, status, _ in rows):
             raise Exit("stale lock(s): run `invoke lock`", code=EXIT_FAILED)
         return
-    options = api.lock_options(ca_bundle_file=ca_bundle, index=index_url, find_links=find_links,
-                               no_host_pip_config=no_host_pip_config,
-                               registry_mirror=registry_mirror)
     out = api.lock(matrix, _vendors(vendor), api.name_list("--cell", cell), all, Console(),
                    options)
     for o in out:
