@@ -13,6 +13,7 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -70,6 +71,8 @@ def _errors_to_exit(fn: Callable[P, None]) -> Callable[P, None]:
 def _unexpected(exc: BaseException, what: str, code: int, *, report: bool = False) -> Exit:
     """An Exit with one line saying ``what`` and where the traceback was saved."""
     details = _save_traceback(exc)
+    if os.environ.get("OOTA_DEBUG"):
+        traceback.print_exception(exc)
     line = (what.splitlines() or [type(exc).__name__])[0]
     return Exit(redact_text(f"error: {line} (details: {details})"
                             + ("; please report it" if report else "")), code=code)
@@ -78,7 +81,7 @@ def _unexpected(exc: BaseException, what: str, code: int, *, report: bool = Fals
 def _save_traceback(exc: BaseException) -> str:
     text = redact_text(f"oota {' '.join(sys.argv[1:])}\n"
                        + "".join(traceback.format_exception(exc)))
-    for path in (ERROR_LOG, Path("/tmp") / "oota-last-error.log"):
+    for path in (ERROR_LOG, Path(tempfile.gettempdir()) / "oota-last-error.log"):
         try:
             write_atomic(path, text)
         except OSError:
