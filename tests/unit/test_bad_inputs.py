@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,6 +180,41 @@ def checkout(pristine: Path, tmp_path: Path) -> Path:
     return root
 
 
+@dataclass(frozen=True)
+class Outcome:
+    proc: subprocess.CompletedProcess[str]
+    before: dict[str, tuple[int, int]]
+    after: dict[str, tuple[int, int]]
+
+
+def can_deny() -> bool:
+    return os.geteuid() != 0 or shutil.which("setpriv") is not None
+
+
+@pytest.fixture(scope="module")
+def outcomes(pristine: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+    """Every case, run at once: each in its own damaged copy, the commands side by side (each
+    is a fresh Python importing oota; one after another they would take most of a minute)."""
+    roots = {}
+    for case in CASES:
+        if case.denied and not can_deny():
+            continue
+        roots[case.id] = tmp_path_factory.mktemp(case.id) / "checkout"
+        shutil.copytree(pristine, roots[case.id])
+        if case.damage:
+            case.damage(roots[case.id])
+    before = {name: files(root) for name, root in roots.items()}
+
+    def run(case: Case) -> subprocess.CompletedProcess[str]:
+        return oota(roots[case.id], *case.args, denied=case.denied)
+
+    runnable = [case for case in CASES if case.id in roots]
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+        procs = dict(zip(roots, pool.map(run, runnable), strict=True))
+    return {name: Outcome(proc=procs[name], before=before[name], after=files(roots[name]))
+            for name in roots}
+
+
 def oota(root: Path, *args: str, denied: bool = False,
          module: str = "oota") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "DOCKER_HOST": "unix:///nonexistent",
@@ -201,18 +237,16 @@ def assert_one_clear_message(stderr: str) -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input_is_one_clear_line_and_writes_nothing(checkout: Path, case: Case) -> None:
-    if case.denied and os.geteuid() == 0 and not shutil.which("setpriv"):
+def test_bad_input_is_one_clear_line_and_writes_nothing(outcomes: dict[str, Outcome],
+                                                       case: Case) -> None:
+    if case.id not in outcomes:
         pytest.skip("running as root, and without setpriv a file's mode cannot stop a read")
-    if case.damage:
-        case.damage(checkout)
-    before = files(checkout)
-    proc = oota(checkout, *case.args, denied=case.denied)
-    assert proc.returncode == case.code, proc.stderr
-    assert_one_clear_message(proc.stderr)
-    assert case.says in proc.stderr
-    assert proc.stdout == ""
-    assert files(checkout) == before
+    outcome = outcomes[case.id]
+    assert outcome.proc.returncode == case.code, outcome.proc.stderr
+    assert_one_clear_message(outcome.proc.stderr)
+    assert case.says in outcome.proc.stderr
+    assert outcome.proc.stdout == ""
+    assert outcome.after == outcome.before
 
 
 def test_the_corpus_reaches_its_cases_not_docker(checkout: Path) -> None:
