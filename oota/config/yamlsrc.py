@@ -272,8 +272,13 @@ def _compose(text: str, name: str) -> list[yaml.Node]:
             problem += (f" ({exc.context} that starts at line {exc.context_mark.line + 1}, "
                         f"column {exc.context_mark.column + 1})")
         raise MatrixError([f"{where}: malformed YAML: {problem}"]) from None
+    except yaml.reader.ReaderError as exc:  # a control character: located by its offset
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        raise MatrixError([f"{name}:{line}:{column}: a control character YAML does not allow "
+                           f"(U+{exc.character:04X}); remove it"]) from None
     except yaml.YAMLError as exc:
-        raise MatrixError([f"{name}: malformed YAML: {exc}"]) from None
+        raise MatrixError([f"{name}: malformed YAML: {' '.join(str(exc).split())}"]) from None
     except RecursionError:  # PyYAML's composer recurses once per nesting level
         raise _too_deep(text, name) from None
 

@@ -86,6 +86,8 @@ CASES = [
     Case("deep-nesting-skips", ("matrix", "--vendor", "cpu"), 2,
          "nests more than 100 levels deep", replace("vendors/cpu/skips.yaml", f"- {deep(500)}\n")),
     Case("alias-bomb", ("matrix",), 2, "alias bomb", append("matrix.yaml", BOMB)),
+    Case("nul-byte-matrix", ("matrix",), 2, "a control character YAML does not allow (U+0000)",
+         append("matrix.yaml", 'x: "a\0b"\n')),
     Case("non-utf8-matrix", ("matrix",), 2,
          "not UTF-8 text", latin1("matrix.yaml")),
     Case("non-utf8-vendor-yaml", ("generate", "--check"), 2,

@@ -405,3 +405,9 @@ def test_an_unreadable_file_is_one_problem(project, monkeypatch):
         load_matrix("matrix.yaml")
     assert info.value.problems == ["matrix.yaml: cannot read the file (Permission denied); check "
                                    "that it is a readable regular file"]
+
+
+def test_a_control_character_is_located(project):
+    exc = load_error(project, BASE + 'extra: "a\0b"\n')
+    assert exc.problems == [f"matrix.yaml:{BASE.count(chr(10)) + 1}:10: a control character "
+                            "YAML does not allow (U+0000); remove it"]
