@@ -1,66 +1,122 @@
-"""Invoke tasks: parse flags, call one function of oota.api, map errors to exit codes.
+"""Invoke tasks: parse flags, check them, call one function of oota.api, map errors to exit codes.
 
 Exit codes: 0 all selected cells passed; 1 a cell failed or generated files are stale;
 2 bad input (matrix, vendor, cell, flag); 3 environment (Docker, BuildKit, host tool);
-130 interrupted. See README.md.
+130 interrupted. See README.md. Run through ``oota`` (oota/cli.py) a command line that cannot
+be parsed is exit 2 as well; plain ``invoke`` exits 1 for that.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 import subprocess
 import sys
+import tempfile
+import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import ParamSpec
 
-from invoke import Exit, task
+from invoke.context import Context
+from invoke.exceptions import Exit
+from invoke.tasks import Task
 
 from oota import api
 from oota.console import Console
-from oota.errors import EXIT_FAILED, EXIT_INTERRUPTED, OotaError
-from oota.execute.build import BuildOptions
-from oota.execute.lock import LockOptions
+from oota.errors import (
+    EXIT_ENVIRONMENT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    OotaError,
+)
+from oota.files import write_atomic
+from oota.net import redact_text
 from oota.results.model import Result
 
 HELP_MATRIX = "matrix file (default: matrix.yaml)"
+HELP_FORMAT = "table or json"
+# Where the traceback of an unexpected error goes, so the user sees one line, not a traceback.
+ERROR_LOG = Path(__file__).resolve().parent / ".oota-cache" / "last-error.log"
+
+P = ParamSpec("P")
+TaskBody = Callable[..., None]
 
 
-def _errors_to_exit(fn):
+def _errors_to_exit(fn: Callable[P, None]) -> Callable[P, None]:
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         if os.environ.get("OOTA_DEBUG"):
             logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
         try:
             return fn(*args, **kwargs)
+        except Exit:  # a task's own exit code (a failed cell, a stale file)
+            raise
         except OotaError as exc:
-            raise Exit(f"error: {exc}", code=exc.exit_code) from None
+            raise Exit(redact_text(f"error: {exc}"), code=exc.exit_code) from None
         except KeyboardInterrupt:
             raise Exit("interrupted", code=EXIT_INTERRUPTED) from None
         except BrokenPipeError:  # `invoke matrix | head`: the reader left; no traceback
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise Exit(code=0) from None
+        except OSError as exc:  # the system refused (a full disk, a permission): not a bug
+            raise _unexpected(exc, f"{exc.filename}: {exc.strerror}" if exc.filename
+                              else str(exc), EXIT_ENVIRONMENT) from None
+        except Exception as exc:  # a bug: one line for the user, the traceback for the report
+            raise _unexpected(exc, f"internal error: {type(exc).__name__}: {exc}",
+                              EXIT_FAILED, report=True) from None
     return wrapper
 
 
-def _vendors(vendor):
-    return [v for item in vendor for v in item.split(",") if v] if vendor else None
+def _unexpected(exc: BaseException, what: str, code: int, *, report: bool = False) -> Exit:
+    """An Exit with one line saying ``what`` and where the traceback was saved."""
+    details = _save_traceback(exc)
+    if os.environ.get("OOTA_DEBUG"):
+        traceback.print_exception(exc)
+    line = (what.splitlines() or [type(exc).__name__])[0]
+    return Exit(redact_text(f"error: {line} (details: {details})"
+                            + ("; please report it" if report else "")), code=code)
 
 
-@task(iterable=["vendor"], help={"vendor": "vendor name (repeatable)", "matrix": HELP_MATRIX,
-                                 "format": "table or json"})
-@_errors_to_exit
-def matrix(c, vendor=None, matrix="matrix.yaml", format="table"):
+def _save_traceback(exc: BaseException) -> str:
+    text = redact_text(f"oota {' '.join(sys.argv[1:])}\n"
+                       + "".join(traceback.format_exception(exc)))
+    for path in (ERROR_LOG, Path(tempfile.gettempdir()) / "oota-last-error.log"):
+        try:
+            write_atomic(path, text)
+        except OSError:
+            continue
+        return os.path.relpath(path) if path.is_relative_to(Path.cwd()) else str(path)
+    return "not saved: no writable place"
+
+
+def task(*, help: dict[str, str], iterable: tuple[str, ...] = ()
+         ) -> Callable[[TaskBody], Task[TaskBody]]:
+    """invoke's ``@task`` with a type (invoke's own decorator returns a bare Callable, which
+    mypy cannot check), the body wrapped in our mapping of errors to exit codes."""
+    def make(body: TaskBody) -> Task[TaskBody]:
+        return Task(_errors_to_exit(body), help=help, iterable=iterable)
+    return make
+
+
+def _vendors(items: list[str] | None) -> list[str] | None:
+    return api.name_list("--vendor", items)
+
+
+@task(iterable=("vendor",), help={"vendor": "vendor name (repeatable)", "matrix": HELP_MATRIX,
+                                  "format": HELP_FORMAT})
+def matrix(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.yaml",
+           format: str = "table") -> None:
     """List the expanded cells of the matrix."""
-    rows = api.matrix_rows(matrix, _vendors(vendor))
-    print(api.format_rows(rows, format))
+    fmt = api.choice("--format", format, api.FORMATS)
+    print(api.format_rows(api.matrix_rows(matrix, _vendors(vendor)), fmt))
 
 
-@task(iterable=["vendor"], help={"vendor": "vendor name (repeatable)", "matrix": HELP_MATRIX,
-                                 "check": "only compare; exit 1 and show the diff when stale"})
-@_errors_to_exit
-def generate(c, vendor=None, matrix="matrix.yaml", check=False):
+@task(iterable=("vendor",), help={"vendor": "vendor name (repeatable)", "matrix": HELP_MATRIX,
+                                  "check": "only compare; exit 1 and show the diff when stale"})
+def generate(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.yaml",
+             check: bool = False) -> None:
     """Render images/<vendor>/<cell>/Dockerfile for every cell."""
     written, drift = api.generate(matrix, _vendors(vendor), check_only=check)
     if drift is not None:
@@ -73,15 +129,6 @@ def generate(c, vendor=None, matrix="matrix.yaml", check=False):
     for path in written:
         print(f"wrote {path}")
     print(f"{len(written)} file(s) changed")
-
-
-def _options(results, ca_bundle, index_url, find_links, no_host_pip_config, rebuild, layer,
-             verify=True, registry_mirror=None):
-    return BuildOptions(results_dir=Path(results), ca_bundle=ca_bundle,
-                        index_url=index_url, find_links=tuple(find_links or ()),
-                        use_host_pip_config=not no_host_pip_config, rebuild=rebuild,
-                        verify=verify, layers=tuple(x for x in (layer or "").split(",") if x),
-                        registry_mirrors=api.registry_mirrors(registry_mirror))
 
 
 def _finish(results: list[Result], results_dir: str) -> None:
@@ -110,59 +157,56 @@ _BUILD_HELP = {
 }
 
 
-@task(iterable=["vendor", "cell", "find_links", "registry_mirror"], help=_BUILD_HELP)
-@_errors_to_exit
-def build(c, vendor=None, cell=None, matrix="matrix.yaml", all=False, ca_bundle=None,
-          index_url=None, find_links=None, no_host_pip_config=False, rebuild=False,
-          results="results", layer="", no_verify=False, registry_mirror=None):
+@task(iterable=("vendor", "cell", "find_links", "registry_mirror"), help=_BUILD_HELP)
+def build(c: Context, vendor: list[str] | None = None, cell: list[str] | None = None,
+          matrix: str = "matrix.yaml", all: bool = False, ca_bundle: str | None = None,
+          index_url: str | None = None, find_links: list[str] | None = None,
+          no_host_pip_config: bool = False, rebuild: bool = False, results: str = "results",
+          layer: str = "", no_verify: bool = False,
+          registry_mirror: list[str] | None = None) -> None:
     """Build each selected cell's image with BuildKit, verify it, and write the report."""
-    options = _options(results, ca_bundle, index_url, find_links, no_host_pip_config, rebuild,
-                       layer, verify=not no_verify, registry_mirror=registry_mirror)
-    out = api.build(matrix, _vendors(vendor), cell, all, options, Console())
+    options = api.build_options(results=results, layer=layer, ca_bundle_file=ca_bundle,
+                                index=index_url, find_links=find_links,
+                                no_host_pip_config=no_host_pip_config, rebuild=rebuild,
+                                verify=not no_verify, registry_mirror=registry_mirror)
+    out = api.build(matrix, _vendors(vendor), api.name_list("--cell", cell), all, options,
+                    Console())
     _finish(out, results)
 
 
-@task(iterable=["vendor", "cell"],
+@task(iterable=("vendor", "cell"),
       help={**{k: _BUILD_HELP[k] for k in ("vendor", "cell", "matrix", "all", "results", "layer")},
             "here": "verify a Python environment and this host's devices, without Docker",
             "python": "with --here: the interpreter whose torch is verified (default: this one)"})
-@_errors_to_exit
-def verify(c, vendor=None, cell=None, matrix="matrix.yaml", all=False, results="results",
-           layer="", here=False, python=None):
+def verify(c: Context, vendor: list[str] | None = None, cell: list[str] | None = None,
+           matrix: str = "matrix.yaml", all: bool = False, results: str = "results",
+           layer: str = "", here: bool = False, python: str | None = None) -> None:
     """Verify already built images (no build), or the current environment with --here."""
-    layers = tuple(x for x in layer.split(",") if x)
+    options = api.build_options(results=results, layer=layer)
+    cells = api.name_list("--cell", cell)
+    api.check_here_flags(here=here, python=python, cells=cells, everything=all)
     if here:
-        names = _vendors(vendor) or []
-        if len(names) != 1:
-            raise Exit("error: --here needs exactly one --vendor", code=2)
-        out = [api.verify_here(matrix, names[0], results, layers, python)]
+        out = [api.verify_here(matrix, _vendors(vendor), options.results_dir, options.layers,
+                               python)]
     else:
-        options = _options(results, None, None, None, False, False, layer)
-        out = api.build(matrix, _vendors(vendor), cell, all, options, Console(),
+        out = api.build(matrix, _vendors(vendor), cells, all, options, Console(),
                         build_images=False)
     _finish(out, results)
 
 
-@task(iterable=["vendor"], help={"vendor": "vendor name (repeatable)", "matrix": HELP_MATRIX,
-                                 "format": "table or json"})
-@_errors_to_exit
-def hosts(c, vendor=None, matrix="matrix.yaml", format="table"):
+@task(iterable=("vendor",), help={"vendor": "vendor name (repeatable)", "matrix": HELP_MATRIX,
+                                  "format": HELP_FORMAT})
+def hosts(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.yaml",
+          format: str = "table") -> None:
     """Probe this Docker host for each vendor's driver, devices and container runtime."""
-    rows = api.hosts(matrix, _vendors(vendor))
-    if format == "json":
-        print(json.dumps(rows, indent=2))
-        return
-    for row in rows:
-        state = "available" if row["supported"] else "unsupported here"
-        driver = f" (driver {row['driver']})" if row["driver"] else ""
-        print(f"{row['vendor']:<10} {state}{driver}" +
-              ("" if row["supported"] else ": " + "; ".join(row["reasons"])))
+    fmt = api.choice("--format", format, api.FORMATS)
+    print(api.format_hosts(api.hosts(matrix, _vendors(vendor)), fmt))
 
 
 @task(help={"results": "results folder (default: results)", "out": "report folder",
             "compare": "an earlier run's results folder: list what changed per cell"})
-@_errors_to_exit
-def report(c, results="results", out="reports", compare=None):
+def report(c: Context, results: str = "results", out: str = "reports",
+           compare: str | None = None) -> None:
     """Write reports/ (matrix.md, results.json, index.html, cells/) from result files only."""
     rep = api.report(results, out, compare)
     print(f"{out}/matrix.md, {out}/results.json, {out}/index.html, {out}/cells/: "
@@ -173,7 +217,7 @@ def report(c, results="results", out="reports", compare=None):
         print(f"warning: {problem}", file=sys.stderr)
 
 
-@task(iterable=["vendor"], help={
+@task(iterable=("vendor",), help={
     "vendor": "vendor name (repeatable; default: all)", "matrix": HELP_MATRIX,
     "torch": "the release to check, e.g. 2.15 (the newest 2.15.x) or 2.15.0 (default: the "
              "newest on the index); N-1 is derived",
@@ -185,9 +229,10 @@ def report(c, results="results", out="reports", compare=None):
     "timeout": "seconds one index request may take in all, connect to last byte (default 60; "
                "the whole check gets 5 times that)",
     "fail_on_gap": "exit 1 when any vendor has a gap (for CI); default exit 0"})
-@_errors_to_exit
-def release_check(c, vendor=None, matrix="matrix.yaml", torch=None, format="table",
-                  index_url="https://pypi.org", update=False, timeout=None, fail_on_gap=False):
+def release_check(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.yaml",
+                  torch: str | None = None, format: str = "table",
+                  index_url: str = "https://pypi.org", update: bool = False,
+                  timeout: str | None = None, fail_on_gap: bool = False) -> None:
     """For torch N and N-1: which vendors and Python versions have a working stack, and why not."""
     outcome = api.release_check(matrix, torch=torch, index_url=index_url, fmt=format,
                                 update=update, vendors=_vendors(vendor), timeout=timeout)
@@ -196,14 +241,19 @@ def release_check(c, vendor=None, matrix="matrix.yaml", torch=None, format="tabl
         raise Exit(f"{outcome.gaps} gap(s) found (--fail-on-gap)", code=EXIT_FAILED)
 
 
-@task(iterable=["vendor", "cell", "find_links", "registry_mirror"], help={
+@task(iterable=("vendor", "cell", "find_links", "registry_mirror"), help={
     **{k: _BUILD_HELP[k] for k in ("vendor", "cell", "matrix", "all", "ca_bundle", "index_url",
                                    "find_links", "no_host_pip_config", "registry_mirror")},
     "check": "only report fresh/stale/missing per cell; exit 1 when a lock is stale"})
-@_errors_to_exit
-def lock(c, vendor=None, cell=None, matrix="matrix.yaml", all=False, check=False, ca_bundle=None,
-         index_url=None, find_links=None, no_host_pip_config=False, registry_mirror=None):
+def lock(c: Context, vendor: list[str] | None = None, cell: list[str] | None = None,
+         matrix: str = "matrix.yaml", all: bool = False, check: bool = False,
+         ca_bundle: str | None = None, index_url: str | None = None,
+         find_links: list[str] | None = None, no_host_pip_config: bool = False,
+         registry_mirror: list[str] | None = None) -> None:
     """Write hash-pinned locks/<vendor>/<cell>.txt (pip-compile inside each cell's builder)."""
+    options = api.lock_options(ca_bundle_file=ca_bundle, index=index_url, find_links=find_links,
+                               no_host_pip_config=no_host_pip_config,
+                               registry_mirror=registry_mirror)
     if check:
         rows = api.lock_status(matrix, _vendors(vendor))
         for cell_id, status, path in rows:
@@ -211,11 +261,8 @@ def lock(c, vendor=None, cell=None, matrix="matrix.yaml", all=False, check=False
         if any(status == "stale" for _, status, _ in rows):
             raise Exit("stale lock(s): run `invoke lock`", code=EXIT_FAILED)
         return
-    options = LockOptions(ca_bundle=ca_bundle, index_url=index_url,
-                          find_links=tuple(find_links or ()),
-                          use_host_pip_config=not no_host_pip_config,
-                          registry_mirrors=api.registry_mirrors(registry_mirror))
-    out = api.lock(matrix, _vendors(vendor), cell, all, Console(), options)
+    out = api.lock(matrix, _vendors(vendor), api.name_list("--cell", cell), all, Console(),
+                   options)
     for o in out:
         print(f"{o.status:>9}  {o.cell}  {o.path}" + (f"  ({o.message})" if o.message else ""))
     if any(o.status == "failed" for o in out):
@@ -223,8 +270,7 @@ def lock(c, vendor=None, cell=None, matrix="matrix.yaml", all=False, check=False
 
 
 @task(help={"matrix": HELP_MATRIX})
-@_errors_to_exit
-def lint(c, matrix="matrix.yaml"):
+def lint(c: Context, matrix: str = "matrix.yaml") -> None:
     """hadolint every generated Dockerfile and the templates' current output (.hadolint.yaml)."""
     problems = api.lint(matrix)
     for line in problems:
@@ -235,7 +281,7 @@ def lint(c, matrix="matrix.yaml"):
 
 
 @task(help={"docker": "also run the tests marked docker (default: yes)", "k": "pytest -k"})
-def test(c, docker=True, k=""):
+def test(c: Context, docker: bool = True, k: str = "") -> None:
     """Run the test suite: unit tests, then the Docker integration tests."""
     args = [sys.executable, "-m", "pytest"]
     if not docker:

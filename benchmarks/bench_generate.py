@@ -58,7 +58,8 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=10)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        variants = {"repo": REPO / "matrix.yaml", f"x{args.scale}": scaled_copy(Path(tmp), args.scale)}
+        variants = {"repo": REPO / "matrix.yaml",
+                    f"x{args.scale}": scaled_copy(Path(tmp), args.scale)}
         one_run(variants["repo"])  # warm-up: imports, file cache
         samples: dict[str, list[tuple[int, float, int]]] = {k: [] for k in variants}
         for _ in range(args.runs):
@@ -73,8 +74,8 @@ def main() -> None:
         print(f"{name:>5}: {cells:5d} cells  {per_cell:7.2f} ms/cell (median of {args.runs})  "
               f"peak {peak:6.1f} MiB")
     (a, b) = rows.values()
-    print(f"ratio x{args.scale}/repo: {b[1] / a[1]:.2f} per-cell time, {b[2] / a[2]:.2f} peak memory "
-          f"for {b[0] / a[0]:.1f}x the cells")
+    print(f"ratio x{args.scale}/repo: {b[1] / a[1]:.2f} per-cell time, "
+          f"{b[2] / a[2]:.2f} peak memory for {b[0] / a[0]:.1f}x the cells")
 
 
 if __name__ == "__main__":

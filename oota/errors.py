@@ -30,12 +30,17 @@ class InputError(OotaError):
 
 
 class MatrixError(InputError):
-    """One or more problems in a YAML data file, each located as file:line:column: path."""
+    """One or more problems in a YAML data file, each located as file:line:column: path.
+
+    One problem is one line; several are counted, then listed one per line."""
 
     def __init__(self, problems: list[str]):
         self.problems = problems
-        noun = "problem" if len(problems) == 1 else "problems"
-        super().__init__(f"{len(problems)} {noun}:\n" + "\n".join(f"  {p}" for p in problems))
+        if len(problems) == 1:
+            super().__init__(problems[0])
+        else:
+            super().__init__(f"{len(problems)} problems:\n"
+                             + "\n".join(f"  {p}" for p in problems))
 
 
 class EnvironmentProblem(OotaError):

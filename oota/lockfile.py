@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from oota.config.matrix import Matrix
+from oota.errors import InputError
 from oota.files import write_atomic
 from oota.plan import Cell
 
@@ -45,9 +46,21 @@ def lock_path(matrix: Matrix, cell: Cell) -> Path:
 
 
 def recorded_digest(path: Path) -> str | None:
+    """The inputs hash a lock file records; a lock that cannot be read is an InputError
+    (it was edited or damaged by hand: oota only ever writes pip-compile's UTF-8 output)."""
     if not path.is_file():
         return None
-    for line in path.read_text(encoding="utf-8").splitlines()[:10]:
+    fix = "regenerate it with `invoke lock` (or delete it)"
+    shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise InputError(f"{shown}: cannot read the lock file ({exc.strerror or exc}); {fix}"
+                         ) from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{shown}: not UTF-8 text ({exc.reason} at byte {exc.start}), so not "
+                         f"a lock oota wrote; {fix}") from None
+    for line in text.splitlines()[:10]:
         if line.startswith(INPUTS_LINE):
             return line[len(INPUTS_LINE):].strip()
     return None
@@ -73,9 +86,13 @@ def header(cell: Cell) -> str:
 
 def write_lock(path: Path, text: str) -> bool:
     """Write atomically; False when the file already holds exactly ``text``."""
-    if path.is_file() and path.read_text(encoding="utf-8") == text:
-        return False
-    write_atomic(path, text)
+    data = text.encode("utf-8")
+    try:
+        if path.read_bytes() == data:
+            return False
+    except OSError:  # missing or unreadable: the write below replaces it or says why not
+        pass
+    write_atomic(path, data)
     return True
 
 

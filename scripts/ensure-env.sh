@@ -61,7 +61,7 @@ fi
 # 5. The virtual environment, reinstalled when pyproject.toml changes.
 stamp=.venv/.oota-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
-if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+if [ ! -x .venv/bin/python ] || [ ! -x .venv/bin/oota ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "creating .venv and installing oota with its test extra"
   python3 -m venv .venv
   if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e '.[test]'; } \

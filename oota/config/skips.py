@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from oota.config.fields import Fields
-from oota.config.yamlsrc import Doc, Path_, parse_yaml
-from oota.errors import MatrixError
+from oota.config.yamlsrc import Doc, Path_, parse_yaml, read_text
 
 SKIPS_FILE = "skips.yaml"
 _KEYS = ("id", "reason", "owner", "expires", "added")
@@ -69,22 +68,16 @@ class SkipList:
 def load_skips(path: Path, display_name: str | None = None) -> SkipList:
     """Load a vendor's skip list; a vendor without ``skips.yaml`` skips nothing."""
     name = display_name or str(path)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():  # a dangling link is an error, not "none"
         return SkipList(file=name)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise MatrixError([f"{name}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                           "save the file as UTF-8"]) from None
-    except IsADirectoryError:
-        raise MatrixError([f"{name}: is a folder, not a file"]) from None
-    return parse_skips(text, name)
+    return parse_skips(read_text(path, name), name)
 
 
 def parse_skips(text: str, name: str) -> SkipList:
     """Validate the text of a skip list; raise MatrixError listing every problem at once."""
     doc = _load_list(text, name)
-    entries, first_seen = [], {}
+    entries: list[SkipEntry] = []
+    first_seen: dict[str, str] = {}
     for i, raw in enumerate(doc.data):
         entry = _entry(doc, (i,), raw)
         if entry is None:

@@ -2,7 +2,7 @@
 
 A vendor folder holds ``vendor.yaml`` (data: device type, package index, requirements,
 device flags, smoke imports) and Jinja2 fragments (``Dockerfile.j2`` extending the shared
-stages in ``images/templates``). The engine discovers vendors by listing folders, so adding
+stages in ``templates/dockerfile``). The engine discovers vendors by listing folders, so adding
 one never needs a code change.
 """
 

@@ -5,7 +5,8 @@ float ``3.1`` and expands alias bombs until memory runs out. This module compose
 graph instead and builds plain Python values from it itself, so that:
 
 * every mapping key and sequence item keeps its ``file:line:column``;
-* duplicate keys, non-string keys and documents that expand past a node budget are errors;
+* duplicate keys, non-string keys, documents that expand past a node budget and documents
+  nested deeper than any data file needs are errors (never a RecursionError);
 * floats keep their source text (everything float-shaped in our data is a version).
 
 Nothing below the loaders sees a raw YAML node; they see :class:`Doc` (values + locations).
@@ -16,7 +17,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -25,6 +26,10 @@ from oota.errors import MatrixError
 # A matrix with every vendor fully spelled out is a few thousand nodes; a billion-laughs
 # document needs millions. The budget sits far above the first and far below the second.
 MAX_NODES = 50_000
+# Our deepest real path (vendors.<v>.verify.tolerances.<dtype>.rtol) is six levels. Composing and
+# building recurse per level, so a limit far below Python's recursion limit keeps a hostile
+# document an input error.
+MAX_DEPTH = 100
 
 Path_ = tuple[str | int, ...]
 
@@ -84,6 +89,11 @@ class _NodeBudgetExceeded(Exception):
         self.path = path
 
 
+class _TooDeep(Exception):
+    def __init__(self, node: yaml.Node):
+        self.node = node
+
+
 class _RecursiveAlias(Exception):
     def __init__(self, node: yaml.Node):
         self.node = node
@@ -104,6 +114,8 @@ class _Builder:
         self.doc.marks.setdefault(path, (node.start_mark.line + 1, node.start_mark.column + 1))
         if isinstance(node, yaml.ScalarNode):
             return self._scalar(node)
+        if len(path) >= MAX_DEPTH:  # the root collection is level 1
+            raise _TooDeep(node)
         if id(node) in self.open:
             raise _RecursiveAlias(node)
         self.open.add(id(node))
@@ -147,7 +159,8 @@ class _Builder:
                 for key, item in value.items():
                     merged.setdefault(key, item)
             else:
-                self._problem_at(source, path, "a merge key '<<' needs a mapping or list of mappings")
+                self._problem_at(source, path,
+                                 "a merge key '<<' needs a mapping or list of mappings")
         return merged
 
     def _scalar(self, node: yaml.ScalarNode) -> Any:
@@ -177,20 +190,27 @@ def load_yaml(path: Path, display_name: str | None = None) -> Doc:
     readable document (duplicate or non-string keys) are left in ``doc.problems`` for the caller
     to raise with its own, via :meth:`Doc.raise_if_problems`."""
     name = display_name or str(path)
+    return parse_yaml(read_text(path, name), name)
+
+
+def read_text(path: Path, name: str) -> str:
+    """A data file's UTF-8 text; a missing, unreadable or non-UTF-8 file is a MatrixError."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise MatrixError([f"{name}: file not found"]) from None
     except IsADirectoryError:
         raise MatrixError([f"{name}: is a folder, not a file"]) from None
+    except OSError as exc:  # permissions, an unreadable mount: the user can fix it, not oota
+        raise MatrixError([f"{name}: cannot read the file ({exc.strerror or exc}); check "
+                           "that it is a readable regular file"]) from None
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         column = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
         raise MatrixError([f"{name}:{line}:{column}: not UTF-8 text ({exc.reason} at byte "
                            f"{exc.start}); save the file as UTF-8"]) from None
-    return parse_yaml(text, name)
 
 
 def parse_yaml(text: str, name: str, *, top: type = dict, expected: str = "",
@@ -199,20 +219,34 @@ def parse_yaml(text: str, name: str, *, top: type = dict, expected: str = "",
     (``dict`` or ``list``); ``expected`` describes it, ``if_empty`` is the advice for an empty
     file."""
     expected = expected or ("a mapping at the top level" if top is dict else "a list")
-    if_empty = if_empty or f"expected {expected}"
+    root = _one_root(text, name, if_empty or f"expected {expected}")
+    wanted = yaml.MappingNode if top is dict else yaml.SequenceNode
+    if not isinstance(root, wanted):
+        kind = ("a list" if isinstance(root, yaml.SequenceNode) else
+                "a mapping" if isinstance(root, yaml.MappingNode) else "a single value")
+        raise MatrixError([f"{_at(name, root.start_mark)}: the document is {kind}; "
+                           f"expected {expected}"])
     doc = Doc(file=name, data=None)
-    try:
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else name
-        problem = exc.problem or exc.context or "malformed YAML"
-        if exc.problem and exc.context and exc.context_mark:  # where the unclosed thing began
-            problem += (f" ({exc.context} that starts at line {exc.context_mark.line + 1}, "
-                        f"column {exc.context_mark.column + 1})")
-        raise MatrixError([f"{where}: malformed YAML: {problem}"]) from None
-    except yaml.YAMLError as exc:
-        raise MatrixError([f"{name}: malformed YAML: {exc}"]) from None
+    doc.data = _build(doc, root, text)
+    # Problems found while building (duplicate keys, non-string keys) stay in doc.problems:
+    # the caller validates the values too and raises once with every problem of the file.
+    return doc
+
+
+class _Mark(Protocol):
+    """A position in the text (PyYAML has two Mark classes, pure Python and libyaml's)."""
+
+    line: int
+    column: int
+
+
+def _at(name: str, mark: _Mark | None) -> str:
+    return f"{name}:{mark.line + 1}:{mark.column + 1}" if mark else f"{name}:1:1"
+
+
+def _one_root(text: str, name: str, if_empty: str) -> yaml.Node:
+    """The root node of the file's only document."""
+    nodes = _compose(text, name)
     if not nodes or nodes[0] is None or (isinstance(nodes[0], yaml.ScalarNode)  # '---' only
                                          and nodes[0].tag == "tag:yaml.org,2002:null"
                                          and nodes[0].value == ""):
@@ -221,28 +255,70 @@ def parse_yaml(text: str, name: str, *, top: type = dict, expected: str = "",
         starts = [e.start_mark for e in yaml.parse(text, Loader=yaml.SafeLoader)
                   if isinstance(e, yaml.DocumentStartEvent)]
         mark = starts[1] if len(starts) > 1 else nodes[1].start_mark
-        raise MatrixError([f"{name}:{mark.line + 1}:{mark.column + 1}: a second YAML document "
-                           f"starts here (the file holds {len(nodes)}); expected exactly one, "
-                           "remove the '---' separator"]) from None
-    root = nodes[0]
-    wanted = yaml.MappingNode if top is dict else yaml.SequenceNode
-    if not isinstance(root, wanted):
-        kind = {yaml.SequenceNode: "a list", yaml.MappingNode: "a mapping"}.get(
-            type(root), "a single value")
-        raise MatrixError([f"{name}:{root.start_mark.line + 1}:{root.start_mark.column + 1}: "
-                           f"the document is {kind}; expected {expected}"])
+        raise MatrixError([f"{_at(name, mark)}: a second YAML document starts here (the file "
+                           f"holds {len(nodes)}); expected exactly one, remove the '---' "
+                           "separator"])
+    return nodes[0]
+
+
+def _compose(text: str, name: str) -> list[yaml.Node]:
     try:
-        doc.data = _Builder(doc).build(root, ())
+        return list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = _at(name, mark) if mark else name
+        problem = exc.problem or exc.context or "malformed YAML"
+        if exc.problem and exc.context and exc.context_mark:  # where the unclosed thing began
+            problem += (f" ({exc.context} that starts at line {exc.context_mark.line + 1}, "
+                        f"column {exc.context_mark.column + 1})")
+        raise MatrixError([f"{where}: malformed YAML: {problem}"]) from None
+    except yaml.reader.ReaderError as exc:  # a control character: located by its offset
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        raise MatrixError([f"{name}:{line}:{column}: a control character YAML does not allow "
+                           f"(U+{exc.character:04X}); remove it"]) from None
+    except yaml.YAMLError as exc:
+        raise MatrixError([f"{name}: malformed YAML: {' '.join(str(exc).split())}"]) from None
+    except RecursionError:  # PyYAML's composer recurses once per nesting level
+        raise _too_deep(text, name) from None
+
+
+def _build(doc: Doc, root: yaml.Node, text: str) -> Any:
+    try:
+        return _Builder(doc).build(root, ())
     except _RecursiveAlias as exc:
-        mark = exc.node.start_mark
-        raise MatrixError([f"{name}:{mark.line + 1}:{mark.column + 1}: a recursive alias: this "
+        raise MatrixError([f"{_at(doc.file, exc.node.start_mark)}: a recursive alias: this "
                            "anchored value contains an alias to itself; write the values out"]
                           ) from None
-    except (_NodeBudgetExceeded, RecursionError) as exc:
-        top = exc.path[:1] if isinstance(exc, _NodeBudgetExceeded) else ()
-        raise MatrixError([f"{doc.where(top)}: {path_str(top)}: the document expands to more "
-                           f"than {MAX_NODES} nodes (an alias bomb?); write the values out or "
-                           "use fewer aliases"]) from None
-    # Problems found while building (duplicate keys, non-string keys) stay in doc.problems:
-    # the caller validates the values too and raises once with every problem of the file.
-    return doc
+    except _TooDeep as exc:
+        raise _too_deep_at(doc.file, exc.node.start_mark) from None
+    except RecursionError:  # aliases can nest deeper than the text does
+        raise _too_deep(text, doc.file) from None
+    except _NodeBudgetExceeded as exc:
+        first = exc.path[:1]
+        raise MatrixError([f"{doc.where(first)}: {path_str(first)}: the document expands to "
+                           f"more than {MAX_NODES} nodes (an alias bomb?); write the values "
+                           "out or use fewer aliases"]) from None
+
+
+def _too_deep(text: str, name: str) -> MatrixError:
+    """The error for a document nested past MAX_DEPTH, located by walking the event stream
+    (the parser keeps its own stack, so this does not recurse)."""
+    depth = 0
+    try:
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return _too_deep_at(name, event.start_mark)
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except yaml.YAMLError:
+        pass
+    return MatrixError([f"{name}: the document nests too deeply to be read (more than "
+                        f"{MAX_DEPTH} levels, counting what its aliases expand to); flatten it"])
+
+
+def _too_deep_at(name: str, mark: _Mark | None) -> MatrixError:
+    return MatrixError([f"{_at(name, mark)}: the document nests more than {MAX_DEPTH} levels "
+                        "deep here; oota's files need a few levels: flatten it"])

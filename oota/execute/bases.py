@@ -56,11 +56,13 @@ def parse_mirrors(items: tuple[str, ...] | list[str]) -> dict[str, str]:
     """``REGISTRY=MIRROR`` pairs (``vault.habana.ai=registry.lab:5000``) as a mapping."""
     mirrors = {}
     for item in items:
-        registry, sep, mirror = item.partition("=")
-        if not sep or not registry.strip() or not mirror.strip() or "/" in registry:
+        registry, sep, mirror = (part.strip() for part in item.partition("="))
+        # An image reference has no scheme and no spaces: `docker pull https://...` fails late.
+        if (not sep or not registry or not mirror or "/" in registry
+                or any(c.isspace() for c in registry + mirror) or "://" in mirror):
             raise InputError(f"--registry-mirror {item!r}: write it as REGISTRY=MIRROR, e.g. "
-                             "vault.habana.ai=registry.example.com/habana")
-        mirrors[registry.strip()] = mirror.strip().rstrip("/")
+                             "vault.habana.ai=registry.example.com/habana (no https://)")
+        mirrors[registry] = mirror.rstrip("/")
     return mirrors
 
 

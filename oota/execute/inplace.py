@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from oota.config.matrix import Matrix, OsSpec
 from oota.errors import EnvironmentProblem
@@ -56,18 +56,19 @@ class Environment:
 def probe_python(python: str, toolkit_path: str | None = None) -> Environment:
     """Ask the interpreter that will run the suite for its Python, torch and toolkit versions
     (verify/oota_probe.py; the vendor's toolkit path, e.g. torch.version.cuda, is argv)."""
-    try:
-        proc = subprocess.run([python, str(PROBE), toolkit_path or ""], capture_output=True,
-                              text=True, timeout=300)
-    except OSError as exc:
-        raise EnvironmentProblem(f"cannot run {python}: {exc}") from None
+    proc = _run_python(python, [str(PROBE), toolkit_path or ""], timeout=300)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise EnvironmentProblem(f"torch is not installed for {python} (install it there, pass "
                                  f"--python with an interpreter that has it, or verify in a "
                                  f"container): {last}")
     py, torch, toolkit = (proc.stdout.splitlines() + ["", "", ""])[:3]
-    return Environment(python=Version(py), torch=Version(torch), toolkit=toolkit or None)
+    try:
+        return Environment(python=Version(py), torch=Version(torch), toolkit=toolkit or None)
+    except InvalidVersion:  # e.g. --python /bin/echo: it ran, but it is no Python
+        raise EnvironmentProblem(f"{python} does not answer like a Python interpreter (its "
+                                 f"versions read {py!r} and {torch!r}); pass --python with the "
+                                 "path of one") from None
 
 
 def _release(text: str) -> tuple[int, ...]:
@@ -92,10 +93,22 @@ def matching_cell(matrix: Matrix, vendor: str, python: str) -> tuple[Cell | None
     return next((c for c in plan(matrix, [vendor]) if _fits(c, env)), None), env
 
 
+def _run_python(python: str, args: list[str], *, timeout: float
+                ) -> subprocess.CompletedProcess[str]:
+    """Run the interpreter under test (``--python``); one that cannot start or does not answer
+    is an environment problem, said in one line."""
+    try:
+        return subprocess.run([python, *args], capture_output=True, text=True, timeout=timeout)
+    except OSError as exc:  # missing, a folder, not executable, not a program
+        raise EnvironmentProblem(f"cannot run {python}: {exc.strerror or exc}; pass --python "
+                                 "with the path of a Python interpreter") from None
+    except subprocess.TimeoutExpired:
+        raise EnvironmentProblem(f"{python} did not answer within {timeout:.0f}s") from None
+
+
 def check_suite_runs(python: str) -> None:
     """The suite needs pytest and packaging in the interpreter under test; say so up front."""
-    proc = subprocess.run([python, "-c", "import pytest, packaging"], capture_output=True,
-                          text=True, timeout=120)
+    proc = _run_python(python, ["-c", "import pytest, packaging"], timeout=120)
     if proc.returncode != 0:
         raise EnvironmentProblem(
             f"{python} cannot run the verify suite: "

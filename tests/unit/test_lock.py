@@ -8,7 +8,7 @@ import pytest
 
 from oota.config.matrix import load_matrix
 from oota.engine.base import RunOutcome, RunRequest
-from oota.errors import StepFailed
+from oota.errors import InputError, StepFailed
 from oota.execute.lock import LockOptions, compile_lock
 from oota.lockfile import (
     INPUTS_LINE,
@@ -60,6 +60,21 @@ def test_status_missing_fresh_stale(project):
     vendor_yaml.write_text(vendor_yaml.read_text().replace('"pytest>=8,<10"', '"pytest>=8,<11"'))
     matrix, cell = cell_of(project)
     assert lock_status(matrix, cell) == "stale"
+
+
+def test_a_damaged_lock_is_an_input_error_and_a_new_lock_replaces_it(project):
+    matrix, cell = cell_of(project)
+    path = lock_path(matrix, cell)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"# oota-lock-inputs: \xff\xfe\n")
+    with pytest.raises(InputError) as info:
+        lock_status(matrix, cell)
+    assert info.value.exit_code == 2
+    assert str(info.value) == (f"locks/cpu/{CELL}.txt: not UTF-8 text (invalid start byte at "
+                               "byte 20), so not a lock oota wrote; regenerate it with "
+                               "`invoke lock` (or delete it)")
+    assert write_lock(path, header(cell) + LOCKED) is True
+    assert lock_status(matrix, cell) == "fresh"
 
 
 def test_digest_depends_on_python_and_os(project):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from packaging.version import Version
 
@@ -40,9 +42,12 @@ def load_error(project, text: str) -> MatrixError:
         plan(load_matrix("matrix.yaml"))
     exc = info.value
     assert exc.exit_code == EXIT_BAD_INPUT == 2
-    assert str(exc).startswith(f"{len(exc.problems)} problem")
+    if len(exc.problems) == 1:  # one problem is one line
+        assert str(exc) == exc.problems[0]
+    else:
+        assert str(exc).startswith(f"{len(exc.problems)} problems:\n")
     for problem in exc.problems:  # everything the user sees is in the message, one per line
-        assert f"  {problem}" in str(exc).splitlines()
+        assert problem in [line.strip() for line in str(exc).splitlines()]
     return exc
 
 
@@ -430,3 +435,39 @@ def test_a_cell_id_holds_only_valid_names(project):
         assert problem == ("matrix.yaml:14:3: vendors.gpu: cell id "
                            "'gpu-torch2.13.0-cu/../x13.0-py3.11-debian12' is not valid: '/' is "
                            f"not allowed; {NAME_RULE}")
+
+
+DEEP = "the document nests more than 100 levels deep here; oota's files need a few levels: " \
+       "flatten it"
+
+
+# 101 levels is past the limit; 400 and 5000 are past what PyYAML's composer can recurse through.
+@pytest.mark.parametrize("depth", [101, 400, 5000])
+def test_nesting_past_the_limit_is_located_not_a_recursion_error(project, depth):
+    # 'extra' is level 2 (the root mapping is 1): its 100th '[' is level 101.
+    exc = load_error(project, BASE + "extra: " + "[" * depth + "]" * depth + "\n")
+    assert exc.problems == [f"matrix.yaml:{BASE.count(chr(10)) + 1}:107: {DEEP}"]
+
+
+def test_nesting_through_aliases_counts_what_they_expand_to(project):
+    text = BASE + "a: &a " + "[" * 60 + "]" * 60 + "\nb: " + "[" * 60 + "*a" + "]" * 60 + "\n"
+    exc = load_error(project, text)
+    assert len(exc.problems) == 1 and exc.problems[0].endswith(DEEP)
+
+
+def test_an_unreadable_file_is_one_problem(project, monkeypatch):
+    """chmod 000 does not stop root, who runs these tests; the read itself is refused here."""
+    def refused(path: Path) -> bytes:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(Path, "read_bytes", refused)
+    with pytest.raises(MatrixError) as info:
+        load_matrix("matrix.yaml")
+    assert info.value.problems == ["matrix.yaml: cannot read the file (Permission denied); check "
+                                   "that it is a readable regular file"]
+
+
+def test_a_control_character_is_located(project):
+    exc = load_error(project, BASE + 'extra: "a\0b"\n')
+    assert exc.problems == [f"matrix.yaml:{BASE.count(chr(10)) + 1}:10: a control character "
+                            "YAML does not allow (U+0000); remove it"]

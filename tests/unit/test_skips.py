@@ -156,7 +156,16 @@ def test_not_utf8_is_located(tmp_path):
     path.write_bytes(b"- id: caf\xe9\n")
     with pytest.raises(MatrixError) as info:
         load_skips(path, "vendors/x/skips.yaml")
-    assert info.value.problems[0].startswith("vendors/x/skips.yaml: not UTF-8 text")
+    assert info.value.problems[0].startswith("vendors/x/skips.yaml:1:10: not UTF-8 text")
+
+
+def test_a_folder_or_a_dangling_link_is_an_error_not_an_empty_list(tmp_path):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    for name, expected in (("folder", "is a folder, not a file"), ("dangling", "file not found")):
+        with pytest.raises(MatrixError) as info:
+            load_skips(tmp_path / name, f"vendors/x/{name}")
+        assert info.value.problems == [f"vendors/x/{name}: {expected}"]
 
 
 def test_the_cpu_vendors_skip_list_is_valid():

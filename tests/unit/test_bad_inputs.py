@@ -1,0 +1,279 @@
+"""The bad-input corpus: a careless or hostile input ends in exit 2 (bad input) or 3 (the
+environment) with one clear line on stderr (or a located list for a data file), never a
+traceback, and writes nothing.
+
+Each case copies the checkout's inputs into a temporary folder, damages one of them or passes a
+bad flag, and runs the real command there (``python -m oota TASK ...``, what ``./oota.sh`` and
+the ``oota`` script run) as a user would. DOCKER_HOST points at nothing: a task that contacted
+Docker before checking its input would end with exit 3 (no Docker Engine), not the expected 2.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_CELL = "cpu-torch2.13.0-py3.11-debian12"
+LOCK = Path("locks/cpu") / f"{DEFAULT_CELL}.txt"
+# What a checkout needs for every task short of Docker.
+INPUTS = ("matrix.yaml", "tasks.py", "vendors", "verify", "schema", "templates", "locks")
+# A located problem of a data file: `  matrix.yaml:3:5: ...` or `  matrix.yaml: ...`.
+LOCATED = re.compile(r"^  \S+?(:\d+:\d+)?: \S")
+
+
+def deep(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+# Billion laughs: 9 levels of 9 aliases, about 3.5 billion nodes once expanded.
+BOMB = ("a0: &a0 [" + ", ".join(['"lol"'] * 9) + "]\n"
+        + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10)))
+
+
+def append(path: str, text: str) -> Callable[[Path], None]:
+    def damage(root: Path) -> None:
+        with (root / path).open("a", encoding="utf-8") as fh:
+            fh.write(text)
+    return damage
+
+
+def replace(path: str, text: str) -> Callable[[Path], None]:
+    def damage(root: Path) -> None:
+        (root / path).write_text(text, encoding="utf-8")
+    return damage
+
+
+def latin1(path: str) -> Callable[[Path], None]:
+    """The file saved in Latin-1 by an editor: one byte that is not UTF-8."""
+    def damage(root: Path) -> None:
+        with (root / path).open("ab") as fh:
+            fh.write(b"# caf\xe9\n")
+    return damage
+
+
+def unreadable(path: str) -> Callable[[Path], None]:
+    def damage(root: Path) -> None:
+        (root / path).chmod(0)
+    return damage
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    args: tuple[str, ...]
+    code: int
+    says: str                                     # a part of what stderr says
+    damage: Callable[[Path], None] | None = None  # what the careless user did to the checkout
+    denied: bool = False                          # needs a file the user cannot read
+
+
+CASES = [
+    # --- data files: exit 2, located
+    Case("deep-nesting-matrix", ("matrix",), 2,
+         "nests more than 100 levels deep", append("matrix.yaml", f"x: {deep(500)}\n")),
+    Case("deep-nesting-vendor-yaml", ("matrix", "--vendor", "cpu"), 2,
+         "vendors/cpu/vendor.yaml:", append("vendors/cpu/vendor.yaml", f"x: {deep(5000)}\n")),
+    Case("deep-nesting-skips", ("matrix", "--vendor", "cpu"), 2,
+         "nests more than 100 levels deep", replace("vendors/cpu/skips.yaml", f"- {deep(500)}\n")),
+    Case("alias-bomb", ("matrix",), 2, "alias bomb", append("matrix.yaml", BOMB)),
+    Case("nul-byte-matrix", ("matrix",), 2, "a control character YAML does not allow (U+0000)",
+         append("matrix.yaml", 'x: "a\0b"\n')),
+    Case("non-utf8-matrix", ("matrix",), 2,
+         "not UTF-8 text", latin1("matrix.yaml")),
+    Case("non-utf8-vendor-yaml", ("generate", "--check"), 2,
+         "vendors/cpu/vendor.yaml", latin1("vendors/cpu/vendor.yaml")),
+    Case("non-utf8-skips", ("matrix", "--vendor", "cpu"), 2,
+         "skips.yaml", latin1("vendors/cpu/skips.yaml")),
+    Case("non-utf8-lock", ("lock", "--check", "--vendor", "cpu"), 2,
+         f"{LOCK}: not UTF-8 text", latin1(str(LOCK))),
+    Case("matrix-is-a-folder", ("matrix", "--matrix", "vendors"), 2, "is a folder, not a file"),
+    Case("matrix-missing", ("matrix", "--matrix", "matrx.yaml"), 2, "matrx.yaml: file not found"),
+    Case("unreadable-matrix", ("matrix",), 2, "matrix.yaml: cannot read the file",
+         unreadable("matrix.yaml"), denied=True),
+    Case("unreadable-vendor-yaml", ("matrix",), 2, "vendor.yaml: cannot read the file",
+         unreadable("vendors/rocm/vendor.yaml"), denied=True),
+    Case("unreadable-skips", ("matrix", "--vendor", "cpu"), 2, "skips.yaml: cannot read the file",
+         unreadable("vendors/cpu/skips.yaml"), denied=True),
+    Case("unreadable-lock", ("lock", "--check", "--vendor", "cpu"), 2,
+         f"{LOCK}: cannot read the lock file", unreadable(str(LOCK)), denied=True),
+    # --- the command line: exit 2
+    Case("unknown-flag", ("matrix", "--bogus"), 2, "unknown flag '--bogus'"),
+    Case("misspelled-flag", ("build", "--vendr", "cpu"), 2, "did you mean '--vendor'?"),
+    Case("unknown-task", ("bogus",), 2, "unknown task 'bogus'"),
+    Case("flag-without-value", ("matrix", "--matrix"), 2, "--matrix needs a value"),
+    Case("switch-given-a-value", ("generate", "--check=yes"), 2, "'yes' is neither a task"),
+    Case("matrix-format-xml", ("matrix", "--format", "xml"), 2,
+         "--format 'xml' is not one of table, json"),
+    Case("hosts-format-xml", ("hosts", "--format", "xml"), 2,
+         "--format 'xml' is not one of table, json"),
+    Case("build-layer-bogus", ("build", "--vendor", "cpu", "--layer", "bogus"), 2,
+         "--layer 'bogus' is not a layer of the verify suite (install, compat, device"),
+    Case("verify-layer-misspelled", ("verify", "--vendor", "cpu", "--layer", "devic"), 2,
+         "did you mean 'device'?"),
+    Case("build-missing-ca-bundle", ("build", "--vendor", "cpu", "--ca-bundle", "/nope"), 2,
+         "--ca-bundle /nope: no such file"),
+    Case("lock-missing-ca-bundle", ("lock", "--vendor", "cpu", "--ca-bundle", "/nope"), 2,
+         "--ca-bundle /nope: no such file"),
+    Case("registry-mirror-bogus", ("build", "--vendor", "cpu", "--registry-mirror", "bogus"), 2,
+         "--registry-mirror 'bogus': write it as REGISTRY=MIRROR"),
+    Case("registry-mirror-with-scheme",
+         ("lock", "--vendor", "cpu", "--registry-mirror", "docker.io=https://mirror.lab"), 2,
+         "(no https://)"),
+    Case("index-url-not-a-url", ("build", "--vendor", "cpu", "--index-url", "pypi.org"), 2,
+         "--index-url 'pypi.org' is not an http(s) URL"),
+    Case("index-url-password-not-echoed",
+         ("lock", "--vendor", "cpu", "--index-url", "ftp://me:s3cret@host/simple"), 2,
+         "'ftp://me:***@host/simple' is not an http(s) URL"),
+    Case("results-is-a-file", ("build", "--vendor", "cpu", "--results", "matrix.yaml"), 2,
+         "--results matrix.yaml: is a file; name a folder"),
+    Case("results-inside-a-file", ("verify", "--vendor", "cpu", "--results", "tasks.py/out"), 2,
+         "--results tasks.py/out: is inside tasks.py, which is a file"),
+    Case("unknown-vendor", ("build", "--vendor", "nope"), 2, "vendor 'nope' is not in the matrix"),
+    Case("unknown-vendor-hosts", ("hosts", "--vendor", "cpux"), 2, "did you mean 'cpu'?"),
+    Case("empty-vendor", ("matrix", "--vendor", ","), 2, "--vendor needs a name"),
+    Case("unknown-cell", ("build", "--vendor", "cpu", "--cell", "nope"), 2, "unknown cell 'nope'"),
+    Case("here-without-vendor", ("verify", "--here"), 2, "--here needs exactly one --vendor"),
+    Case("here-with-cell", ("verify", "--here", "--vendor", "cpu", "--cell", DEFAULT_CELL), 2,
+         "--cell and --all do not apply with --here"),
+    Case("python-without-here", ("verify", "--vendor", "cpu", "--python", sys.executable), 2,
+         "--python applies only with --here"),
+    # --- the environment: exit 3
+    Case("here-python-missing", ("verify", "--here", "--vendor", "cpu", "--python", "/nope"), 3,
+         "cannot run /nope: No such file or directory"),
+    Case("here-python-a-folder", ("verify", "--here", "--vendor", "cpu", "--python", "./vendors"),
+         3, "cannot run ./vendors: Permission denied"),
+    Case("here-python-not-python", ("verify", "--here", "--vendor", "cpu", "--python", "/bin/echo"),
+         3, "/bin/echo does not answer like a Python interpreter"),
+]
+
+
+def files(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file and folder under ``root`` with its size and modification time."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        info = path.lstat()
+        out[str(path.relative_to(root))] = (info.st_size, info.st_mtime_ns)
+    return out
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("checkout")
+    for name in INPUTS:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, root / name)
+    return root
+
+
+@pytest.fixture
+def checkout(pristine: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "checkout"
+    shutil.copytree(pristine, root)
+    return root
+
+
+@dataclass(frozen=True)
+class Outcome:
+    proc: subprocess.CompletedProcess[str]
+    before: dict[str, tuple[int, int]]
+    after: dict[str, tuple[int, int]]
+
+
+def can_deny() -> bool:
+    return os.geteuid() != 0 or shutil.which("setpriv") is not None
+
+
+@pytest.fixture(scope="module")
+def outcomes(pristine: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+    """Every case, run at once: each in its own damaged copy, the commands side by side (each
+    is a fresh Python importing oota; one after another they would take most of a minute)."""
+    roots = {}
+    for case in CASES:
+        if case.denied and not can_deny():
+            continue
+        roots[case.id] = tmp_path_factory.mktemp(case.id) / "checkout"
+        shutil.copytree(pristine, roots[case.id])
+        if case.damage:
+            case.damage(roots[case.id])
+    before = {name: files(root) for name, root in roots.items()}
+
+    def run(case: Case) -> subprocess.CompletedProcess[str]:
+        return oota(roots[case.id], *case.args, denied=case.denied)
+
+    runnable = [case for case in CASES if case.id in roots]
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+        procs = dict(zip(roots, pool.map(run, runnable), strict=True))
+    return {name: Outcome(proc=procs[name], before=before[name], after=files(roots[name]))
+            for name in roots}
+
+
+def oota(root: Path, *args: str, denied: bool = False,
+         module: str = "oota") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "DOCKER_HOST": "unix:///nonexistent",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("OOTA_DEBUG", None)
+    argv = [sys.executable, "-m", module, *args]
+    if denied and os.geteuid() == 0:
+        # root reads any file whatever its mode; without these two capabilities it cannot.
+        argv = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", *argv]
+    return subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+
+
+def assert_one_clear_message(stderr: str) -> None:
+    assert "Traceback" not in stderr
+    lines = stderr.rstrip("\n").splitlines()
+    assert lines and lines[0].startswith("error: "), stderr
+    if len(lines) > 1:  # only a data file's problems come as a list, each one located
+        assert re.fullmatch(r"error: \d+ problems:", lines[0]), stderr
+        assert all(LOCATED.match(line) for line in lines[1:]), stderr
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_is_one_clear_line_and_writes_nothing(outcomes: dict[str, Outcome],
+                                                       case: Case) -> None:
+    if case.id not in outcomes:
+        pytest.skip("running as root, and without setpriv a file's mode cannot stop a read")
+    outcome = outcomes[case.id]
+    assert outcome.proc.returncode == case.code, outcome.proc.stderr
+    assert_one_clear_message(outcome.proc.stderr)
+    assert case.says in outcome.proc.stderr
+    assert outcome.proc.stdout == ""
+    assert outcome.after == outcome.before
+
+
+def test_the_corpus_reaches_its_cases_not_docker(checkout: Path) -> None:
+    """The premise of the cases above: with no Docker Engine, a valid build is exit 3."""
+    proc = oota(checkout, "build", "--vendor", "cpu")
+    assert proc.returncode == 3, proc.stderr
+    assert "cannot reach a Docker Engine" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_unexpected_error_is_one_line_and_its_traceback_is_saved(checkout: Path) -> None:
+    with (checkout / "tasks.py").open("a", encoding="utf-8") as fh:
+        fh.write('\n\n@task(help={})\ndef boom(c: Context) -> None:\n'
+                 '    raise ValueError("a bug\\nsecond line")\n')
+    proc = oota(checkout, "boom")
+    assert proc.returncode == 1
+    assert proc.stderr == ("error: internal error: ValueError: a bug (details: "
+                           ".oota-cache/last-error.log); please report it\n")
+    log = (checkout / ".oota-cache" / "last-error.log").read_text()
+    assert log.startswith("oota boom\nTraceback") and 'raise ValueError("a bug' in log
+
+
+def test_plain_invoke_still_runs_the_tasks(checkout: Path) -> None:
+    proc = oota(checkout, "matrix", "--vendor", "cpu", "--format", "json", module="invoke")
+    assert proc.returncode == 0, proc.stderr
+    assert f'"id": "{DEFAULT_CELL}"' in proc.stdout
