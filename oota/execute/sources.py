@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import ssl
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from oota.net import host_pip_config, redact
+from oota.net import find_ca_bundle, host_pip_config, redact, redact_text, split_credentials
 
 WHEELHOUSE_IN_BUILD = "/wheelhouse"
 
@@ -52,15 +53,22 @@ class PipSources:
 @lru_cache(maxsize=32)
 def reachable(url: str, timeout: float = 8.0) -> str | None:
     """None when ``url`` answers over HTTP(S); otherwise why not (one line)."""
+    bare, authorization = split_credentials(url)
+    ca = find_ca_bundle(None)
+    context = ssl.create_default_context(cafile=str(ca) if ca else None)
     try:
-        request = urllib.request.Request(url.rstrip("/") + "/", method="GET")
-        with urllib.request.urlopen(request, timeout=timeout):
+        request = urllib.request.Request(bare.rstrip("/") + "/", method="GET")
+        if authorization:  # urllib would take 'user:password@host' for a host name
+            request.add_header("Authorization", authorization)
+        with urllib.request.urlopen(request, timeout=timeout, context=context):
             return None
     except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            return f"HTTP {exc.code}: check the user and password given in the index URL"
         return None if exc.code < 500 and exc.code != 404 else f"HTTP {exc.code}"
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        return str(reason).splitlines()[0][:200]
+        return redact_text(str(reason).splitlines()[0][:200])
 
 
 def resolve_sources(*, vendor_index: str, index_url: str | None = None,
@@ -75,13 +83,13 @@ def resolve_sources(*, vendor_index: str, index_url: str | None = None,
     if vendor_index and not index_url:
         why = reachable(vendor_index) if probe else None
         if why:
-            notes.append(f"vendor index {vendor_index} is unreachable from this host ({why}); "
-                         "left out, packages come from the other sources")
+            notes.append(f"vendor index {redact(vendor_index)} is unreachable from this host "
+                         f"({why}); left out, packages come from the other sources")
         else:
             extras.append(vendor_index)
     for url in host.get("extra-index-url", "").split():
         if url.startswith("file:"):
-            notes.append(f"host extra-index-url {url} is a local folder index: not visible "
+            notes.append(f"host extra-index-url {redact(url)} is a local folder index: not visible "
                          "inside the build; use --find-links with a wheel folder instead")
         else:
             extras.append(url)
@@ -94,7 +102,8 @@ def resolve_sources(*, vendor_index: str, index_url: str | None = None,
         elif path.is_dir():
             dirs.append(path.resolve())
         else:
-            notes.append(f"find-links {link} is neither a URL nor an existing folder; ignored")
+            notes.append(f"find-links {redact(link)} is neither a URL nor an existing folder; "
+                         "ignored")
     return PipSources(index_url=primary, extra_index_urls=tuple(dict.fromkeys(extras)),
                       find_links_urls=tuple(dict.fromkeys(link_urls)),
                       wheel_dirs=tuple(dict.fromkeys(dirs)), notes=tuple(notes))
