@@ -31,7 +31,7 @@ def resolve(dotted: str) -> Any:
 
 
 def main(argv: list[str]) -> int:
-    print("%d.%d" % sys.version_info[:2])
+    print("{}.{}".format(*sys.version_info[:2]))
     print(importlib.metadata.version("torch"))
     value = None
     if len(argv) > 1 and argv[1]:

@@ -151,11 +151,13 @@ def test_forward_and_train_step(model_name, device, device_module, spec, toleran
     torch.manual_seed(SEED)
     on_device = case.build().to(dtype)
     # Same seed, same weights: the comparison below starts from identical parameters.
-    for (name, a), b in zip(reference.state_dict().items(), on_device.state_dict().values()):
+    for (name, a), b in zip(reference.state_dict().items(), on_device.state_dict().values(),
+                            strict=True):
         assert torch.equal(a, b), f"{name}: the same seed gave different initial weights"
     on_device = on_device.to(device)
     assert all(torch.equal(a, b.cpu()) for a, b in zip(reference.state_dict().values(),
-                                                       on_device.state_dict().values())), \
+                                                       on_device.state_dict().values(),
+                                                       strict=True)), \
         "weights changed when copied to the device"
     inputs = {k: (v.to(dtype) if v.is_floating_point() else v)
               for k, v in case.inputs(torch.Generator().manual_seed(SEED)).items()}

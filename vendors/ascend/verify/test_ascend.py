@@ -14,7 +14,8 @@ import torch
 from oota_suite import skip_without_device
 from packaging.version import Version
 
-TOOLKIT_HOME = Path(os.environ.get("ASCEND_TOOLKIT_HOME", "/usr/local/Ascend/ascend-toolkit/latest"))
+TOOLKIT_HOME = Path(os.environ.get("ASCEND_TOOLKIT_HOME",
+                                   "/usr/local/Ascend/ascend-toolkit/latest"))
 
 
 @pytest.fixture(scope="module")

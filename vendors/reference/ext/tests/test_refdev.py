@@ -97,7 +97,8 @@ def test_abi_mismatch_clear_error(monkeypatch):
     with pytest.raises(RuntimeError) as info:
         torch_refdev.check_torch_abi()
     message = str(info.value)
-    assert f"torch_refdev was built against torch 1.0.0+fake but torch {torch.__version__} is loaded" in message
+    assert (f"torch_refdev was built against torch 1.0.0+fake but torch {torch.__version__} "
+            "is loaded") in message
     with pytest.raises(RuntimeError, match="built against torch 2.0.0 but torch 2.1.0 is loaded"):
         torch_refdev.check_torch_abi(built_with="2.0.0", loaded="2.1.0")
 
@@ -289,7 +290,8 @@ def test_fallback_matmul_reduction_softmax():
     a, b = torch.randn(5, 7), torch.randn(7, 3)
     da, db = a.refdev(), b.refdev()
     assert_close((da @ db).cpu(), a @ b)
-    assert_close(torch.bmm(da.expand(2, 5, 7), db.expand(2, 7, 3)).cpu(), torch.bmm(a.expand(2, 5, 7), b.expand(2, 7, 3)))
+    assert_close(torch.bmm(da.expand(2, 5, 7), db.expand(2, 7, 3)).cpu(),
+                 torch.bmm(a.expand(2, 5, 7), b.expand(2, 7, 3)))
     assert_close(da.sum().cpu(), a.sum())
     assert_close(da.sum(dim=1).cpu(), a.sum(dim=1))
     assert_close(da.mean(dim=0, keepdim=True).cpu(), a.mean(dim=0, keepdim=True))
@@ -299,7 +301,8 @@ def test_fallback_matmul_reduction_softmax():
     assert_close(F.log_softmax(da, dim=0).cpu(), F.log_softmax(a, dim=0))
     assert_close(torch.cat([da, da], dim=1).cpu(), torch.cat([a, a], dim=1))
     assert_close(torch.stack([da, da]).cpu(), torch.stack([a, a]))
-    assert_close(torch.where(da > 0, da, torch.zeros_like(da)).cpu(), torch.where(a > 0, a, torch.zeros_like(a)))
+    assert_close(torch.where(da > 0, da, torch.zeros_like(da)).cpu(),
+                 torch.where(a > 0, a, torch.zeros_like(a)))
     assert_close(torch.nonzero(da > 0).cpu(), torch.nonzero(a > 0))
     assert_close(da[da > 0].cpu(), a[a > 0])
     counts = torch_refdev.fallback_op_counts()
@@ -333,10 +336,10 @@ def test_fallback_tensor_lists():
     xs = [torch.randn(3) for _ in range(3)]
     ds = [x.refdev() for x in xs]
     torch._foreach_add_(ds, 1.0)
-    for x, d in zip(xs, ds):
+    for x, d in zip(xs, ds, strict=True):
         assert_close(d.cpu(), x + 1)
     outs = torch._foreach_mul(ds, 2.0)
-    for x, o in zip(xs, outs):
+    for x, o in zip(xs, outs, strict=True):
         assert o.device.type == "refdev"
         assert_close(o.cpu(), (x + 1) * 2)
     chunks = torch.arange(6.0, device=DEV).split(2)
@@ -521,7 +524,7 @@ def test_module_move_keeps_tied_weights_and_their_gradient(move):
     assert_close(tied.grad.cpu(), cpu_model.embed.weight.grad, rtol=1e-5, atol=1e-6)
     cpu_opt.step()
     ref_opt.step()
-    for (name, p), rp in zip(cpu_model.named_parameters(), ref_model.parameters()):
+    for (name, p), rp in zip(cpu_model.named_parameters(), ref_model.parameters(), strict=True):
         assert_close(rp.detach().cpu(), p.detach(), rtol=1e-5, atol=1e-6, msg=name)
     # Back to the host, still tied, gradient carried along.
     ref_model.cpu()
@@ -567,12 +570,12 @@ def test_mlp_forward_backward_optimizer_matches_cpu(optimizer):
         assert_close(ref_loss.cpu(), cpu_loss)
         cpu_loss.backward()
         ref_loss.backward()
-        for p, rp in zip(cpu_model.parameters(), ref_model.parameters()):
+        for p, rp in zip(cpu_model.parameters(), ref_model.parameters(), strict=True):
             assert rp.grad.device.type == "refdev"
             assert_close(rp.grad.cpu(), p.grad)
         cpu_opt.step()
         ref_opt.step()
-    for p, rp in zip(cpu_model.parameters(), ref_model.parameters()):
+    for p, rp in zip(cpu_model.parameters(), ref_model.parameters(), strict=True):
         assert rp.device.type == "refdev"
         assert_close(rp.detach().cpu(), p.detach())
     for state in ref_opt.state.values():
@@ -606,13 +609,14 @@ def test_transformer_backward_matches_cpu(device):
     assert_close(ref_loss.cpu(), cpu_loss)
     cpu_loss.backward()
     ref_loss.backward()
-    for (name, p), rp in zip(cpu_model.named_parameters(), ref_model.parameters()):
+    for (name, p), rp in zip(cpu_model.named_parameters(), ref_model.parameters(), strict=True):
         assert rp.grad.device == torch.device(device), name
         assert_close(rp.grad.cpu(), p.grad, rtol=1e-4, atol=1e-5, msg=name)
     # an SGD step on top keeps both in sync
-    for opt in (torch.optim.SGD(cpu_model.parameters(), lr=0.1), torch.optim.SGD(ref_model.parameters(), lr=0.1)):
+    for opt in (torch.optim.SGD(cpu_model.parameters(), lr=0.1),
+                torch.optim.SGD(ref_model.parameters(), lr=0.1)):
         opt.step()
-    for p, rp in zip(cpu_model.parameters(), ref_model.parameters()):
+    for p, rp in zip(cpu_model.parameters(), ref_model.parameters(), strict=True):
         assert_close(rp.detach().cpu(), p.detach(), rtol=1e-4, atol=1e-5)
 
 
@@ -628,7 +632,7 @@ def test_conv_batchnorm_matches_cpu():
     assert_close(ry.cpu(), y, rtol=1e-4, atol=1e-5)
     y.square().mean().backward()
     ry.square().mean().backward()
-    for p, rp in zip(cpu_model.parameters(), ref_model.parameters()):
+    for p, rp in zip(cpu_model.parameters(), ref_model.parameters(), strict=True):
         assert_close(rp.grad.cpu(), p.grad, rtol=1e-4, atol=1e-5)
     bn, rbn = cpu_model[1], ref_model[1]
     assert_close(rbn.running_mean.cpu(), bn.running_mean)
