@@ -13,7 +13,9 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from invoke import Exit, task
 
@@ -21,22 +23,26 @@ from oota import api
 from oota.console import Console
 from oota.errors import EXIT_FAILED, EXIT_INTERRUPTED, OotaError
 from oota.execute.build import BuildOptions
+from oota.execute.interrupts import signal_name, signals_as_interrupts
 from oota.execute.lock import LockOptions
 
 HELP_MATRIX = "matrix file (default: matrix.yaml)"
 
 
-def _errors_to_exit(fn):
+def _errors_to_exit(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The one place errors become exit codes, and where SIGINT and SIGTERM become the same
+    interruption (exit 130) for the whole task (oota/execute/interrupts.py)."""
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         if os.environ.get("OOTA_DEBUG"):
             logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
         try:
-            return fn(*args, **kwargs)
+            with signals_as_interrupts():
+                return fn(*args, **kwargs)
         except OotaError as exc:
             raise Exit(f"error: {exc}", code=exc.exit_code) from None
-        except KeyboardInterrupt:
-            raise Exit("interrupted", code=EXIT_INTERRUPTED) from None
+        except KeyboardInterrupt as exc:
+            raise Exit(f"interrupted ({signal_name(exc)})", code=EXIT_INTERRUPTED) from None
         except BrokenPipeError:  # `invoke matrix | head`: the reader left; no traceback
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise Exit(code=0) from None

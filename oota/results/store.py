@@ -52,7 +52,7 @@ def summarize(tests: list[dict[str, Any]], stages: dict[str, dict[str, Any]]) ->
 
 def overall_status(tests: list[dict[str, Any]], stages: dict[str, dict[str, Any]]) -> str:
     states = [s["status"] for s in stages.values()] + [t["status"] for t in tests]
-    for status in ("error", "failed"):
+    for status in ("interrupted", "error", "failed"):
         if status in states:
             return status
     if "unsupported-here" in states:
