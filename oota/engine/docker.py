@@ -427,9 +427,10 @@ def extract_safely(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: P
     """Extract ``members`` (regular files and folders) of ``tar`` into ``dest``; nothing may land
     outside it. Python's ``data`` filter does it where this Python has one (3.12, 3.11.4 and
     later); stock Debian 12's 3.11.2 has none (``extractall(filter=...)`` is a TypeError there),
-    so the same checks are made by hand: no absolute name, no way out of ``dest`` (also not
-    through a link already in it), only files and folders, no set-id bits, nothing writable
-    by others. A member that breaks them is a StepFailed naming it."""
+    so the same rules are applied by hand: an absolute name is taken as relative to ``dest``,
+    there is no way out of it (also not through a link already in it), only files and folders,
+    no set-id bits, nothing writable by others. A member that breaks them is a StepFailed
+    naming it."""
     if hasattr(tarfile, "data_filter"):
         try:
             tar.extractall(dest, members=members, filter="data")
@@ -439,9 +440,8 @@ def extract_safely(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: P
         return
     root = dest.resolve()
     for member in members:
-        target = (root / member.name).resolve()
-        if member.name.startswith("/") or not target.is_relative_to(root) \
-                or not (member.isfile() or member.isdir()):
+        target = (root / member.name.lstrip("/")).resolve()
+        if not target.is_relative_to(root) or not (member.isfile() or member.isdir()):
             raise StepFailed(f"refused to extract a container's results into {dest}: "
                              f"{member.name!r} is not a file or folder inside it")
         if member.isdir():
