@@ -246,11 +246,22 @@ class DockerEngine:
                              exit_code=proc.returncode, log_tail=_tail(proc.stderr))
 
     def build(self, request: BuildRequest, on_step: Callable[[StepEvent], None]) -> str:
-        """Build with BuildKit; stream progress to ``on_step`` and the log file; return image id."""
+        """Build with BuildKit; stream progress to ``on_step`` and the log file; return the id
+        of the image ``request.tag`` names afterwards.
+
+        BuildKit writes the new image's id to a file and leaves tags alone; the tag moves here,
+        once the build succeeded, in one step. A build that is interrupted or killed therefore
+        never moves it. When the build reproduces the output a sealed image was made from, the
+        tag stays on the sealed image: its verification results still hold."""
         if self._cli is None:
             self._cli = find_buildkit_cli()
         prefix, extra_env = self._cli
-        argv = [*prefix, "--progress=plain", "--target", request.target, "-t", request.tag]
+        # Beside the context, in the folder its owner removes (also after a SIGKILL, when the
+        # orphaned CLI may still write it).
+        iidfile = request.context.with_name(f"{request.context.name}.image-id")
+        iidfile.unlink(missing_ok=True)
+        argv = [*prefix, "--progress=plain", "--target", request.target,
+                "--iidfile", str(iidfile)]
         for key, value in sorted(request.build_args.items()):
             argv += ["--build-arg", f"{key}={value}"]
         for key, value in sorted(request.labels.items()):
@@ -259,25 +270,28 @@ class DockerEngine:
             argv += ["--secret", f"id={key},src={path}"]
         argv.append(str(request.context))
         log.debug("run: %s", " ".join(argv))
-        env = {**os.environ, **extra_env}
-        previous = self._image_id(request.tag)
-        output = self._stream(argv, env, request.log_path, request.timeout_s, on_step)
-        if output.exit_code != 0:
+        output = self._stream(argv, {**os.environ, **extra_env}, request.log_path,
+                              request.timeout_s, on_step)
+        built = iidfile.read_text(encoding="utf-8").strip() if iidfile.exists() else ""
+        iidfile.unlink(missing_ok=True)
+        if output.exit_code != 0 or not built:
             why = "timed out" if output.timed_out else f"exited with {output.exit_code}"
-            cause = build_error_cause(output.output_tail)
+            cause = build_error_cause(output.output_tail) or ("" if output.exit_code else
+                                                              "BuildKit named no image")
             raise StepFailed(f"docker build of {request.tag} {why}"
                              + (f": {cause}" if cause else ""), command=argv,
                              exit_code=output.exit_code, log_tail=output.output_tail)
-        built = str(self.client.images.get(request.tag).id)
-        if previous is None or previous == built:
-            return built
-        if self._sealed_from(previous) == built:
-            # The build reproduced the very output the sealed image was made from: its seal
-            # (the verification results) still holds, so the tag goes back to it. Otherwise a
-            # rebuild whose verification is then interrupted would leave an unsealed image.
-            self.tag(previous, request.tag)
+        return self._take_tag(request.tag, built)
+
+    def _take_tag(self, tag: str, built: str) -> str:
+        """Point ``tag`` at the image ``built`` (or keep it on the sealing of that very image);
+        the image it named before goes unless something else still names or uses it."""
+        previous = self._image_id(tag)
+        if previous is not None and previous != built and self._sealed_from(previous) == built:
             return previous
-        self._remove_if_untagged(previous)
+        self.tag(built, tag)
+        if previous is not None and previous != built:
+            self._remove_if_untagged(previous)
         return built
 
     def _sealed_from(self, image_id: str) -> str | None:
