@@ -202,8 +202,8 @@ class CellRun:
                              f"--vendor={self.cell.vendor.name} --cell={self.cell.id}` or delete "
                              "it to build unlocked")
         labels = self.engine.image_labels(self.tag)
-        fresh = labels is not None and labels.get("oota.fingerprint") == self.fingerprint
-        if fresh and labels is not None and not self.options.rebuild:
+        if labels is not None and labels.get("oota.fingerprint") == self.fingerprint \
+                and not self.options.rebuild:
             self.console.info(f"{self.cell.id}: image {self.tag} is up to date "
                               f"({self.fingerprint[:19]}); --rebuild forces a build")
             # The base it was built on, from its label, so a comparison with an earlier run

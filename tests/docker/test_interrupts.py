@@ -2,9 +2,10 @@
 them: what result.json says, which containers and context folders are left, and what the next
 run does about a SIGKILLed one.
 
-The tests run the real command line on the repository's default CPU cell, whose image the
-command line names ``oota/cpu:<cell>``: a developer's own image under that name is put aside
-first and put back after.
+The tests run the real command line on the repository's default CPU cell, with the session's
+image under the name the command line uses (``oota/cpu:<cell>``); a developer's own image under
+that name is put aside first and put back after. That an interrupted verify of a rebuild keeps
+the sealed image is in test_reproducible.py.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ import docker
 import pytest
 
 from oota.engine.base import RUN_LABEL
-from oota.execute.verify import EXPECTED_IN_IMAGE
 
 from .conftest import DEFAULT_CELL, REPO
 
 TAG = f"oota/cpu:{DEFAULT_CELL}"
 ASIDE = f"oota-test/aside:{DEFAULT_CELL}"
 CACHE = REPO / ".oota-cache"
+STARTED: list[str] = []   # the run ids of the commands the tests started
 
 
 @dataclass
@@ -93,6 +94,7 @@ def _run_until(args: list[str], results: Path, client, during: str,
     marker = _wait_for("the run's marker", lambda: _own_marker(proc.pid, before))
     assert isinstance(marker, Path)
     run_id = marker.stem
+    STARTED.append(run_id)
     if during == "verify":
         _wait_for("the verify container", lambda: _verify_container(client, run_id))
     else:
@@ -107,27 +109,27 @@ def _left_by(client, run_id: str) -> list[object]:
 
 
 @pytest.fixture(scope="module")
-def cli_image(built, engine, docker_client, tmp_path_factory) -> Iterator[str]:
-    """``oota/cpu:<cell>`` built and verified (sealed) by `invoke build`; its id."""
+def cli_image(built, engine, docker_client) -> Iterator[str]:
+    """The session's verified (sealed) default-cell image, under the name the command line
+    uses; its id. Images a killed build may still have made are removed after."""
     aside = engine.image_id(TAG)
     if aside:
         docker_client.images.get(aside).tag(*ASIDE.split(":"))
+    before = {image.id for image in docker_client.images.list(all=True)}
+    docker_client.images.get(built.tag).tag(*TAG.split(":"))
     try:
-        proc = _invoke("build", "--cell", DEFAULT_CELL, "--results",
-                       str(tmp_path_factory.mktemp("cli-results")))
-        output, _ = proc.communicate(timeout=1800)
-        assert proc.returncode == 0, output
-        assert engine.read_file(TAG, EXPECTED_IN_IMAGE)   # sealed
         yield str(engine.image_id(TAG))
     finally:
-        made = engine.image_id(TAG)
+        for run_id in STARTED:  # what a failed test may have left
+            engine.cleanup(run_id, images=False)
+        docker_client.images.remove(TAG)  # the name only: the session's tag still holds it
         if aside:  # the developer's image gets its name back before its spare name goes
             docker_client.images.get(aside).tag(*TAG.split(":"))
             docker_client.images.remove(ASIDE)
-            if made and made != aside:
-                docker_client.images.remove(made)
-        elif made:
-            docker_client.images.remove(TAG)
+        for image in docker_client.images.list(filters={"label": f"oota.cell={DEFAULT_CELL}",
+                                                         "dangling": True}):
+            if image.id not in before:
+                docker_client.images.remove(image.id)
 
 
 def _assert_interrupted(stopped: Stopped, run_id: str, stage: str, client) -> None:
@@ -146,17 +148,6 @@ def test_sigterm_during_verify(cli_image, engine, docker_client, tmp_path):
     stopped, run_id = _run_until(["verify"], tmp_path, docker_client, "verify", signal.SIGTERM)
     _assert_interrupted(stopped, run_id, "verify", docker_client)
     assert engine.image_id(TAG) == cli_image   # still the sealed image
-
-
-def test_sigterm_during_the_verify_of_a_rebuild_keeps_the_sealed_image(
-        cli_image, engine, docker_client, tmp_path):
-    stopped, run_id = _run_until(["build", "--rebuild"], tmp_path, docker_client, "verify",
-                                 signal.SIGTERM)
-    _assert_interrupted(stopped, run_id, "verify", docker_client)
-    assert stopped.result["stages"]["build"]["status"] == "passed"
-    # The rebuild reproduced the sealed image's build output, so the sealed image stays.
-    assert engine.image_id(TAG) == cli_image
-    assert json.loads(engine.read_file(TAG, EXPECTED_IN_IMAGE))["status"] == "passed"
 
 
 def test_sigterm_during_build(cli_image, engine, docker_client, tmp_path):
@@ -179,21 +170,28 @@ def _processes_naming(text: str) -> list[int]:
     return found
 
 
-def test_the_run_after_a_sigkill_removes_what_it_left(cli_image, docker_client, tmp_path):
-    killed_build = _run_until(["build", "--rebuild", "--no-verify"], tmp_path / "a",
-                              docker_client, "build", signal.SIGKILL)[1]
-    # the orphaned `docker build` still reads the context; let it finish (it tags nothing)
-    _wait_for("the orphaned build", lambda: not _processes_naming(f"contexts/{killed_build}/"))
-    killed_verify = _run_until(["verify"], tmp_path / "b", docker_client, "verify",
-                               signal.SIGKILL)[1]
-    assert _context_of(killed_build) and _left_by(docker_client, killed_verify)
+@pytest.mark.parametrize(("args", "during", "left"), [
+    (["build", "--rebuild", "--no-verify"], "build", "1 context folder"),
+    (["verify"], "verify", "1 container"),
+], ids=["during-build", "during-verify"])
+def test_the_run_after_a_sigkill_removes_what_it_left(cli_image, engine, docker_client,
+                                                      tmp_path, args, during, left):
+    killed, run_id = _run_until(args, tmp_path / "killed", docker_client, during,
+                                signal.SIGKILL)
+    assert killed.proc.returncode == -signal.SIGKILL
+    if during == "build":
+        assert _context_of(run_id)
+        # the orphaned `docker build` still reads the context; let it end (it tags nothing)
+        _wait_for("the orphaned build", lambda: not _processes_naming(f"contexts/{run_id}/"))
+    else:
+        assert _left_by(docker_client, run_id)
 
     proc = _invoke("build", "--no-verify", "--cell", DEFAULT_CELL, "--results",
-                   str(tmp_path / "c"))
+                   str(tmp_path / "next"))
     output, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0, output
-    assert f"removed 1 context folder left by run {killed_build} (killed?)" in output
-    assert f"removed 1 container left by run {killed_verify} (killed?)" in output
-    assert _left_by(docker_client, killed_verify) == []
-    assert not (CACHE / "contexts" / killed_build).exists()
-    assert not {CACHE / "runs" / f"{r}.json" for r in (killed_build, killed_verify)} & _markers()
+    assert f"removed {left} left by run {run_id} (killed?)" in output
+    assert _left_by(docker_client, run_id) == []
+    assert not (CACHE / "contexts" / run_id).exists()
+    assert not (CACHE / "runs" / f"{run_id}.json").exists()
+    assert engine.image_id(TAG) == cli_image
