@@ -8,8 +8,10 @@ Two channels, each for what it does best:
   device flags, which are written as CLI flags in ``vendors/<name>/vendor.yaml``.
 
 Every CLI call is an argv list (never a shell string) with a timeout, echoed at debug level.
-Everything the toolkit creates carries the ``oota.run`` label so :meth:`DockerEngine.cleanup`
-can remove it.
+Every container the toolkit creates carries the ``oota.run`` label so :meth:`DockerEngine.cleanup`
+can remove it (also a killed run's, from the next run). A cell's image does not: its labels
+hold nothing that changes between two builds of the same inputs, so that a rebuild is the same
+image; it is found by its tag, and the run id is in the result.
 """
 
 from __future__ import annotations
