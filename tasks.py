@@ -31,6 +31,7 @@ from oota.errors import (
     EXIT_INTERRUPTED,
     OotaError,
 )
+from oota.execute.interrupts import signal_name, signals_as_interrupts
 from oota.files import write_atomic
 from oota.net import redact_text
 from oota.results.model import Result
@@ -45,18 +46,21 @@ TaskBody = Callable[..., None]
 
 
 def _errors_to_exit(fn: Callable[P, None]) -> Callable[P, None]:
+    """The one place errors become exit codes, and where SIGINT and SIGTERM become the same
+    interruption (exit 130) for the whole task (oota/execute/interrupts.py)."""
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         if os.environ.get("OOTA_DEBUG"):
             logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
         try:
-            return fn(*args, **kwargs)
+            with signals_as_interrupts():
+                return fn(*args, **kwargs)
         except Exit:  # a task's own exit code (a failed cell, a stale file)
             raise
         except OotaError as exc:
             raise Exit(redact_text(f"error: {exc}"), code=exc.exit_code) from None
-        except KeyboardInterrupt:
-            raise Exit("interrupted", code=EXIT_INTERRUPTED) from None
+        except KeyboardInterrupt as exc:
+            raise Exit(f"interrupted ({signal_name(exc)})", code=EXIT_INTERRUPTED) from None
         except BrokenPipeError:  # `invoke matrix | head`: the reader left; no traceback
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise Exit(code=0) from None

@@ -22,7 +22,7 @@ import json
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import jinja2
 
@@ -204,22 +204,75 @@ def _shown(matrix: Matrix, path: Path) -> str:
 
 def context_files(matrix: Matrix, rendered: Rendered) -> dict[str, bytes | Path]:
     """Archive name -> content (bytes) or source file, for everything the build sees
-    except the host's wheelhouse (host-specific, recorded separately)."""
+    except the host's wheelhouse (host-specific, recorded separately).
+
+    Symbolic links in ``verify/`` and the vendor's folder are followed (a vendor may keep its
+    extension's source elsewhere in the project and link it, ``vendors/x/ext -> ../../src/ext``):
+    the build gets the files they point to, under the link's name. A link is refused, with an
+    InputError naming it, when it points outside both the project and the vendor's folder
+    (what the build sees must come from the inputs the fingerprint and the git revision
+    describe, never from the rest of the machine), when its target is missing, or when it
+    loops back into a folder it is in."""
     files: dict[str, bytes | Path] = {name: text.encode() for name, text in rendered.files.items()}
-    for root_name, folder in (("verify", matrix.root / "verify"),
-                              ("vendor", rendered.cell.vendor.folder)):
-        for path in sorted(folder.rglob("*")):
-            rel = path.relative_to(folder)
-            if path.is_file() and not (_SKIP_PARTS & set(rel.parts)) \
-                    and not rel.name.endswith((".pyc", ".so", ".egg-info")) \
-                    and not any(p.endswith(".egg-info") for p in rel.parts):
-                files[f"{root_name}/{rel.as_posix()}"] = path
+    vendor = rendered.cell.vendor.folder
+    allowed = (matrix.root.resolve(), vendor.resolve())
+    for root_name, folder in (("verify", matrix.root / "verify"), ("vendor", vendor)):
+        for rel, path in _tree(folder, PurePosixPath(), allowed, matrix.root, (folder.resolve(),)):
+            files[f"{root_name}/{rel}"] = path
     # The vocabulary the suite shares with oota (statuses, layers), beside oota-verify.
     files["verify/oota_vocab.py"] = VOCAB_FILE
     lock = lock_path(matrix, rendered.cell)
     if lock.is_file():
         files["lock.txt"] = lock
     return files
+
+
+def _skipped(rel: PurePosixPath) -> bool:
+    """Build outputs and caches: they never shape an image."""
+    return bool(_SKIP_PARTS & set(rel.parts)) or rel.name.endswith((".pyc", ".so")) \
+        or any(part.endswith(".egg-info") for part in rel.parts)
+
+
+def _tree(folder: Path, rel: PurePosixPath, allowed: tuple[Path, ...], root: Path,
+          ancestors: tuple[Path, ...]) -> list[tuple[str, Path]]:
+    """(name relative to the walk's top, path) of every file under ``folder``, in name order,
+    following links as :func:`context_files` describes; ``ancestors`` are the resolved folders
+    the walk is in (a link back to one of them is a loop)."""
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as exc:
+        raise InputError(f"{_rel(folder, root)}: cannot be read: {exc.strerror}") from exc
+    found: list[tuple[str, Path]] = []
+    for path in entries:
+        name = rel / path.name
+        if _skipped(name):
+            continue
+        real = _link_target(path, allowed, root) if path.is_symlink() else path.resolve()
+        if path.is_dir():
+            if real in ancestors:
+                raise InputError(f"{_rel(path, root)}: the symbolic link loops back to "
+                                 f"{_rel(real, root)}; a build context cannot hold a loop")
+            found += _tree(path, name, allowed, root, (*ancestors, real))
+        elif path.is_file():
+            found.append((name.as_posix(), path))
+    return found
+
+
+def _link_target(link: Path, allowed: tuple[Path, ...], root: Path) -> Path:
+    """Where ``link`` points, when the build may follow it (see :func:`context_files`)."""
+    target = link.resolve()
+    if not target.exists():
+        raise InputError(f"{_rel(link, root)}: the symbolic link points to {target}, which "
+                         "does not exist")
+    if not any(target.is_relative_to(top) for top in allowed):
+        raise InputError(f"{_rel(link, root)}: the symbolic link points to {target}, outside "
+                         "the project and the vendor's folder; copy (or move) that source into "
+                         "the vendor's folder, or link to a place inside the project")
+    return target
+
+
+def _rel(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
 
 
 def fingerprint(files: dict[str, bytes | Path]) -> str:

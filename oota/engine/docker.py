@@ -8,8 +8,10 @@ Two channels, each for what it does best:
   device flags, which are written as CLI flags in ``vendors/<name>/vendor.yaml``.
 
 Every CLI call is an argv list (never a shell string) with a timeout, echoed at debug level.
-Everything the toolkit creates carries the ``oota.run`` label so :meth:`DockerEngine.cleanup`
-can remove it.
+Every container the toolkit creates carries the ``oota.run`` label so :meth:`DockerEngine.cleanup`
+can remove it (also a killed run's, from the next run). A cell's image does not: its labels
+hold nothing that changes between two builds of the same inputs, so that a rebuild is the same
+image; it is found by its tag, and the run id is in the result.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from oota.engine.base import (
     RUN_LABEL,
@@ -36,6 +39,9 @@ from oota.engine.base import (
     StepEvent,
 )
 from oota.errors import EnvironmentProblem, StepFailed
+
+if TYPE_CHECKING:  # the SDK itself is imported when an engine is made (it is slow to import)
+    from docker.models.containers import Container
 
 log = logging.getLogger("oota.engine")
 
@@ -149,22 +155,27 @@ class DockerEngine:
         image = self.client.images.get(ref)
         digests = image.attrs.get("RepoDigests") or []
         if digests:
-            return digests[0].split("@", 1)[1]
-        return (image.labels or {}).get(SEALED_FROM_LABEL) or image.id
+            return str(digests[0]).split("@", 1)[1]
+        return str((image.labels or {}).get(SEALED_FROM_LABEL) or image.id)
 
-    def seal(self, image: str, files: dict[str, bytes], labels: dict[str, str]) -> str:
+    def image_id(self, ref: str) -> str | None:
+        return self._image_id(ref)
+
+    def seal(self, image: str, files: dict[str, bytes], labels: dict[str, str], *,
+             run_id: str = "") -> str:
         """Add ``files`` (absolute path -> bytes) to ``image`` as one layer and move its tag there.
 
         The layer always goes on the build output (label ``oota.sealed-from``), never on an
         earlier sealing, and the sealing it replaces is removed: re-verifying an image does not
-        grow it. Returns the new image id."""
+        grow it. The tag moves in one step, so an interruption leaves the old sealing or the
+        new one. Returns the new image id."""
         current = self.client.images.get(image)
-        base = (current.labels or {}).get(SEALED_FROM_LABEL) or current.id
+        base = str((current.labels or {}).get(SEALED_FROM_LABEL) or current.id)
         try:
             self.client.images.get(base)
         except self._errors.ImageNotFound:
-            base = current.id
-        container = self.client.containers.create(base)  # never started: only its filesystem
+            base = str(current.id)
+        container = self._scratch_container(base, run_id)
         try:
             container.put_archive("/", _tar_of(files))
             repository, tag = _split_tag(image)
@@ -175,8 +186,13 @@ class DockerEngine:
         finally:
             container.remove(force=True)
         if current.id not in (base, sealed.id):
-            self._remove_if_untagged(current.id)  # the sealing this one replaces
-        return sealed.id
+            self._remove_if_untagged(str(current.id))  # the sealing this one replaces
+        return str(sealed.id)
+
+    def _scratch_container(self, image: str, run_id: str) -> Container:
+        """A container that is never started (only its filesystem is used), labelled with the
+        run so that a run killed before removing it gets it removed by the next one."""
+        return self.client.containers.create(image, labels={RUN_LABEL: run_id} if run_id else {})
 
     def pull(self, ref: str) -> str | None:
         """Pull ``ref``; None (with the reason logged) when the registry does not answer."""
@@ -188,11 +204,15 @@ class DockerEngine:
             log.debug("pull %s failed: %s", ref, exc)
             return str(exc).splitlines()[0][:300]
 
-    def read_file(self, image: str, path: str) -> bytes:
-        """One file of ``image``, byte for byte, from a container that is never started."""
-        container = self.client.containers.create(image)
+    def read_file(self, image: str, path: str, *, run_id: str = "") -> bytes:
+        """One file of ``image``, byte for byte, from a container that is never started;
+        FileNotFoundError when the image has no such file."""
+        container = self._scratch_container(image, run_id)
         try:
-            stream, _ = container.get_archive(path)
+            try:
+                stream, _ = container.get_archive(path)
+            except self._errors.NotFound as exc:
+                raise FileNotFoundError(f"{path} in {image}") from exc
             with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
                 member = tar.next()
                 handle = tar.extractfile(member) if member else None
@@ -228,11 +248,22 @@ class DockerEngine:
                              exit_code=proc.returncode, log_tail=_tail(proc.stderr))
 
     def build(self, request: BuildRequest, on_step: Callable[[StepEvent], None]) -> str:
-        """Build with BuildKit; stream progress to ``on_step`` and the log file; return image id."""
+        """Build with BuildKit; stream progress to ``on_step`` and the log file; return the id
+        of the image ``request.tag`` names afterwards.
+
+        BuildKit writes the new image's id to a file and leaves tags alone; the tag moves here,
+        once the build succeeded, in one step. A build that is interrupted or killed therefore
+        never moves it. When the build reproduces the output a sealed image was made from, the
+        tag stays on the sealed image: its verification results still hold."""
         if self._cli is None:
             self._cli = find_buildkit_cli()
         prefix, extra_env = self._cli
-        argv = [*prefix, "--progress=plain", "--target", request.target, "-t", request.tag]
+        # Beside the context, in the folder its owner removes (also after a SIGKILL, when the
+        # orphaned CLI may still write it).
+        iidfile = request.context.with_name(f"{request.context.name}.image-id")
+        iidfile.unlink(missing_ok=True)
+        argv = [*prefix, "--progress=plain", "--target", request.target,
+                "--iidfile", str(iidfile)]
         for key, value in sorted(request.build_args.items()):
             argv += ["--build-arg", f"{key}={value}"]
         for key, value in sorted(request.labels.items()):
@@ -241,23 +272,40 @@ class DockerEngine:
             argv += ["--secret", f"id={key},src={path}"]
         argv.append(str(request.context))
         log.debug("run: %s", " ".join(argv))
-        env = {**os.environ, **extra_env}
-        previous = self._image_id(request.tag)
-        output = self._stream(argv, env, request.log_path, request.timeout_s, on_step)
-        if output.exit_code != 0:
+        output = self._stream(argv, {**os.environ, **extra_env}, request.log_path,
+                              request.timeout_s, on_step)
+        built = iidfile.read_text(encoding="utf-8").strip() if iidfile.exists() else ""
+        iidfile.unlink(missing_ok=True)
+        if output.exit_code != 0 or not built:
             why = "timed out" if output.timed_out else f"exited with {output.exit_code}"
-            cause = build_error_cause(output.output_tail)
+            cause = build_error_cause(output.output_tail) or ("" if output.exit_code else
+                                                              "BuildKit named no image")
             raise StepFailed(f"docker build of {request.tag} {why}"
                              + (f": {cause}" if cause else ""), command=argv,
                              exit_code=output.exit_code, log_tail=output.output_tail)
-        built = self.client.images.get(request.tag).id
-        if previous and previous != built:
+        return self._take_tag(request.tag, built)
+
+    def _take_tag(self, tag: str, built: str) -> str:
+        """Point ``tag`` at the image ``built`` (or keep it on the sealing of that very image);
+        the image it named before goes unless something else still names or uses it."""
+        previous = self._image_id(tag)
+        if previous is not None and previous != built and self._sealed_from(previous) == built:
+            return previous
+        self.tag(built, tag)
+        if previous is not None and previous != built:
             self._remove_if_untagged(previous)
         return built
 
+    def _sealed_from(self, image_id: str) -> str | None:
+        try:
+            labels = self.client.images.get(image_id).labels or {}
+        except self._errors.ImageNotFound:
+            return None
+        return labels.get(SEALED_FROM_LABEL)
+
     def _image_id(self, ref: str) -> str | None:
         try:
-            return self.client.images.get(ref).id
+            return str(self.client.images.get(ref).id)
         except self._errors.ImageNotFound:
             return None
 
@@ -292,6 +340,11 @@ class DockerEngine:
                     tail = (tail + [line.rstrip("\n")])[-40:]
                     _parse_progress(line.rstrip("\n"), steps, on_step)
                 code = proc.wait()
+            except BaseException:
+                # Interrupted (SIGINT/SIGTERM) or failed: stop the CLI now. Popen's own exit
+                # would wait for a whole build; a stopped `docker build` cancels it in BuildKit.
+                _stop(proc)
+                raise
             finally:
                 watchdog.cancel()
         timed_out = expired.is_set()
@@ -338,18 +391,28 @@ class DockerEngine:
                 if rest and (member.isfile() or member.isdir()):
                     member.name = rest
                     members.append(member)
-            tar.extractall(dest, members=members, filter="data")
+            extract_safely(tar, members, dest)
 
     def cleanup(self, run_id: str, *, images: bool) -> int:
-        """Remove containers (and images, if asked) labelled with ``oota.run=run_id``."""
+        """Remove containers (and images, if asked) labelled with ``oota.run=run_id``; return
+        how many. An image a removed container was the last user of, and that no tag names
+        (the one a rebuild or a resealing replaced while a killed run's container pinned it),
+        goes too. Something another process removed meanwhile is not an error."""
         removed = 0
-        selector = {"label": f"{RUN_LABEL}={run_id}"}
+        selector: dict[str, str | list[str] | bool] = {"label": f"{RUN_LABEL}={run_id}"}
+        released: set[str] = set()
         for container in self.client.containers.list(all=True, filters=selector):
-            container.remove(force=True)
-            removed += 1
+            try:
+                released.add(str(container.attrs.get("Image", "")))
+                container.remove(force=True)
+                removed += 1
+            except self._errors.NotFound:
+                continue
+        for image_id in sorted(released - {""}):
+            self._remove_if_untagged(image_id)
         if images:
             for image in self.client.images.list(filters=selector):
-                for tag in image.tags or [image.id]:
+                for tag in image.tags or [str(image.id)]:
                     try:
                         self.client.images.remove(tag, force=True)
                     except self._errors.ImageNotFound:
@@ -362,6 +425,50 @@ class DockerEngine:
         if not os.access(cli, os.X_OK):
             raise EnvironmentProblem("no docker CLI on PATH")
         return cli
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM, then SIGKILL if the process has not ended within ten seconds."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def extract_safely(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path) -> None:
+    """Extract ``members`` (regular files and folders) of ``tar`` into ``dest``; nothing may land
+    outside it. Python's ``data`` filter does it where this Python has one (3.12, 3.11.4 and
+    later); stock Debian 12's 3.11.2 has none (``extractall(filter=...)`` is a TypeError there),
+    so the same rules are applied by hand: an absolute name is taken as relative to ``dest``,
+    there is no way out of it (also not through a link already in it), only files and folders,
+    no set-id bits, nothing writable by others. A member that breaks them is a StepFailed
+    naming it."""
+    if hasattr(tarfile, "data_filter"):
+        try:
+            tar.extractall(dest, members=members, filter="data")
+        except tarfile.TarError as exc:
+            raise StepFailed(f"refused to extract a container's results into {dest}: "
+                             f"{exc}") from exc
+        return
+    root = dest.resolve()
+    for member in members:
+        target = (root / member.name.lstrip("/")).resolve()
+        if not target.is_relative_to(root) or not (member.isfile() or member.isdir()):
+            raise StepFailed(f"refused to extract a container's results into {dest}: "
+                             f"{member.name!r} is not a file or folder inside it")
+        if member.isdir():
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source = tar.extractfile(member)
+        assert source is not None  # a regular file always has content
+        with source, target.open("wb") as sink:
+            shutil.copyfileobj(source, sink)
+        target.chmod((member.mode & 0o755) | 0o600)
 
 
 def _split_tag(ref: str) -> tuple[str, str]:

@@ -7,6 +7,7 @@ itself) becomes that cell's result and never stops the next cell.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import re
@@ -23,17 +24,19 @@ from typing import Any
 from oota import __version__
 from oota.config.matrix import Matrix
 from oota.console import Console
-from oota.engine.base import RUN_LABEL, BuildRequest, Engine, StepEvent
+from oota.engine.base import SEALED_FROM_LABEL, BuildRequest, Engine, StepEvent
 from oota.errors import InputError, OotaError, StepFailed
 from oota.execute.bases import Base, ensure_base
 from oota.execute.hostinfo import host_facts
 from oota.execute.hosts import HostCheck, check_vendor, describe
+from oota.execute.interrupts import deferred, signal_name
+from oota.execute.leftovers import context_root, owned_run
 from oota.execute.sources import PipSources, fill_wheelhouse, resolve_sources
-from oota.execute.verify import EXPECTED_IN_IMAGE, expected_results, verify_image
+from oota.execute.verify import EXPECTED_IN_IMAGE, ExpectedResults, expected_results, verify_image
 from oota.lockfile import lock_path, lock_status
 from oota.net import find_ca_bundle
 from oota.plan import Cell
-from oota.render import context_files, fingerprint, render_cell
+from oota.render import VOCAB_FILE, context_files, fingerprint, render_cell
 from oota.results.assemble import assemble, cell_ref, now
 from oota.results.model import (
     BaseImage,
@@ -54,7 +57,6 @@ from oota.results.store import save
 from oota.vocab import Status
 
 log = logging.getLogger("oota.build")
-INTERRUPTED = "interrupted by the user"
 _MOUNT_FLAG = re.compile(r"--mount=\S+\s*")
 
 
@@ -80,10 +82,43 @@ class BuildOptions:
         return f"{self.namespace}/{cell.vendor.name}:{cell.id}"
 
 
-def git_revision(root: Path) -> str:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SourceStamp:
+    """Where an image's inputs come from, for its OCI labels: the last commit that changed
+    them (with ``-dirty`` when they have uncommitted changes) and that commit's time, never the
+    clock's, so that a rebuild of unchanged inputs makes the same image. ``SOURCE_DATE_EPOCH``
+    (the reproducible-builds convention) overrides the time; without git and without it, the
+    image has no creation time."""
+
+    revision: str = ""
+    created: str = ""
+
+    def labels(self) -> dict[str, str]:
+        stamped = {"org.opencontainers.image.revision": self.revision}
+        if self.created:
+            stamped["org.opencontainers.image.created"] = self.created
+        return stamped
+
+
+def source_stamp(root: Path, inputs: list[Path]) -> SourceStamp:
+    """The :class:`SourceStamp` of ``inputs`` (files or folders) in the git checkout ``root``;
+    inputs outside ``root`` are not git's to date."""
+    specs = [p.relative_to(root).as_posix() for p in inputs if p.is_relative_to(root)]
+    last = _git(root, ["log", "-1", "--format=%H %ct", "--", *specs]).split()
+    revision, epoch = (last[0], last[1]) if len(last) == 2 else ("", "")
+    if revision and _git(root, ["status", "--porcelain", "--", *specs]):
+        revision += "-dirty"
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip() or epoch
+    created = ""
+    if epoch.isdigit():
+        created = dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc).isoformat()
+    return SourceStamp(revision=revision, created=created)
+
+
+def _git(root: Path, args: list[str]) -> str:
     try:
-        proc = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                              text=True, timeout=10)
+        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                              timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return proc.stdout.strip() if proc.returncode == 0 else ""
@@ -114,30 +149,45 @@ class CellRun:
         self.tag = options.tag_for(cell)
 
     def run(self, *, build: bool) -> Result:
+        """Build (optionally) and verify the cell, and save its result. SIGINT or SIGTERM
+        (:mod:`oota.execute.interrupts`) ends the stage running then as ``interrupted``: the
+        result says so, the run's containers are removed, and the interruption goes on to stop
+        the run (no later cell starts)."""
         started = now()
         self.folder.mkdir(parents=True, exist_ok=True)
         for name in ("build.log", "verify.log"):
             (self.folder / name).unlink(missing_ok=True)
+        stage, since = "", dt.datetime.now()
         try:
             if build:
+                stage, since = "build", dt.datetime.now()
                 self._stage("build", self._build)
             if self.options.verify and not self._failed("build"):
+                stage, since = "verify", dt.datetime.now()
                 self._stage("verify", self._verify)
-        except KeyboardInterrupt:
-            # _stage recorded the stage it stopped; this covers a stop between stages.
-            if not any(s.status == "interrupted" for s in self.stages.values()):
-                self.stages["interrupted"] = Stage(status="interrupted", duration_s=0.0,
-                                                   message=INTERRUPTED)
-            self._save(started)
+        except KeyboardInterrupt as exc:
+            with deferred():  # a second Ctrl-C must not cut the clean-up or the result short
+                self._interrupted(stage or "start", since, signal_name(exc))
+                self._save(started)
             raise
-        return self._save(started)
+        with deferred():
+            return self._save(started)
+
+    def _interrupted(self, stage: str, since: dt.datetime, signal: str) -> None:
+        """Record ``stage`` as interrupted and remove the run's containers at once (a verify
+        container would otherwise go on running the suite)."""
+        self._record(stage, since, "interrupted", f"interrupted by {signal} during {stage}", None)
+        try:
+            self.engine.cleanup(self.options.run_id, images=False)
+        except Exception as exc:  # noqa: BLE001 - the result must still be written
+            self.console.warn(f"{self.cell.id}: could not remove the run's containers: {exc}")
 
     def _failed(self, name: str) -> bool:
         stage = self.stages.get(name)
         return stage is not None and stage.status == "failed"
 
     def _stage(self, name: str, body: Callable[[], JSONObject | None]) -> None:
-        """Run one stage and record it; an interrupt is recorded too, then goes on up."""
+        """Run one stage and record it; an interrupt goes on up to :meth:`run`, which records it."""
         t0 = dt.datetime.now()
         status: Status = "passed"
         message, detail = "", None
@@ -149,9 +199,6 @@ class CellRun:
                 self.console.block(exc.log_tail)
         except OotaError as exc:
             status, message = "error", str(exc)
-        except KeyboardInterrupt:
-            self._record(name, t0, "interrupted", INTERRUPTED, None)
-            raise
         except Exception as exc:  # a bug in oota must not stop the other cells
             trace = traceback.format_exc()
             with (self.folder / f"{name}.log").open("a", encoding="utf-8") as log_file:
@@ -170,7 +217,9 @@ class CellRun:
         kind = {"passed": "ok", "failed": "fail", "error": "fail",
                 "interrupted": "fail"}.get(status, "skip")
         text = f"{self.cell.id}: {name} {status}"
-        if message and status != "passed":
+        if status == "interrupted":  # the message says which signal, during which stage
+            text = f"{self.cell.id}: {message}"
+        elif message and status != "passed":
             text += f": {message.splitlines()[0]}"
         self.console.line(kind, text, stage.duration_s)
 
@@ -202,7 +251,9 @@ class CellRun:
             self.console.info(f"{self.cell.id}: {note}")
         self.sources = Sources.from_json(sources.describe())
         self.base = BaseImage(ref=base.ref, how=base.how, note=base.note)
-        work = self.matrix.root / ".oota-cache" / "contexts"
+        # The run's own folder, which its clean-up (or the next run's, after a SIGKILL) removes
+        # whole: a context holds the pip configuration, a secret.
+        work = context_root(self.matrix.root / ".oota-cache", self.options.run_id)
         work.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f"{self.cell.id}-", dir=work) as tmp:
             request = self._request(Path(tmp), sources, base)
@@ -212,15 +263,15 @@ class CellRun:
     def _request(self, tmp: Path, sources: PipSources, base: Base) -> BuildRequest:
         context, secrets = stage_context(tmp, self.files, sources, self.options.ca_bundle)
         self.extra["ca_bundle_used"] = "ca" in secrets
+        # Nothing here may change between two builds of the same inputs (no clock, no run id;
+        # the run id is in the result): a fully cached rebuild then makes the same image.
         labels = {
-            RUN_LABEL: self.options.run_id,
             "oota.fingerprint": self.fingerprint,
             "oota.version": __version__,
-            "org.opencontainers.image.created": now(),
+            **source_stamp(self.matrix.root, self._inputs()).labels(),
             "org.opencontainers.image.version": self.cell.id,
             "org.opencontainers.image.vendor": "oota",
             "org.opencontainers.image.source": "https://github.com/oota/oota",
-            "org.opencontainers.image.revision": git_revision(self.matrix.root),
             "org.opencontainers.image.base.name": base.ref,
             **dict(self.options.extra_labels),
         }
@@ -228,6 +279,13 @@ class CellRun:
                             build_args={"BASE_IMAGE": base.ref},
                             log_path=self.folder / "build.log",
                             timeout_s=self.options.build_timeout_s)
+
+    def _inputs(self) -> list[Path]:
+        """The files and folders the cell's image is made from (its fingerprint's sources, and
+        the templates and matrix its Dockerfile is rendered from)."""
+        vendor = self.cell.vendor.folder
+        return [self.matrix.file, self.matrix.templates_dir, vendor,
+                self.matrix.root / "verify", lock_path(self.matrix, self.cell), VOCAB_FILE]
 
     def _on_step(self, event: StepEvent) -> None:
         if event.cached:
@@ -261,10 +319,15 @@ class CellRun:
         a user's host compares its run with it. A failure to seal is noted, not a failed cell."""
         expected = expected_results(self.cell, self.tests, self.installed, self.host,
                                     self.options.run_id)
+        kept = self._sealed_already(expected)
+        if kept is not None:
+            self.image = replace(self.image, sealed=kept)
+            return
         try:
             image_id = self.engine.seal(
                 self.tag, {EXPECTED_IN_IMAGE: expected.to_bytes()},
-                {"oota.verified": expected.status, "oota.verified-at": expected.verified_at})
+                {"oota.verified": expected.status, "oota.verified-at": expected.verified_at},
+                run_id=self.options.run_id)
         except Exception as exc:  # noqa: BLE001 - the verification itself stands
             self.console.warn(f"{self.cell.id}: could not put the results into the image: {exc}")
             error = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
@@ -272,6 +335,28 @@ class CellRun:
             return
         self.image = replace(self.image, sealed=Sealed(id=image_id, file=EXPECTED_IN_IMAGE,
                                                        at=expected.verified_at))
+
+    def _sealed_already(self, expected: ExpectedResults) -> Sealed | None:
+        """The image's seal, when it already holds this verification (the same outcome of every
+        test on the same kind of host; only the time and the run differ): resealing would make
+        a new image id for the same software and the same results."""
+        labels = self.engine.image_labels(self.tag) or {}
+        image_id = self.engine.image_id(self.tag)
+        if SEALED_FROM_LABEL not in labels or image_id is None:
+            return None
+        try:
+            sealed = json.loads(self.engine.read_file(self.tag, EXPECTED_IN_IMAGE,
+                                                      run_id=self.options.run_id))
+        except (OSError, ValueError, OotaError) as exc:
+            log.debug("no usable seal in %s: %s", self.tag, exc)
+            return None
+        volatile = ("verified_at", "run_id")
+        if not isinstance(sealed, dict) or {k: v for k, v in sealed.items() if k not in volatile} \
+                != {k: v for k, v in expected.document.items() if k not in volatile}:
+            return None
+        self.console.info(f"{self.cell.id}: the image's results ({EXPECTED_IN_IMAGE}, "
+                          f"{sealed.get('verified_at')}) match this verification; kept")
+        return Sealed(id=image_id, file=EXPECTED_IN_IMAGE, at=str(sealed.get("verified_at")))
 
     def _save(self, started: str) -> Result:
         image = replace(self.image, base=self.base) if self.base else self.image
@@ -334,7 +419,17 @@ def prepare_bases(engine: Engine, cells: list[Cell], console: Console, workdir: 
 
 def build_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Console,
                 options: BuildOptions, *, build: bool = True) -> list[Result]:
-    """Build (optionally) and verify every cell; return their results, in order."""
+    """Build (optionally) and verify every cell; return their results, in order.
+
+    The run owns its containers and context folders (:func:`oota.execute.leftovers.owned_run`):
+    they are removed however it ends, and what killed runs left is removed before it starts.
+    SIGINT/SIGTERM stop the loop after the running cell's result is written."""
+    with owned_run(engine, matrix.root / ".oota-cache", options.run_id, console):
+        return _build_cells(matrix, cells, engine, console, options, build=build)
+
+
+def _build_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Console,
+                 options: BuildOptions, *, build: bool) -> list[Result]:
     host = host_facts(engine)
     checks = check_hosts(cells, host, console)
     bases = prepare_bases(engine, cells, console, matrix.root / ".oota-cache",

@@ -2,7 +2,8 @@
 
 One session build of the repository's default CPU cell (Debian 12, Python 3.11, the real torch
 CPU wheel) is shared by the tests. Its images go to the ``oota-test`` namespace with a
-per-session ``oota.run`` label, and are removed when the session ends (set OOTA_KEEP=1 to keep
+per-session ``oota.run`` label (an extra label: oota itself keeps run ids out of images, so
+that rebuilds repeat), and are removed when the session ends (set OOTA_KEEP=1 to keep
 them for debugging). The bootstrapped base image ``oota/base:*`` is a cache and is kept.
 """
 
@@ -94,7 +95,7 @@ def built(engine, run_id, marker_ca, tmp_path_factory) -> Built:
     results_dir = tmp_path_factory.mktemp("results")
     options = BuildOptions(results_dir=results_dir, ca_bundle=str(marker_ca[0]), run_id=run_id,
                            namespace=NAMESPACE, rebuild=True,
-                           extra_labels=(("oota.test", "true"),))
+                           extra_labels=(("oota.test", "true"), (RUN_LABEL, run_id)))
     matrix = load_matrix(REPO / "matrix.yaml")
     cells = select(matrix, plan(matrix, ["cpu"]), ids=[DEFAULT_CELL])
     results = [r.to_json() for r in build_cells(matrix, cells, engine, Console(), options)]
@@ -106,7 +107,7 @@ def build_default(engine, run_id, tmp_path_factory, vendor: str, **extra) -> Bui
     """Build and verify ``vendor``'s default cell of the repository's matrix, for real."""
     results_dir = tmp_path_factory.mktemp(f"results-{vendor}")
     options = BuildOptions(results_dir=results_dir, run_id=run_id, namespace=NAMESPACE,
-                           extra_labels=(("oota.test", "true"),), **extra)
+                           extra_labels=(("oota.test", "true"), (RUN_LABEL, run_id)), **extra)
     matrix = load_matrix(REPO / "matrix.yaml")
     cells = select(matrix, plan(matrix, [vendor]))
     assert len(cells) == 1, [c.id for c in cells]

@@ -17,6 +17,7 @@ import yaml
 from oota import api
 from oota.config.matrix import load_matrix
 from oota.console import Console
+from oota.engine.base import RUN_LABEL
 from oota.execute.build import BuildOptions, build_cells
 from oota.plan import plan, select
 
@@ -91,7 +92,8 @@ def test_a_vendor_folder_builds_and_verifies_without_engine_changes(engine, run_
     cells = select(matrix, plan(matrix, [NAME]), everything=True)
     assert [c.id for c in cells] == [CELL]
     options = BuildOptions(results_dir=tmp_path / "results", run_id=run_id,
-                           namespace="oota-test-vendors", extra_labels=(("oota.test", "true"),))
+                           namespace="oota-test-vendors",
+                           extra_labels=(("oota.test", "true"), (RUN_LABEL, run_id)))
     [result] = [r.to_json() for r in build_cells(matrix, cells, engine, Console(), options)]
 
     assert result["status"] == "passed", result.get("message")

@@ -105,7 +105,7 @@ def test_an_interrupted_verify_is_recorded_with_its_stage(
     assert saved.status == "interrupted"
     assert list(saved.stages) == ["verify"]
     assert saved.stages["verify"].status == "interrupted"
-    assert saved.message == "verify: interrupted by the user"
+    assert saved.message == "verify: interrupted by SIGINT during verify"
     assert saved.run_id == "run1" and saved.image is not None
     assert saved.image.tag == options.tag_for(cell)
     junit = (tmp_path / cell.id / "junit.xml").read_text()

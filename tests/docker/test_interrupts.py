@@ -1,0 +1,197 @@
+"""Signals sent to `invoke build` and `invoke verify` while they work, as a user (or CI) sends
+them: what result.json says, which containers and context folders are left, and what the next
+run does about a SIGKILLed one.
+
+The tests run the real command line on the repository's default CPU cell, with the session's
+image under the name the command line uses (``oota/cpu:<cell>``); a developer's own image under
+that name is put aside first and put back after. That an interrupted verify of a rebuild keeps
+the sealed image is in test_reproducible.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import pytest
+
+from oota.engine.base import RUN_LABEL
+
+from .conftest import DEFAULT_CELL, REPO
+
+TAG = f"oota/cpu:{DEFAULT_CELL}"
+ASIDE = f"oota-test/aside:{DEFAULT_CELL}"
+CACHE = REPO / ".oota-cache"
+STARTED: list[str] = []   # the run ids of the commands the tests started
+
+
+@dataclass
+class Stopped:
+    proc: subprocess.Popen[str]
+    output: str
+    results: Path
+
+    @property
+    def result(self) -> dict:
+        return json.loads((self.results / DEFAULT_CELL / "result.json").read_text())
+
+
+def _invoke(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-m", "invoke", *args], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _wait_for(what: str, check: Callable[[], object], timeout_s: float = 300) -> object:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"waited {timeout_s:.0f}s for {what}")
+
+
+def _markers() -> set[Path]:
+    return set((CACHE / "runs").glob("*.json"))
+
+
+def _own_marker(pid: int, before: set[Path]) -> Path | None:
+    for marker in _markers() - before:
+        try:
+            if json.loads(marker.read_text())["pid"] == pid:
+                return marker
+        except (OSError, ValueError, KeyError):
+            continue
+    return None
+
+
+def _verify_container(client: docker.DockerClient, run_id: str) -> object:
+    return client.containers.list(filters={"label": [f"{RUN_LABEL}={run_id}",
+                                                     f"oota.cell={DEFAULT_CELL}"],
+                                           "status": "running"})
+
+
+def _context_of(run_id: str) -> list[Path]:
+    folder = CACHE / "contexts" / run_id
+    return [p for p in folder.iterdir() if (p / "context").is_dir()] if folder.is_dir() else []
+
+
+def _run_until(args: list[str], results: Path, client, during: str,
+               sig: signal.Signals) -> tuple[Stopped, str]:
+    """Start `invoke <args>`, send ``sig`` once it is in ``during`` (verify: its container
+    runs; build: its context folder exists), and wait for it to end. Returns the run id."""
+    before = _markers()
+    proc = _invoke(*args, "--cell", DEFAULT_CELL, "--results", str(results))
+    marker = _wait_for("the run's marker", lambda: _own_marker(proc.pid, before))
+    assert isinstance(marker, Path)
+    run_id = marker.stem
+    STARTED.append(run_id)
+    if during == "verify":
+        _wait_for("the verify container", lambda: _verify_container(client, run_id))
+    else:
+        _wait_for("the build context", lambda: _context_of(run_id))
+    proc.send_signal(sig)
+    output, _ = proc.communicate(timeout=120)
+    return Stopped(proc=proc, output=output, results=results), run_id
+
+
+def _left_by(client, run_id: str) -> list[object]:
+    return client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"})
+
+
+@pytest.fixture(scope="module")
+def cli_image(built, engine, docker_client) -> Iterator[str]:
+    """The session's verified (sealed) default-cell image, under the name the command line
+    uses; its id. Images a killed build may still have made are removed after."""
+    aside = engine.image_id(TAG)
+    if aside:
+        docker_client.images.get(aside).tag(*ASIDE.split(":"))
+    before = {image.id for image in docker_client.images.list(all=True)}
+    docker_client.images.get(built.tag).tag(*TAG.split(":"))
+    try:
+        yield str(engine.image_id(TAG))
+    finally:
+        for run_id in STARTED:  # what a failed test may have left
+            engine.cleanup(run_id, images=False)
+        docker_client.images.remove(TAG)  # the name only: the session's tag still holds it
+        if aside:  # the developer's image gets its name back before its spare name goes
+            docker_client.images.get(aside).tag(*TAG.split(":"))
+            docker_client.images.remove(ASIDE)
+        for image in docker_client.images.list(filters={"label": f"oota.cell={DEFAULT_CELL}",
+                                                         "dangling": True}):
+            if image.id not in before:
+                docker_client.images.remove(image.id)
+
+
+def _assert_interrupted(stopped: Stopped, run_id: str, stage: str, client) -> None:
+    assert stopped.proc.returncode == 130, stopped.output
+    assert "interrupted (SIGTERM)" in stopped.output
+    result = stopped.result
+    assert result["run_id"] == run_id and result["status"] == "interrupted"
+    assert result["stages"][stage]["status"] == "interrupted"
+    assert result["stages"][stage]["message"] == f"interrupted by SIGTERM during {stage}"
+    assert _left_by(client, run_id) == []
+    assert not (CACHE / "contexts" / run_id).exists()
+    assert not (CACHE / "runs" / f"{run_id}.json").exists()
+
+
+def test_sigterm_during_verify(cli_image, engine, docker_client, tmp_path):
+    stopped, run_id = _run_until(["verify"], tmp_path, docker_client, "verify", signal.SIGTERM)
+    _assert_interrupted(stopped, run_id, "verify", docker_client)
+    assert engine.image_id(TAG) == cli_image   # still the sealed image
+
+
+def test_sigterm_during_build(cli_image, engine, docker_client, tmp_path):
+    stopped, run_id = _run_until(["build", "--rebuild", "--no-verify"], tmp_path,
+                                 docker_client, "build", signal.SIGTERM)
+    _assert_interrupted(stopped, run_id, "build", docker_client)
+    assert "verify" not in stopped.result["stages"]
+    assert not _processes_naming(f"contexts/{run_id}/")   # the docker build CLI was stopped
+    assert engine.image_id(TAG) == cli_image
+
+
+def _processes_naming(text: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and text in (proc / "cmdline").read_text(errors="replace"):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize(("args", "during", "left"), [
+    (["build", "--rebuild", "--no-verify"], "build", "1 context folder"),
+    (["verify"], "verify", "1 container"),
+], ids=["during-build", "during-verify"])
+def test_the_run_after_a_sigkill_removes_what_it_left(cli_image, engine, docker_client,
+                                                      tmp_path, args, during, left):
+    killed, run_id = _run_until(args, tmp_path / "killed", docker_client, during,
+                                signal.SIGKILL)
+    assert killed.proc.returncode == -signal.SIGKILL
+    if during == "build":
+        assert _context_of(run_id)
+        # the orphaned `docker build` still reads the context; let it end (it tags nothing)
+        _wait_for("the orphaned build", lambda: not _processes_naming(f"contexts/{run_id}/"))
+    else:
+        assert _left_by(docker_client, run_id)
+
+    proc = _invoke("build", "--no-verify", "--cell", DEFAULT_CELL, "--results",
+                   str(tmp_path / "next"))
+    output, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, output
+    assert f"removed {left} left by run {run_id} (killed?)" in output
+    assert _left_by(docker_client, run_id) == []
+    assert not (CACHE / "contexts" / run_id).exists()
+    assert not (CACHE / "runs" / f"{run_id}.json").exists()
+    assert engine.image_id(TAG) == cli_image

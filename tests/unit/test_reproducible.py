@@ -1,0 +1,152 @@
+"""What makes a rebuild of unchanged inputs the same image (oota/execute/build.py): labels
+without the clock or the run id, the inputs' commit as the creation time, and a seal that is
+kept when a verification finds what it already says. No Docker: a fake engine."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from oota.config.matrix import load_matrix
+from oota.console import Console
+from oota.engine.base import RUN_LABEL, SEALED_FROM_LABEL
+from oota.execute.bases import Base
+from oota.execute.build import BuildOptions, CellRun, source_stamp
+from oota.execute.sources import resolve_sources
+from oota.execute.verify import EXPECTED_IN_IMAGE, expected_results
+from oota.plan import plan
+from oota.results.model import Host, Sealed, TestOutcome, VendorCheck
+
+
+def _git(root: Path, *args: str, date: str = "2026-01-02T03:04:05+00:00") -> str:
+    env = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_NAME": "t",
+           "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.org", "PATH": "/usr/bin:/bin"}
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True,
+                          text=True, env=env).stdout.strip()
+
+
+@pytest.fixture
+def committed(project):
+    _git(project.root, "init", "-q")
+    _git(project.root, "add", "-A")
+    _git(project.root, "commit", "-qm", "inputs")
+    return project
+
+
+def _inputs(project) -> list[Path]:
+    return [project.matrix, project.root / "vendors" / "cpu"]
+
+
+def test_the_creation_time_is_the_inputs_commit_not_the_clock(committed, monkeypatch):
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    stamp = source_stamp(committed.root, _inputs(committed))
+    assert stamp.created == "2026-01-02T03:04:05+00:00"
+    assert stamp.revision == _git(committed.root, "rev-parse", "HEAD")
+
+
+def test_a_commit_that_does_not_touch_the_inputs_changes_nothing(committed, monkeypatch):
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    before = source_stamp(committed.root, _inputs(committed))
+    (committed.root / "README.md").write_text("unrelated\n")
+    _git(committed.root, "add", "README.md")
+    _git(committed.root, "commit", "-qm", "docs", date="2026-02-01T00:00:00+00:00")
+    assert source_stamp(committed.root, _inputs(committed)) == before
+
+
+def test_uncommitted_inputs_are_marked_dirty(committed):
+    (committed.root / "vendors" / "cpu" / "skips.yaml").write_text("# edited\n")
+    assert source_stamp(committed.root, _inputs(committed)).revision.endswith("-dirty")
+
+
+def test_source_date_epoch_wins(committed, monkeypatch):
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "0")
+    assert source_stamp(committed.root, _inputs(committed)).created == "1970-01-01T00:00:00+00:00"
+
+
+def test_without_git_there_is_no_creation_time(project, monkeypatch):
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(project.root.parent))
+    stamp = source_stamp(project.root, _inputs(project))
+    assert stamp.labels() == {"org.opencontainers.image.revision": ""}
+
+
+# -- a cell's build request and its seal --------------------------------------------------------
+
+class SealedImage:
+    """An engine holding one sealed image whose /opt/oota/expected.json is ``sealed``."""
+
+    def __init__(self, sealed: dict[str, object] | None):
+        self.sealed = sealed
+        self.seals: list[dict[str, str]] = []
+
+    def image_labels(self, ref: str) -> dict[str, str]:
+        return {SEALED_FROM_LABEL: "sha256:build"} if self.sealed else {}
+
+    def image_id(self, ref: str) -> str:
+        return "sha256:sealed"
+
+    def read_file(self, image: str, path: str, *, run_id: str = "") -> bytes:
+        assert path == EXPECTED_IN_IMAGE
+        return json.dumps(self.sealed).encode()
+
+    def seal(self, image: str, files: dict[str, bytes], labels: dict[str, str], *,
+             run_id: str = "") -> str:
+        self.seals.append(labels)
+        return "sha256:resealed"
+
+
+TESTS = (TestOutcome(id="install::torch", layer="install", status="passed", duration_s=1.0),)
+
+
+def _cell_run(project, tmp_path, engine, run_id: str = "r1") -> CellRun:
+    matrix = load_matrix(project.matrix)
+    cell = plan(matrix, ["cpu"])[0]
+    options = BuildOptions(results_dir=tmp_path / "results", run_id=run_id)
+    run = CellRun(matrix, cell, engine, Console(io.StringIO(), live=False), options, {},
+                  Host(facts={"arch": "x86_64"},
+                       vendor_check=VendorCheck(supported=True, reasons=(), facts={})))
+    run.tests = TESTS
+    return run
+
+
+def test_build_labels_hold_no_run_id_and_no_clock(committed, tmp_path):
+    sources = resolve_sources(vendor_index="", use_host_config=False, probe=False)
+    base = Base(ref="debian:bookworm-slim", how="local")
+    labels = []
+    for run_id in ("r1", "r2"):
+        run = _cell_run(committed, tmp_path, SealedImage(None), run_id)
+        work = tmp_path / run_id
+        work.mkdir()
+        labels.append(run._request(work, sources, base).labels)
+    assert labels[0] == labels[1]
+    assert RUN_LABEL not in labels[0]
+    assert labels[0]["org.opencontainers.image.created"] == "2026-01-02T03:04:05+00:00"
+
+
+def test_a_verification_that_finds_what_the_seal_says_keeps_the_image(project, tmp_path):
+    earlier = _cell_run(project, tmp_path, SealedImage(None))
+    sealed = dict(expected_results(earlier.cell, TESTS, None, earlier.host, "r0").document)
+    sealed["verified_at"] = "2026-01-01T00:00:00+00:00"
+    engine = SealedImage(sealed)
+    run = _cell_run(project, tmp_path, engine)
+    run._seal()
+    assert engine.seals == []
+    assert run.image.sealed == Sealed(id="sha256:sealed", file=EXPECTED_IN_IMAGE,
+                                      at="2026-01-01T00:00:00+00:00")
+
+
+def test_a_different_outcome_is_sealed_anew(project, tmp_path):
+    earlier = _cell_run(project, tmp_path, SealedImage(None))
+    failed = (replace(TESTS[0], status="failed"),)
+    sealed = dict(expected_results(earlier.cell, failed, None, earlier.host, "r0").document)
+    engine = SealedImage(sealed)
+    run = _cell_run(project, tmp_path, engine)
+    run._seal()
+    assert engine.seals and engine.seals[0]["oota.verified"] == "passed"
+    assert run.image.sealed is not None and run.image.sealed.id == "sha256:resealed"
