@@ -72,3 +72,16 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
 def make_project():
     """Build a project at a given folder (for tests that need more than one)."""
     return _make_project
+
+
+def write_vendor_project(root: Path, matrix: str, vendors: dict[str, str]) -> Path:
+    """A checkout of just ``matrix.yaml`` and minimal vendor folders (indented vendor.yaml
+    texts, each with a Dockerfile.j2 that only extends the shared stages); the matrix's path."""
+    for name, text in vendors.items():
+        folder = root / "vendors" / name
+        folder.mkdir(parents=True)
+        (folder / "vendor.yaml").write_text(textwrap.dedent(text))
+        (folder / "Dockerfile.j2").write_text('{% extends "base.Dockerfile.j2" %}\n')
+    path = root / "matrix.yaml"
+    path.write_text(matrix)
+    return path

@@ -26,6 +26,7 @@ from oota.releases.errors import IndexProblem
 from oota.releases.index import SIMPLE_JSON, PackageIndex
 from oota.releases.output import format_check
 from oota.releases.update import update_matrix
+from tests.conftest import write_vendor_project
 
 X86 = "manylinux_2_28_x86_64"
 ARM = "manylinux_2_28_aarch64"
@@ -319,16 +320,7 @@ VENDORS = {
 
 @pytest.fixture
 def matrix_file(tmp_path: Path) -> Path:
-    import textwrap
-
-    for name, text in VENDORS.items():
-        folder = tmp_path / "vendors" / name
-        folder.mkdir(parents=True)
-        (folder / "vendor.yaml").write_text(textwrap.dedent(text))
-        (folder / "Dockerfile.j2").write_text('{% extends "base.Dockerfile.j2" %}\n')
-    path = tmp_path / "matrix.yaml"
-    path.write_text(MATRIX)
-    return path
+    return write_vendor_project(tmp_path, MATRIX, VENDORS)
 
 
 NPU_GAP = ("ascend py{py} x86_64+aarch64: no torch-npu for torch {t} (newest 2.14.0 requires "

@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +36,7 @@ from oota.plan import plan, select
 from oota.releases.command import run
 from oota.releases.errors import BadAnswer, IndexProblem, NotOnIndex
 from oota.releases.index import SIMPLE_JSON
+from tests.conftest import write_vendor_project
 
 ROOT = Path(__file__).resolve().parents[2]
 X86, ARM = "manylinux_2_28_x86_64", "manylinux_2_28_aarch64"
@@ -204,14 +204,7 @@ VENDORS = {
 
 @pytest.fixture
 def matrix_file(tmp_path: Path) -> Path:
-    for name, text in VENDORS.items():
-        folder = tmp_path / "vendors" / name
-        folder.mkdir(parents=True)
-        (folder / "vendor.yaml").write_text(textwrap.dedent(text))
-        (folder / "Dockerfile.j2").write_text('{% extends "base.Dockerfile.j2" %}\n')
-    path = tmp_path / "matrix.yaml"
-    path.write_text(MATRIX)
-    return path
+    return write_vendor_project(tmp_path, MATRIX, VENDORS)
 
 
 def invoke(*args: str) -> subprocess.CompletedProcess[str]:
