@@ -9,6 +9,7 @@ contradict (adding keys), or appended as a new combination when it fits none.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
@@ -60,7 +61,7 @@ class Cell:
             version = companion_for(pairs, self.torch)
             if version:
                 coords[name] = version
-        pypi_default = (self.vendor.facts.get("pypi_default") or {}).get(str(self.torch))
+        pypi_default = self.vendor.pypi_default.get(str(self.torch))
         is_pypi_wheel = pypi_default is not None and pypi_default == coords.get("toolkit_version")
         # No toolkit version (an in-place environment without one): no toolkit build to name.
         no_toolkit = self.vendor.toolkit is not None and self.toolkit is None
@@ -104,7 +105,7 @@ class Cell:
         }
 
 
-def companion_for(pairs: dict[str, str], torch: Version) -> str | None:
+def companion_for(pairs: Mapping[str, str], torch: Version) -> str | None:
     """The version paired with ``torch``: '2.14' covers every 2.14.x, '2.14.1' that release;
     the most specific series wins."""
     best: tuple[int, str] | None = None
@@ -124,7 +125,7 @@ def expand_combos(axes: list[tuple[str, tuple[str, ...]]], include: list[Combo],
     names = [name for name, _ in axes]
     combos: list[Combo] = []
     if axes:
-        combos = [dict(zip(names, values))
+        combos = [dict(zip(names, values, strict=True))
                   for values in itertools.product(*(vals for _, vals in axes))]
     combos = [c for c in combos if not any(_matches(c, rule) for rule in exclude)]
     # Include entries merge into the expanded combinations only; a combination appended by an
@@ -210,7 +211,8 @@ def select(matrix: Matrix, cells: list[Cell], *, ids: list[str] | None = None,
         return [by_id[i] for i in dict.fromkeys(ids)]
     if everything:
         return cells
-    chosen, used = [], set()
+    chosen: list[Cell] = []
+    used: set[tuple[str, int]] = set()
     for cell in cells:
         rules = matrix.vendors[cell.vendor.name].default
         coords = _combo_of(cell)

@@ -326,7 +326,7 @@ def build_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Cons
         cell_host = {**host, "vendor_check": {"supported": check.supported,
                                               "reasons": list(check.reasons), **check.facts}}
         unsupported = check.reason_for(str(cell.toolkit) if cell.toolkit else None,
-                                       cell.vendor.host.get("driver_min", {}))
+                                       cell.vendor.host.driver_min)
         with console.status(cell.id):
             results.append(CellRun(matrix, cell, engine, console, options, bases, cell_host,
                                    unsupported=unsupported).run(build=build))

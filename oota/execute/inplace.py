@@ -27,7 +27,7 @@ from packaging.version import Version
 from oota import __version__
 from oota.config.matrix import Matrix, OsSpec
 from oota.errors import EnvironmentProblem
-from oota.execute.hosts import check_vendor
+from oota.execute.hosts import HostCheck, check_vendor
 from oota.execute.verify import _test_entry
 from oota.plan import Cell, plan
 from oota.render import cell_manifest, context_files, fingerprint, render_cell
@@ -79,8 +79,7 @@ def _fits(cell: Cell, env: Environment) -> bool:
 
 def matching_cell(matrix: Matrix, vendor: str, python: str) -> tuple[Cell | None, Environment]:
     """The vendor's cell this interpreter is an instance of (Python, torch and toolkit)."""
-    spec = matrix.vendors[vendor].vendor.verify
-    env = probe_python(python, str(spec.get("toolkit_version") or "") or None)
+    env = probe_python(python, matrix.vendors[vendor].vendor.verify.toolkit_version)
     return next((c for c in plan(matrix, [vendor]) if _fits(c, env)), None), env
 
 
@@ -156,7 +155,7 @@ def verify_here(matrix: Matrix, vendor: str, results_dir: Path, *,
 
 
 def _result(manifest: dict[str, Any], digest: str, out: Path, code: int, started: str,
-            check) -> dict[str, Any]:
+            check: HostCheck) -> dict[str, Any]:
     tests_file = out / "tests.json"
     data = json.loads(tests_file.read_text()) if tests_file.exists() else {}
     tests = [_test_entry(t) for t in data.get("tests", [])]
