@@ -68,6 +68,9 @@ class _Checker:
         self.data = data
         self.reported = reported
         self.names = format_names(data)
+        # With a bad toolkit axis the format variables are unknown: unknown placeholders
+        # would only echo that one problem.
+        self.names_known = not any(path[:1] == ("toolkit",) for path in reported)
 
     def skip(self, path: Path_) -> bool:
         return any(path[:len(done)] == done for done in self.reported)
@@ -80,7 +83,7 @@ class _Checker:
             self.doc.error(path, f"'{text}': {exc}", "write a literal brace as {{ or }}")
             return None
         unknown = [name for name in fields if name not in names]
-        for name in unknown:
+        for name in unknown if self.names_known else ():
             self.doc.error(path, f"'{text}': unknown placeholder {{{name}}}",
                            did_you_mean(name, tuple(sorted(names))))
         return None if unknown else text.format(**names)
@@ -149,7 +152,7 @@ def _specifier_problem(text: str) -> str | None:
     try:
         SpecifierSet(text)
     except InvalidSpecifier:
-        return "is not a version specifier such as '=={torch}' once filled in"
+        return "is not a version specifier once filled in"
     return None
 
 
