@@ -107,7 +107,7 @@ def describe(error: ValidationError, root: Mapping[str, Any]) -> list[Problem]:
         text = str(instance)
         hint = did_you_mean(text, choices) if isinstance(instance, str) else None
         return [Problem(path=path, message=_value_problem(instance, schema), suggestion=hint)]
-    if validator in ("pattern", "not", "minimum"):
+    if validator in ("pattern", "not", "minimum", "maximum"):
         return [Problem(path=path, message=_value_problem(instance, schema),
                         suggestion=_example(schema))]
     if validator in ("minItems", "minLength"):

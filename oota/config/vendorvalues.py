@@ -14,6 +14,7 @@ shaped (a path it reported, or one under it, is skipped), and record located pro
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from collections.abc import Callable, Iterator
@@ -204,6 +205,13 @@ def _dict(value: Any) -> dict[str, Any]:
 
 def _verify(check: _Checker) -> None:
     verify = _dict(check.data.get("verify"))
+    for table in ("tolerances", "model_tolerances"):
+        for dtype, pair in _dict(verify.get(table)).items():
+            for key, value in _dict(pair).items():
+                path: Path_ = ("verify", table, dtype, key)
+                if isinstance(value, str) and not check.skip(path) and not _unit(value):
+                    check.doc.error(path, f"'{value}' is not a number from 0 to 1",
+                                    "a tolerance above 1 lets every result pass")
     dtypes, tolerances = verify.get("dtypes"), verify.get("tolerances")
     if check.skip(("verify",)) or not isinstance(dtypes, list) \
             or not isinstance(tolerances, dict):
@@ -213,6 +221,15 @@ def _verify(check: _Checker) -> None:
                 and not check.skip(("verify", "dtypes", i)):
             check.doc.error(("verify", "dtypes", i), f"'{dtype}' has no entry in "
                             "verify.tolerances", f"add {dtype}: {{rtol: ..., atol: ...}} there")
+
+
+def _unit(text: str) -> bool:
+    """A YAML float kept as text (yamlsrc) that is a finite number from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        return False
+    return math.isfinite(value) and 0 <= value <= 1
 
 
 def _companions(check: _Checker) -> None:

@@ -39,26 +39,26 @@ EXPECTED = {
 }
 
 
-def test_every_shipped_vendor_is_covered():
+def test_every_shipped_vendor_is_covered() -> None:
     assert set(EXPECTED) == set(VENDORS)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_vendor_device_access_argv(name):
+def test_vendor_device_access_argv(name: str) -> None:
     request = device_request(VENDORS[name], "oota/x:cell", ["oota-verify", "--out", "/tmp/o"])
     assert create_argv("docker", request) == [
         "docker", "create", *EXPECTED[name], "oota/x:cell", "oota-verify", "--out", "/tmp/o"]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_unsupported_here_drops_device_access_and_says_why(name):
+def test_unsupported_here_drops_device_access_and_says_why(name: str) -> None:
     request = device_request(VENDORS[name], "img", ["oota-verify"], unsupported="no /dev/kfd")
     assert request.device is None and not request.mounts
     assert create_argv("docker", request) == [
         "docker", "create", "--env", "OOTA_UNSUPPORTED_HERE=no /dev/kfd", "img", "oota-verify"]
 
 
-def test_labels_env_and_mounts_are_one_argv_word_each():
+def test_labels_env_and_mounts_are_one_argv_word_each() -> None:
     request = RunRequest(
         image="img", command=["bash", "-c", "echo $A; touch /lock/x"],
         labels={"oota.run": "r1", "oota.cell": "cpu-x"},
@@ -77,6 +77,6 @@ def test_labels_env_and_mounts_are_one_argv_word_each():
         "img", "bash", "-c", "echo $A; touch /lock/x"]
 
 
-def test_a_request_without_device_access_has_no_device_options():
+def test_a_request_without_device_access_has_no_device_options() -> None:
     argv = create_argv("docker", RunRequest(image="img", command=[]))
     assert argv == ["docker", "create", "img"]

@@ -53,7 +53,7 @@ def problems_of(folder: Path, root: Path) -> list[str]:
 
 # -- the shipped files and the published schema ----------------------------------------------
 @pytest.mark.parametrize("name", sorted(SHIPPED))
-def test_shipped_vendor_yaml_validates_against_the_published_schema(name):
+def test_shipped_vendor_yaml_validates_against_the_published_schema(name: str) -> None:
     file = SHIPPED[name] / "vendor.yaml"
     assert not list(VALIDATOR.iter_errors(load_yaml(file).data))
     # A user's own YAML-to-JSON tool reads 1.0e-5 as a number, not text: still valid.
@@ -61,7 +61,7 @@ def test_shipped_vendor_yaml_validates_against_the_published_schema(name):
     load_vendor(SHIPPED[name], REPO)
 
 
-def test_schema_is_draft_2020_12_and_closed_and_documented():
+def test_schema_is_draft_2020_12_and_closed_and_documented() -> None:
     document = json.loads(SCHEMA_FILE.read_text())
     jsonschema.Draft202012Validator.check_schema(document)
     assert document["$schema"] == "https://json-schema.org/draft/2020-12/schema"
@@ -87,11 +87,11 @@ def _subschemas(node: Any, path: str = "#") -> Iterator[tuple[str, dict[str, Any
             yield from _subschemas(value, f"{path}/{i}")
 
 
-def test_the_name_pattern_is_the_schemas():
+def test_the_name_pattern_is_the_schemas() -> None:
     assert schema()["$defs"]["name"]["pattern"] == VENDOR_NAME.pattern
 
 
-def test_schema_models_are_the_suites():
+def test_schema_models_are_the_suites() -> None:
     tree = ast.parse((REPO / "verify" / "test_models.py").read_text())
     models = next(node.value for node in ast.walk(tree) if isinstance(node, ast.AnnAssign)
                   and getattr(node.target, "id", "") == "MODELS")
@@ -100,14 +100,14 @@ def test_schema_models_are_the_suites():
     assert schema()["$defs"]["model"]["enum"] == names
 
 
-def test_schema_dtypes_are_torch_dtypes():
+def test_schema_dtypes_are_torch_dtypes() -> None:
     torch = pytest.importorskip("torch")
     for name in schema()["$defs"]["dtype"]["enum"]:
         assert isinstance(getattr(torch, name, None), torch.dtype), name
 
 
 # -- the cases -----------------------------------------------------------------------
-def test_typos_in_rocm_are_both_reported_with_their_place_and_fix(tmp_path):
+def test_typos_in_rocm_are_both_reported_with_their_place_and_fix(tmp_path: Path) -> None:
     folder = copy_vendor(tmp_path, "rocm")
     file = folder / "vendor.yaml"
     text = file.read_text()
@@ -167,8 +167,15 @@ BAD = {
     "tolerance-missing": ("rocm", ("    float16: {rtol: 1.0e-3, atol: 1.0e-5}\n", ""),
                           "verify.dtypes[1]: 'float16' has no entry in verify.tolerances", False),
     "tolerance-negative": ("rocm", ("float16: {rtol: 1.0e-3,", "float16: {rtol: -1.0e-3,"),
-                           "verify.tolerances.float16.rtol: '-1.0e-3' is not a number of at "
-                           "least 0", True),
+                           "verify.tolerances.float16.rtol: '-1.0e-3' is not a number from 0 "
+                           "to 1", True),
+    "tolerance-loosened-by-typo": ("rocm", ("float16: {rtol: 1.0e-3,", "float16: {rtol: 1.0e+3,"),
+                                   "verify.tolerances.float16.rtol: '1.0e+3' is not a number "
+                                   "from 0 to 1; a tolerance above 1 lets every result pass",
+                                   False),
+    "tolerance-above-one": ("rocm", ("float16: {rtol: 1.0e-3,", "float16: {rtol: 2,"),
+                            "verify.tolerances.float16.rtol: 2 is not a number from 0 to 1",
+                            True),
     "extension-torch-typo": ("ascend", ('torch: "=={torch}"}', 'torch: "=={torhc}"}'),
                              "verify.extensions[0].torch: '=={torhc}': unknown placeholder "
                              "{torhc}; did you mean 'torch'?", False),
@@ -198,7 +205,7 @@ BAD = {
 
 
 @pytest.mark.parametrize("case", list(BAD))
-def test_each_bad_value_is_one_located_problem(tmp_path, case):
+def test_each_bad_value_is_one_located_problem(tmp_path: Path, case: str) -> None:
     name, edit, expected, _ = BAD[case]
     problems = problems_of(copy_vendor(tmp_path, name, edit), tmp_path)
     pattern = rf"vendors/{name}/vendor\.yaml:\d+:\d+: " + re.escape(expected)
@@ -206,13 +213,13 @@ def test_each_bad_value_is_one_located_problem(tmp_path, case):
 
 
 @pytest.mark.parametrize("case", [c for c, (*_, by_schema) in BAD.items() if by_schema])
-def test_the_published_schema_rejects_what_the_loader_rejects(tmp_path, case):
+def test_the_published_schema_rejects_what_the_loader_rejects(tmp_path: Path, case: str) -> None:
     name, edit, _, _ = BAD[case]
     folder = copy_vendor(tmp_path, name, edit)
     assert list(VALIDATOR.iter_errors(load_yaml(folder / "vendor.yaml").data)), case
 
 
-def test_every_problem_of_a_file_is_reported_at_once(tmp_path):
+def test_every_problem_of_a_file_is_reported_at_once(tmp_path: Path) -> None:
     folder = copy_vendor(tmp_path, "cuda")
     file = folder / "vendor.yaml"
     text = file.read_text()
@@ -226,13 +233,13 @@ def test_every_problem_of_a_file_is_reported_at_once(tmp_path):
     assert lines == sorted(lines), "problems are listed in file order"
 
 
-def test_a_vendor_folder_name_must_be_a_name(tmp_path):
+def test_a_vendor_folder_name_must_be_a_name(tmp_path: Path) -> None:
     folder = copy_vendor(tmp_path, "cpu", ("name: cpu", "name: Bad Name"), folder="Bad Name")
     assert any("the folder name 'Bad Name' is not a vendor name" in p
                for p in problems_of(folder, tmp_path))
 
 
-def test_a_vendor_without_verify_checks_float32_only(tmp_path):
+def test_a_vendor_without_verify_checks_float32_only(tmp_path: Path) -> None:
     folder = copy_vendor(tmp_path, "rocm")
     file = folder / "vendor.yaml"
     file.write_text(file.read_text().partition("\nverify:\n")[0] + "\n")
@@ -242,7 +249,7 @@ def test_a_vendor_without_verify_checks_float32_only(tmp_path):
 
 
 # -- what a user sees ------------------------------------------------------------------------
-def test_invoke_matrix_exits_2_and_names_the_typo(tmp_path):
+def test_invoke_matrix_exits_2_and_names_the_typo(tmp_path: Path) -> None:
     for part in ("matrix.yaml", "tasks.py", "vendors", "images/templates", "verify"):
         source, target = REPO / part, tmp_path / part
         if source.is_dir():
@@ -260,7 +267,7 @@ def test_invoke_matrix_exits_2_and_names_the_typo(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_a_reserved_axis_name_is_one_problem_not_a_cascade(tmp_path):
+def test_a_reserved_axis_name_is_one_problem_not_a_cascade(tmp_path: Path) -> None:
     name, edit, expected, _ = BAD["axis-named-os"]
     problems = problems_of(copy_vendor(tmp_path, name, edit), tmp_path)
     assert len(problems) == 1 and expected in problems[0], problems
