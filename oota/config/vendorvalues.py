@@ -157,46 +157,45 @@ def _specifier_problem(text: str) -> str | None:
     return None
 
 
-def _version_problem(text: str) -> str | None:
-    try:
-        Version(text)
-    except InvalidVersion:
-        return "is not a version such as '2.14.0'"
-    return None
-
-
 def _versions(check: _Checker) -> None:
-    """Versions and specifiers the schema's patterns only approximate."""
-    for path, text in _walk_versions(check.data):
-        if check.skip(path):
+    """Versions and specifiers, which the schema's patterns only approximate."""
+    for path, text, is_specifier in _walk_versions(check.data):
+        if check.skip(path) or _parses(text, is_specifier):
             continue
-        problem = _specifier_problem(text) if path[-1] in ("python",) or (
-            path[:2] == ("facts", "retired") and path[-1] == "torch") else _version_problem(text)
-        if problem:
-            check.doc.error(path, f"'{text}' {problem.replace(' once filled in', '')}")
+        what = "a version specifier such as '>=3.10,<3.15'" if is_specifier \
+            else "a version such as '2.14.0'"
+        check.doc.error(path, f"'{text}' is not {what}")
 
 
-def _walk_versions(data: dict[str, Any]) -> Iterator[tuple[Path_, str]]:
-    for section in ("companions",):
-        for name, pairs in _dict(data.get(section)).items():
-            for series, version in _dict(pairs).items():
-                yield (section, name, series), str(series)
-                yield (section, name, series), str(version)
+def _parses(text: str, is_specifier: bool) -> bool:
+    try:
+        SpecifierSet(text) if is_specifier else Version(text)
+    except (InvalidSpecifier, InvalidVersion):
+        return False
+    return True
+
+
+def _walk_versions(data: dict[str, Any]) -> Iterator[tuple[Path_, str, bool]]:
+    """(path, text, whether it is a specifier) of every version-like value."""
+    for name, pairs in _dict(data.get("companions")).items():
+        for series, version in _dict(pairs).items():
+            yield ("companions", name, series), str(series), False
+            yield ("companions", name, series), str(version), False
     for toolkit, driver in _dict(_dict(data.get("host")).get("driver_min")).items():
-        yield ("host", "driver_min", toolkit), str(toolkit)
-        yield ("host", "driver_min", toolkit), str(driver)
+        yield ("host", "driver_min", toolkit), str(toolkit), False
+        yield ("host", "driver_min", toolkit), str(driver), False
     facts = _dict(data.get("facts"))
     if isinstance(facts.get("python"), str):
-        yield ("facts", "python"), facts["python"]
+        yield ("facts", "python"), facts["python"], True
     for torch, toolkit in _dict(facts.get("pypi_default")).items():
-        yield ("facts", "pypi_default", torch), str(torch)
-        yield ("facts", "pypi_default", torch), str(toolkit)
-    for table in ("compat", "retired"):
+        yield ("facts", "pypi_default", torch), str(torch), False
+        yield ("facts", "pypi_default", torch), str(toolkit), False
+    for table, specifiers in (("compat", ("python",)), ("retired", ("torch",))):
         rows = facts.get(table)
         for i, row in enumerate(rows if isinstance(rows, list) else []):
             for key in ("torch", "extension", "toolkit", "python", "last"):
                 if isinstance(row, dict) and isinstance(row.get(key), str):
-                    yield ("facts", table, i, key), row[key]
+                    yield ("facts", table, i, key), row[key], key in specifiers
 
 
 def _dict(value: Any) -> dict[str, Any]:
