@@ -9,6 +9,7 @@ contradict (adding keys), or appended as a new combination when it fits none.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
@@ -61,7 +62,7 @@ class Cell:
             version = companion_for(pairs, self.torch)
             if version:
                 coords[name] = version
-        pypi_default = (self.vendor.facts.get("pypi_default") or {}).get(str(self.torch))
+        pypi_default = self.vendor.pypi_default.get(str(self.torch))
         is_pypi_wheel = pypi_default is not None and pypi_default == coords.get("toolkit_version")
         # No toolkit version (an in-place environment without one): no toolkit build to name.
         no_toolkit = self.vendor.toolkit is not None and self.toolkit is None
@@ -105,7 +106,7 @@ class Cell:
         }
 
 
-def companion_for(pairs: dict[str, str], torch: Version) -> str | None:
+def companion_for(pairs: Mapping[str, str], torch: Version) -> str | None:
     """The version paired with ``torch``: '2.14' covers every 2.14.x, '2.14.1' that release;
     the most specific series wins."""
     best: tuple[int, str] | None = None

@@ -20,16 +20,17 @@ import functools
 import hashlib
 import json
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import jinja2
 
 from oota import quoting, vocab
 from oota.config.matrix import Matrix
 from oota.config.skips import SKIPS_FILE, load_skips
-from oota.config.vendors import Vendor
+from oota.config.vendors import Tolerance, Vendor, VerifySpec
 from oota.errors import InputError
 from oota.files import write_atomic
 from oota.lockfile import lock_path
@@ -52,22 +53,15 @@ def cell_folder(matrix: Matrix, cell: Cell) -> Path:
     return matrix.images_dir / cell.vendor.name / cell.id
 
 
-def cell_manifest(cell: Cell) -> dict:
+def cell_manifest(cell: Cell) -> dict[str, Any]:
     """What the verify suite inside the image expects of itself (written as cell.json).
 
     ``verify`` is the vendor's ``verify:`` section (dtypes, tolerances, models, extensions,
-    toolkit_version) with each extension's torch requirement formatted with the cell;
-    ``skips`` is the vendor's validated ``skips.yaml`` (oota/skips.py), applied in the image.
+    toolkit_version; every key, defaults filled in) with each extension's torch requirement
+    formatted with the cell; ``skips`` is the vendor's validated ``skips.yaml``
+    (oota/config/skips.py), applied in the image.
     """
     v = cell.vendor
-    verify = dict(v.verify)
-    verify["extensions"] = [{**ext, "torch": cell.format(str(ext.get("torch", "")),
-                                                         "verify.extensions[].torch")}
-                            for ext in verify.get("extensions") or []]
-    for key in ("tolerances", "model_tolerances"):  # YAML floats arrive as text (yamlsrc)
-        if key in verify:
-            verify[key] = {dtype: {k: float(x) for k, x in (tol or {}).items()}
-                           for dtype, tol in (verify[key] or {}).items()}
     shown = f"{v.folder.parent.name}/{v.folder.name}/{SKIPS_FILE}"
     return {
         "id": cell.id,
@@ -75,8 +69,26 @@ def cell_manifest(cell: Cell) -> dict:
         "device": v.device,
         "smoke_imports": list(v.smoke_imports),
         "index_url": cell.index_url,
-        "verify": verify,
+        "verify": _verify_manifest(cell, v.verify),
         "skips": load_skips(v.folder / SKIPS_FILE, shown).to_json(),
+    }
+
+
+def _verify_manifest(cell: Cell, spec: VerifySpec) -> dict[str, Any]:
+    """The suite's ``verify`` object (read by verify/oota_suite.py and the layers' tests)."""
+    def tolerances(table: Mapping[str, Tolerance]) -> dict[str, dict[str, float]]:
+        return {dtype: {"rtol": t.rtol, "atol": t.atol} for dtype, t in table.items()}
+
+    return {
+        "dtypes": list(spec.dtypes),
+        "tolerances": tolerances(spec.tolerances),
+        "models": list(spec.models),
+        "model_dtype": spec.model_dtype,
+        "model_tolerances": tolerances(spec.model_tolerances),
+        "extensions": [{"import": ext.import_name, "distribution": ext.distribution,
+                        "torch": cell.format(ext.torch, "verify.extensions[].torch")}
+                       for ext in spec.extensions],
+        "toolkit_version": spec.toolkit_version,
     }
 
 

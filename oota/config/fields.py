@@ -10,6 +10,9 @@ from packaging.version import InvalidVersion, Version
 
 from oota.config.yamlsrc import Doc, Path_, did_you_mean
 
+# The getter named 'str' hides the type inside the class; annotations there say Text.
+Text = str
+
 _TYPE_NAMES = {dict: "a mapping", list: "a list", str: "a string", int: "a whole number",
                bool: "true or false"}
 
@@ -45,47 +48,45 @@ class Fields:
     def raw(self, key: str, default: Any = None) -> Any:
         return self.data.get(key, default)
 
-    def str(self, key: str, default: str = "") -> str:
+    def str(self, key: Text, default: Text = "") -> str:
         value = self.data.get(key, default)
-        if value is None and default is None:
-            return None  # type: ignore[return-value]
-        if isinstance(value, (int, bool)) or not isinstance(value, str):
+        if isinstance(value, (int, bool)) or not isinstance(value, Text):
             self.doc.error(self.path + (key,), f"expected a string, got {_kind(value)}")
             return default
         return value
 
-    def bool(self, key: str, default: bool = False) -> bool:
+    def bool(self, key: Text, default: bool = False) -> bool:
         value = self.data.get(key, default)
         if not isinstance(value, bool):
             self.doc.error(self.path + (key,), f"expected true or false, got {_kind(value)}")
             return default
         return value
 
-    def int(self, key: str, default: int = 0) -> int:
+    def int(self, key: Text, default: int = 0) -> int:
         value = self.data.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int):
             self.doc.error(self.path + (key,), f"expected a whole number, got {_kind(value)}")
             return default
         return value
 
-    def str_list(self, key: str) -> tuple[str, ...]:
+    def str_list(self, key: Text) -> tuple[Text, ...]:
         value = self.data.get(key, [])
         if value is None:
             return ()
-        if isinstance(value, str):
+        if isinstance(value, Text):
             value = [value]
         if not isinstance(value, list):
             self.doc.error(self.path + (key,), f"expected a list of strings, got {_kind(value)}")
             return ()
         out = []
         for i, item in enumerate(value):
-            if isinstance(item, (str, int)) and not isinstance(item, bool):
+            if isinstance(item, (Text, int)) and not isinstance(item, bool):
                 out.append(str(item))
             else:
                 self.doc.error(self.path + (key, i), f"expected a string, got {_kind(item)}")
         return tuple(out)
 
-    def mapping(self, key: str) -> dict[str, Any]:
+    def mapping(self, key: Text) -> dict[Text, Any]:
         value = self.data.get(key, {})
         if value is None:
             return {}
@@ -94,20 +95,20 @@ class Fields:
             return {}
         return value
 
-    def str_map(self, key: str) -> dict[str, str]:
+    def str_map(self, key: Text) -> dict[Text, Text]:
         out = {}
         for name, value in self.mapping(key).items():
-            if isinstance(value, (str, int)) and not isinstance(value, bool):
+            if isinstance(value, (Text, int)) and not isinstance(value, bool):
                 out[name] = str(value)
             else:
                 self.doc.error(self.path + (key, name), f"expected a string, got {_kind(value)}")
         return out
 
-    def version_list(self, key: str, *, known: tuple[str, ...] = ()) -> tuple[Version, ...]:
+    def version_list(self, key: Text, *, known: tuple[Text, ...] = ()) -> tuple[Version, ...]:
         return tuple(v for i, text in enumerate(self.str_list(key))
                      if (v := parse_version(self.doc, self.path + (key, i), text, known)))
 
-    def specifier(self, key: str, default: str = "") -> SpecifierSet:
+    def specifier(self, key: Text, default: Text = "") -> SpecifierSet:
         text = self.str(key, default)
         try:
             return SpecifierSet(text)

@@ -1,22 +1,49 @@
 """Vendor plugins: everything about one accelerator lives in ``vendors/<name>/``.
 
-A vendor folder holds ``vendor.yaml`` (data: device type, package index, requirements,
-device flags, smoke imports) and Jinja2 fragments (``Dockerfile.j2`` extending the shared
-stages in ``templates/dockerfile``). The engine discovers vendors by listing folders, so adding
-one never needs a code change.
+A vendor folder holds ``vendor.yaml`` (data: device type, package index, requirements, how a
+container reaches the device, smoke imports, what the suite checks, facts) and Jinja2
+fragments (``Dockerfile.j2`` extending the shared stages in ``templates/dockerfile``). The engine
+discovers vendors by listing folders, so adding one never needs a code change.
+
+The format of ``vendor.yaml`` is ``schema/vendor-v1.json``: every key at every depth is checked
+against it (:mod:`oota.config.schemacheck`), then the values the schema cannot judge (PEP 508
+requirements, ``{placeholders}``, versions; :mod:`oota.config.vendorvalues`), and every problem
+of the file is reported at once. Only then are the frozen dataclasses below built, so nothing
+past this module sees a raw dict (``facts`` excepted: a read-only mapping, checked fully).
 """
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-from oota.config.fields import Fields
-from oota.config.yamlsrc import did_you_mean, load_yaml
+from oota.config.names import NAME_PATTERN, NAME_RULE, name_problem
+from oota.config.schemacheck import check_against
+from oota.config.vendorvalues import check_values
+from oota.config.yamlsrc import Doc, did_you_mean, load_yaml
 from oota.errors import InputError
 
 VENDOR_FILE = "vendor.yaml"
+SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "vendor-v1.json"
+# The project's one name pattern (vendor names become paths, image tags and cell ids).
+# Vendor names follow the project's one name rule (oota/config/names.py); the schema's
+# $defs.name says the same (a test holds them together).
+VENDOR_NAME = NAME_PATTERN
+# Without a verify section the suite compares float32 only, at assert_close's defaults.
+_DEFAULT_VERIFY = {"dtypes": ["float32"], "tolerances": {"float32": {"rtol": 1.3e-6, "atol": 1e-5}}}
+_LOCATION = re.compile(r"^\S*?:(\d+):(\d+): ")
+
+
+
+def _empty() -> Mapping[str, Any]:
+    return MappingProxyType({})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -26,6 +53,71 @@ class Toolkit:
     axis: str          # the matrix key, e.g. "cuda"
     id_prefix: str     # how it shows in cell ids, e.g. "cu" -> "cu13.0"
     name: str          # human name, e.g. "CUDA"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Tolerance:
+    rtol: float
+    atol: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Extension:
+    """A torch extension the in-image compat layer checks (``verify.extensions[]``)."""
+
+    import_name: str
+    distribution: str
+    torch: str = ""    # a specifier with placeholders, e.g. "=={torch}" ("" pairs with any)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VerifySpec:
+    """What the in-image suite checks (``verify:``), shipped in each image's cell.json."""
+
+    dtypes: tuple[str, ...]
+    tolerances: Mapping[str, Tolerance]
+    models: tuple[str, ...] = ()
+    model_dtype: str = "float32"
+    model_tolerances: Mapping[str, Tolerance] = field(default_factory=_empty)
+    extensions: tuple[Extension, ...] = ()
+    toolkit_version: str | None = None   # where torch reports it, e.g. "torch.version.cuda"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HostSpec:
+    """How to tell whether a host has the hardware (``host:``; see oota/execute/hosts.py)."""
+
+    probe: tuple[str, ...] = ()          # argv; its first output line starts with the driver
+    devices: tuple[str, ...] = ()        # device nodes that must exist; passed to containers
+    runtime: str | None = None           # a container runtime the daemon must know; used too
+    driver_min: Mapping[str, str] = field(default_factory=_empty)  # toolkit -> minimum driver
+
+    @property
+    def needs_nothing(self) -> bool:
+        return not (self.probe or self.devices or self.runtime)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HostMount:
+    source: str
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunSpec:
+    """How a verify container reaches the device (``run:``), besides ``host.devices`` and
+    ``host.runtime``, which it gets as well. Data, turned into engine options by the engine."""
+
+    gpus: str | None = None              # "all" or a count, through the NVIDIA toolkit
+    group_add: tuple[str, ...] = ()
+    ipc: str | None = None
+    cap_add: tuple[str, ...] = ()
+    security_opt: tuple[str, ...] = ()
+    network: str | None = None
+    shm_size: str | None = None
+    env: Mapping[str, str] = field(default_factory=_empty)
+    mounts: tuple[HostMount, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -41,16 +133,18 @@ class Vendor:
     test_requirements: tuple[str, ...]
     builder_apt: tuple[str, ...]      # extra Debian packages for the builder stage
     runtime_apt: tuple[str, ...]
-    run_flags: tuple[str, ...]        # `docker run` flags that expose the device
     smoke_imports: tuple[str, ...]
-    base_images: dict[str, dict[str, str]]  # os -> toolkit version (or "default") -> image
-    env: dict[str, str]               # environment of the runtime image
-    host: dict[str, Any]              # how to probe a Docker host for the hardware (oota/hosts.py)
-    facts: dict[str, Any]             # vendor data: python range, extension, compat table
-    verify: dict[str, Any]            # what the in-image suite checks (dtypes, tolerances, models)
+    base_images: Mapping[str, Mapping[str, str]]  # os -> toolkit version (or "default") -> image
+    env: Mapping[str, str]            # environment of the runtime image
+    run: RunSpec                      # how a verify container reaches the device
+    host: HostSpec                    # how to probe a host for the hardware
+    verify: VerifySpec                # what the in-image suite checks
+    # Vendor data read by release-check (python range, extension, compat table): validated in
+    # full against the schema, kept in its YAML shape (read-only at the top) for now.
+    facts: Mapping[str, Any] = field(default_factory=_empty)
     # Packages whose release follows torch's, e.g. torchvision: name -> torch series -> version.
     # Each becomes a format variable of the requirements ("torchvision=={torchvision}").
-    companions: dict[str, dict[str, str]] = field(default_factory=dict)
+    companions: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
     # The requirements' {local}: a local version such as "+cu{cuda_nodot}", left empty for the
     # cells whose torch PyPI's default wheel already is (facts.pypi_default: torch -> toolkit).
     local_version: str = ""
@@ -61,13 +155,21 @@ class Vendor:
         return per_os.get(toolkit or "default") or per_os.get("default")
 
     @property
+    def pypi_default(self) -> Mapping[str, str]:
+        """torch release -> the toolkit version PyPI's default wheel of it bundles."""
+        table = self.facts.get("pypi_default") or {}
+        return MappingProxyType({str(k): str(v) for k, v in table.items()})
+
+    @property
     def template(self) -> Path:
         return self.folder / "Dockerfile.j2"
 
 
-_KEYS = ("name", "display", "source", "device", "toolkit", "index_url", "requirements",
-         "test_requirements", "builder_apt", "runtime_apt", "run_flags", "smoke_imports",
-         "base_images", "env", "host", "facts", "verify", "companions", "local_version")
+@functools.cache
+def schema() -> Mapping[str, Any]:
+    """schema/vendor-v1.json, the published format of vendor.yaml."""
+    loaded: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    return MappingProxyType(loaded)
 
 
 def load_vendor(folder: Path, display_root: Path | None = None) -> Vendor:
@@ -75,48 +177,99 @@ def load_vendor(folder: Path, display_root: Path | None = None) -> Vendor:
     file = folder / VENDOR_FILE
     shown = str(file.relative_to(display_root)) if display_root else str(file)
     doc = load_yaml(file, shown)
-    f = Fields(doc, (), doc.data, allowed=_KEYS, required=("name", "device", "requirements"))
-    name = f.str("name")
-    if name and name != folder.name:
+    reported = check_against(doc, schema())
+    _check_folder(doc, folder)
+    check_values(doc, doc.data, reported)
+    doc.problems.sort(key=_line_and_column)
+    doc.raise_if_problems()
+    return _build(doc.data, folder)
+
+
+def _line_and_column(problem: str) -> tuple[int, int]:
+    """Problems in file order (each starts ``file:line:col:``)."""
+    match = _LOCATION.search(problem)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
+def _check_folder(doc: Doc, folder: Path) -> None:
+    name = doc.data.get("name")
+    problem = name_problem(folder.name)
+    if problem:
+        doc.error((), f"the folder name '{folder.name}' is not a vendor name: {problem}",
+                  NAME_RULE)
+    elif isinstance(name, str) and name != folder.name:
         doc.error(("name",), f"'{name}' differs from the folder name '{folder.name}'",
                   f"rename one of them so both read '{folder.name}'")
-    toolkit = None
-    if f.raw("toolkit") is not None:
-        t = Fields(doc, ("toolkit",), f.raw("toolkit"), allowed=("axis", "id_prefix", "name"),
-                   required=("axis", "id_prefix"))
-        toolkit = Toolkit(axis=t.str("axis"), id_prefix=t.str("id_prefix"),
-                          name=t.str("name", t.str("axis")))
     if not (folder / "Dockerfile.j2").is_file():
         doc.error((), f"{folder.name}/Dockerfile.j2 is missing",
                   "add one that starts with {% extends \"base.Dockerfile.j2\" %}")
-    vendor = Vendor(
-        name=folder.name, display=f.str("display", folder.name), source=f.str("source"),
-        folder=folder, device=f.str("device", "cpu"), toolkit=toolkit,
-        index_url=f.str("index_url"), requirements=f.str_list("requirements"),
-        test_requirements=f.str_list("test_requirements"), builder_apt=f.str_list("builder_apt"),
-        runtime_apt=f.str_list("runtime_apt"), run_flags=f.str_list("run_flags"),
-        smoke_imports=f.str_list("smoke_imports"),
-        base_images={os_key: {str(k): str(v) for k, v in (per_os or {}).items()}
-                     for os_key, per_os in f.mapping("base_images").items()
-                     if _is_map(doc, ("base_images", os_key), per_os)},
-        env=f.str_map("env"), host=f.mapping("host"), facts=f.mapping("facts"),
-        verify=f.mapping("verify"),
-        companions={name: {str(k): str(v) for k, v in pairs.items()}
-                    for name, pairs in f.mapping("companions").items()
-                    if _is_map(doc, ("companions", name), pairs,
-                               "a mapping of torch series (e.g. '2.14') to a version")},
-        local_version=f.str("local_version"),
+
+
+def _build(data: dict[str, Any], folder: Path) -> Vendor:
+    """The dataclasses of a file that passed every check."""
+    return Vendor(
+        name=folder.name, display=data.get("display", folder.name),
+        source=data.get("source", ""), folder=folder, device=data["device"],
+        toolkit=_toolkit(data.get("toolkit")), index_url=data.get("index_url", ""),
+        requirements=tuple(data["requirements"]),
+        test_requirements=tuple(data.get("test_requirements", ())),
+        builder_apt=tuple(data.get("builder_apt", ())),
+        runtime_apt=tuple(data.get("runtime_apt", ())),
+        smoke_imports=tuple(data.get("smoke_imports", ())),
+        base_images=_nested(data.get("base_images", {})),
+        env=MappingProxyType(dict(data.get("env", {}))),
+        run=_run(data.get("run", {})), host=_host(data.get("host", {})),
+        verify=_verify(data.get("verify", _DEFAULT_VERIFY)),
+        facts=MappingProxyType(copy.deepcopy(data.get("facts", {}))),
+        companions=_nested(data.get("companions", {})),
+        local_version=data.get("local_version", ""),
     )
-    doc.raise_if_problems()
-    return vendor
 
 
-def _is_map(doc, path, value,
-            what: str = "a mapping of toolkit version (or 'default') to image") -> bool:
-    if isinstance(value, dict):
-        return True
-    doc.error(path, f"expected {what}")
-    return False
+def _nested(table: dict[str, dict[str, str]]) -> Mapping[str, Mapping[str, str]]:
+    return MappingProxyType({k: MappingProxyType(dict(v)) for k, v in table.items()})
+
+
+def _toolkit(data: dict[str, str] | None) -> Toolkit | None:
+    if data is None:
+        return None
+    return Toolkit(axis=data["axis"], id_prefix=data["id_prefix"],
+                   name=data.get("name", data["axis"]))
+
+
+def _tolerances(table: dict[str, dict[str, Any]]) -> Mapping[str, Tolerance]:
+    # YAML floats arrive as their text (yamlsrc keeps versions exact); the schema checked it.
+    return MappingProxyType({dtype: Tolerance(rtol=float(t["rtol"]), atol=float(t["atol"]))
+                             for dtype, t in table.items()})
+
+
+def _verify(data: dict[str, Any]) -> VerifySpec:
+    return VerifySpec(
+        dtypes=tuple(data["dtypes"]), tolerances=_tolerances(data["tolerances"]),
+        models=tuple(data.get("models", ())), model_dtype=data.get("model_dtype", "float32"),
+        model_tolerances=_tolerances(data.get("model_tolerances", {})),
+        extensions=tuple(Extension(import_name=e["import"], distribution=e["distribution"],
+                                   torch=e.get("torch", ""))
+                         for e in data.get("extensions", ())),
+        toolkit_version=data.get("toolkit_version"))
+
+
+def _host(data: dict[str, Any]) -> HostSpec:
+    return HostSpec(probe=tuple(data.get("probe", ())), devices=tuple(data.get("devices", ())),
+                    runtime=data.get("runtime"),
+                    driver_min=MappingProxyType(dict(data.get("driver_min", {}))))
+
+
+def _run(data: dict[str, Any]) -> RunSpec:
+    gpus = data.get("gpus")
+    return RunSpec(
+        gpus=None if gpus is None else str(gpus), group_add=tuple(data.get("group_add", ())),
+        ipc=data.get("ipc"), cap_add=tuple(data.get("cap_add", ())),
+        security_opt=tuple(data.get("security_opt", ())), network=data.get("network"),
+        shm_size=data.get("shm_size"), env=MappingProxyType(dict(data.get("env", {}))),
+        mounts=tuple(HostMount(source=m["source"], target=m.get("target", m["source"]),
+                               read_only=m.get("read_only", True))
+                     for m in data.get("mounts", ())))
 
 
 def discover(vendors_dir: Path) -> dict[str, Path]:

@@ -7,7 +7,7 @@ place that runs the docker CLI); unit tests fake :class:`Engine`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -42,10 +42,37 @@ class BuildRequest:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Mount:
+    """A host path bind-mounted into a container."""
+
+    source: Path
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeviceAccess:
+    """How a container reaches an accelerator, as data (from a vendor's ``host`` and ``run``
+    sections); only the engine turns it into its own options."""
+
+    gpus: str | None = None                 # "all" or a count (NVIDIA container toolkit)
+    devices: tuple[str, ...] = ()           # device nodes, passed through as they are
+    group_add: tuple[str, ...] = ()
+    ipc: str | None = None
+    runtime: str | None = None              # a container runtime registered with the engine
+    cap_add: tuple[str, ...] = ()
+    security_opt: tuple[str, ...] = ()
+    network: str | None = None
+    shm_size: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class RunRequest:
     image: str
     command: list[str]
-    flags: list[str] = field(default_factory=list)
+    env: Mapping[str, str] = field(default_factory=dict)
+    mounts: tuple[Mount, ...] = ()
+    device: DeviceAccess | None = None
     labels: dict[str, str] = field(default_factory=dict)
     collect: str = ""          # a path inside the container copied out after the run
     collect_to: Path | None = None

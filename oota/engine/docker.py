@@ -4,8 +4,9 @@ Two channels, each for what it does best:
 
 * the Docker SDK (docker-py) for inspection, pulls, labels, archives and clean-up;
 * the docker CLI for BuildKit builds (the SDK's ``images.build`` is the legacy builder: no
-  secret or cache mounts, docker/docker-py#2230) and for ``docker create`` with a vendor's
-  device flags, which are written as CLI flags in ``vendors/<name>/vendor.yaml``.
+  secret or cache mounts, docker/docker-py#2230) and for ``docker create``, whose argv
+  :func:`create_argv` builds from a typed :class:`~oota.engine.base.RunRequest` (device
+  access, environment and mounts are data; this module alone knows the CLI's flags).
 
 Every CLI call is an argv list (never a shell string) with a timeout, echoed at debug level.
 Every container the toolkit creates carries the ``oota.run`` label so :meth:`DockerEngine.cleanup`
@@ -34,6 +35,8 @@ from oota.engine.base import (
     RUN_LABEL,
     SEALED_FROM_LABEL,
     BuildRequest,
+    DeviceAccess,
+    Mount,
     RunOutcome,
     RunRequest,
     StepEvent,
@@ -55,6 +58,46 @@ def _tail(text: str, lines: int = 30) -> str:
 
 _BUILDKIT_ERROR = re.compile(r"^#\d+ ERROR: (.+)$")
 _BUILD_ERROR = re.compile(r"^#\d+ [\d.]+ (?:ERROR|E): (.+)$|^#\d+ [\d.]+ (\w*Error: .+)$")
+
+
+def create_argv(cli: str, request: RunRequest) -> list[str]:
+    """The ``docker create`` argv of a run request: labels, environment, mounts, device access,
+    then the image and its command. Pure, so each vendor's argv is unit-tested."""
+    argv = [cli, "create"]
+    for key, value in sorted(request.labels.items()):
+        argv += ["--label", f"{key}={value}"]
+    for key, value in sorted(request.env.items()):
+        argv += ["--env", f"{key}={value}"]
+    for mount in request.mounts:
+        argv += ["--mount", _mount_spec(mount)]
+    if request.device is not None:
+        argv += _device_args(request.device)
+    return argv + [request.image, *request.command]
+
+
+def _device_args(device: DeviceAccess) -> list[str]:
+    args: list[str] = []
+    singles = (("--runtime", device.runtime), ("--gpus", device.gpus), ("--ipc", device.ipc),
+               ("--network", device.network), ("--shm-size", device.shm_size))
+    repeated = (("--device", device.devices), ("--group-add", device.group_add),
+                ("--cap-add", device.cap_add), ("--security-opt", device.security_opt))
+    for flag, value in singles:
+        if value is not None:
+            args += [flag, value]
+    for flag, values in repeated:
+        for item in values:
+            args += [flag, item]
+    return args
+
+
+def _mount_spec(mount: Mount) -> str:
+    """``--mount`` takes comma-separated fields, read as CSV: a field holding a comma or a
+    quote is quoted (so any path works, unlike ``-v``, which splits on colons)."""
+    fields = ["type=bind", f"source={mount.source}", f"target={mount.target}"]
+    if mount.read_only:
+        fields.append("readonly")
+    return ",".join(f'"{f.replace(chr(34), chr(34) * 2)}"' if "," in f or '"' in f else f
+                    for f in fields)
 
 
 def build_error_cause(log_tail: str) -> str:
@@ -352,11 +395,10 @@ class DockerEngine:
                           output_tail="\n".join(tail))
 
     def run(self, request: RunRequest) -> RunOutcome:
-        """``docker create`` with the request's flags, start attached with a deadline, copy
-        ``request.collect`` out, and always remove the container."""
+        """``docker create`` the request (:func:`create_argv`), start attached with a deadline,
+        copy ``request.collect`` out, and always remove the container."""
         cli = self._plain_cli()
-        labels = [arg for k, v in sorted(request.labels.items()) for arg in ("--label", f"{k}={v}")]
-        create = [cli, "create", *labels, *request.flags, request.image, *request.command]
+        create = create_argv(cli, request)
         log.debug("run: %s", " ".join(create))
         proc = subprocess.run(create, capture_output=True, text=True, timeout=120)
         if proc.returncode != 0:

@@ -442,7 +442,7 @@ def _build_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Con
             supported=check.supported, reasons=tuple(check.reasons),
             facts=json_object(check.facts, "host.vendor_check")))
         unsupported = check.reason_for(str(cell.toolkit) if cell.toolkit else None,
-                                       cell.vendor.host.get("driver_min", {}))
+                                       cell.vendor.host.driver_min)
         with console.status(cell.id):
             results.append(CellRun(matrix, cell, engine, console, options, bases, cell_host,
                                    unsupported=unsupported).run(build=build))

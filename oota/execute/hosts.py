@@ -1,16 +1,17 @@
 """Host check: does this Docker host have what a vendor's device tests need?
 
-Each vendor's ``host`` section in ``vendor.yaml`` says how to tell::
+Each vendor's ``host`` section in ``vendor.yaml`` (:class:`oota.config.vendors.HostSpec`) says
+how to tell::
 
     host:
       probe: [nvidia-smi, "--query-gpu=driver_version,name", "--format=csv,noheader"]
       devices: [/dev/kfd, /dev/dri]       # must all exist
       runtime: habana                     # must be registered with the Docker daemon
-      driver_min: {"13.0": "580.65.06"}   # toolkit version -> minimum driver (probe's first field)
+      driver_min: {"13.0": "580.65.06"}   # toolkit -> minimum driver (the probe's first field)
 
-A vendor without a ``host`` section (CPU) runs anywhere. A cell whose host lacks the hardware is
-``unsupported-here``: it is still built and verified to install level, and its device tests are
-reported as unsupported here with the reason, never as passed or failed.
+A vendor whose ``host`` section asks for nothing (CPU) runs anywhere. A cell whose host lacks
+the hardware is ``unsupported-here``: it is still built and verified to install level, and its
+device tests are reported as unsupported here with the reason, never as passed or failed.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +39,7 @@ class HostCheck:
     def supported(self) -> bool:
         return not self.reasons
 
-    def reason_for(self, toolkit: str | None, driver_min: dict[str, str]) -> str:
+    def reason_for(self, toolkit: str | None, driver_min: Mapping[str, str]) -> str:
         """Why a cell with this toolkit version cannot use the hardware ('' if it can)."""
         if self.reasons:
             return "; ".join(self.reasons)
@@ -52,7 +54,7 @@ class HostCheck:
         return ""
 
 
-def _probe(argv: list[str], timeout_s: int = 30) -> tuple[str | None, str]:
+def _probe(argv: tuple[str, ...], timeout_s: int = 30) -> tuple[str | None, str]:
     """Run the probe; (first line of output or None, why it failed)."""
     if not argv:
         return None, ""
@@ -77,21 +79,20 @@ def check_vendor(vendor: Vendor, docker_facts: dict[str, str] | None) -> HostChe
     ``docker_facts`` None means the suite runs in place, not in a container: the vendor's
     container runtime is then not needed."""
     spec = vendor.host
-    if not spec:
+    if spec.needs_nothing:
         return HostCheck(vendor=vendor.name, reasons=(), facts={"needs": "nothing"})
     reasons: list[str] = []
     facts: dict[str, Any] = {}
-    missing = [d for d in spec.get("devices", []) if not os.path.exists(d)]
+    missing = [d for d in spec.devices if not os.path.exists(d)]
     if missing:
         reasons.append("missing device nodes: " + ", ".join(missing))
-    runtime = spec.get("runtime")
-    if runtime and docker_facts is not None:
+    if spec.runtime and docker_facts is not None:
         runtimes = docker_facts.get("runtimes", "").split(",")
         facts["runtimes"] = runtimes
-        if runtime not in runtimes:
-            reasons.append(f"the Docker daemon has no '{runtime}' runtime "
+        if spec.runtime not in runtimes:
+            reasons.append(f"the Docker daemon has no '{spec.runtime}' runtime "
                            "(register it in /etc/docker/daemon.json)")
-    output, why = _probe([str(a) for a in spec.get("probe", [])])
+    output, why = _probe(spec.probe)
     driver = None
     if why:
         reasons.append(why)

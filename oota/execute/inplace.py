@@ -88,8 +88,7 @@ def _fits(cell: Cell, env: Environment) -> bool:
 
 def matching_cell(matrix: Matrix, vendor: str, python: str) -> tuple[Cell | None, Environment]:
     """The vendor's cell this interpreter is an instance of (Python, torch and toolkit)."""
-    spec = matrix.vendors[vendor].vendor.verify
-    env = probe_python(python, str(spec.get("toolkit_version") or "") or None)
+    env = probe_python(python, matrix.vendors[vendor].vendor.verify.toolkit_version)
     return next((c for c in plan(matrix, [vendor]) if _fits(c, env)), None), env
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from oota.config.matrix import Matrix
 from oota.console import Console
-from oota.engine.base import RUN_LABEL, BuildRequest, Engine, RunRequest
+from oota.engine.base import RUN_LABEL, BuildRequest, Engine, Mount, RunRequest
 from oota.engine.docker import DockerEngine
 from oota.errors import StepFailed
 from oota.execute.bases import ensure_base
@@ -100,20 +100,20 @@ def _sources(cell: Cell, options: LockOptions) -> PipSources:
                            use_host_config=options.use_host_pip_config)
 
 
-def mounts(cell: Cell, options: LockOptions, folder: Path) -> list[str]:
-    """``docker create`` flags that give a container what a build gets: the pip.conf and CA
-    bundle at /run/secrets (read-only) and the host's wheels at /wheelhouse."""
+def mounts(cell: Cell, options: LockOptions, folder: Path) -> tuple[Mount, ...]:
+    """What a container needs to get what a build gets: the pip.conf and CA bundle at
+    /run/secrets and the host's wheels at /wheelhouse, all read-only."""
     sources = _sources(cell, options)
     wheels = fill_wheelhouse(folder / "wheelhouse", sources.wheel_dirs)
     pipconf = folder / "pip.conf"
     pipconf.write_text(sources.pip_conf(with_wheelhouse=bool(wheels)))
     os.chmod(pipconf, 0o600)
-    flags = ["-v", f"{pipconf}:/run/secrets/pipconf:ro",
-             "-v", f"{folder / 'wheelhouse'}:/wheelhouse:ro"]
+    found = [Mount(source=pipconf, target="/run/secrets/pipconf"),
+             Mount(source=folder / "wheelhouse", target="/wheelhouse")]
     ca = find_ca_bundle(options.ca_bundle)
     if ca:
-        flags += ["-v", f"{ca}:/run/secrets/ca:ro"]
-    return flags
+        found.append(Mount(source=Path(ca), target="/run/secrets/ca"))
+    return tuple(found)
 
 
 def compile_lock(engine: Engine, cell: Cell, builder: str, options: LockOptions,
@@ -122,12 +122,12 @@ def compile_lock(engine: Engine, cell: Cell, builder: str, options: LockOptions,
     job = folder / "job"
     job.mkdir(parents=True, exist_ok=True)
     (job / "requirements.in").write_text("\n".join(cell_requirements(cell)) + "\n")
-    flags = mounts(cell, options, folder) + [
-        "-v", f"{job}:/lock",
-        "-e", f"OOTA_PIP=pip=={dist_version('pip')}",
-        "-e", f"OOTA_PIP_TOOLS=pip-tools=={dist_version('pip-tools')}",
-        "-e", f"CUSTOM_COMPILE_COMMAND=invoke lock --vendor={cell.vendor.name} --cell={cell.id}"]
-    outcome = engine.run(RunRequest(image=builder, command=["bash", "-c", _COMPILE], flags=flags,
+    env = {"OOTA_PIP": f"pip=={dist_version('pip')}",
+           "OOTA_PIP_TOOLS": f"pip-tools=={dist_version('pip-tools')}",
+           "CUSTOM_COMPILE_COMMAND": f"invoke lock --vendor={cell.vendor.name} --cell={cell.id}"}
+    outcome = engine.run(RunRequest(image=builder, command=["bash", "-c", _COMPILE], env=env,
+                                    mounts=mounts(cell, options, folder)
+                                    + (Mount(source=job, target="/lock", read_only=False),),
                                     labels={RUN_LABEL: options.run_id},
                                     log_path=folder / "pip-compile.log",
                                     timeout_s=options.timeout_s))

@@ -3,12 +3,14 @@ collect what it wrote. The same command is what a user runs by hand on a pulled 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from oota import __version__
-from oota.engine.base import RUN_LABEL, Engine, RunRequest
+from oota.config.vendors import Vendor
+from oota.engine.base import RUN_LABEL, DeviceAccess, Engine, Mount, RunRequest
 from oota.plan import Cell
 from oota.results.assemble import now, overall_status, read_suite_output, summarize
 from oota.results.model import (
@@ -54,10 +56,8 @@ def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id
     collected = folder / "verify"
     for stale in ("tests.json", "junit.xml", "installed.json"):
         (collected / stale).unlink(missing_ok=True)
-    run = engine.run(RunRequest(
-        image=image, command=command,
-        flags=["--env", f"OOTA_UNSUPPORTED_HERE={unsupported}"] if unsupported
-        else list(cell.vendor.run_flags),
+    run = engine.run(dataclasses.replace(
+        device_request(cell.vendor, image, command, unsupported),
         labels={RUN_LABEL: run_id, "oota.cell": cell.id}, collect=RESULTS_IN_CONTAINER,
         collect_to=collected, log_path=folder / "verify.log", timeout_s=timeout_s))
     try:
@@ -99,6 +99,26 @@ class ExpectedResults:
 
     def to_bytes(self) -> bytes:
         return json.dumps(self.document, indent=2).encode() + b"\n"
+
+
+def device_request(vendor: Vendor, image: str, command: list[str],
+                   unsupported: str = "") -> RunRequest:
+    """A run of ``image`` with the vendor's device access (``host`` and ``run`` of its
+    vendor.yaml). Where the host lacks the hardware (``unsupported``, the host check's reason)
+    the container gets no device access, which would stop it from starting, and the suite is
+    told why instead."""
+    if unsupported:
+        return RunRequest(image=image, command=command,
+                          env={"OOTA_UNSUPPORTED_HERE": unsupported})
+    run, host = vendor.run, vendor.host
+    device = DeviceAccess(gpus=run.gpus, devices=host.devices, group_add=run.group_add,
+                          ipc=run.ipc, runtime=host.runtime, cap_add=run.cap_add,
+                          security_opt=run.security_opt, network=run.network,
+                          shm_size=run.shm_size)
+    mounts = tuple(Mount(source=Path(m.source), target=m.target, read_only=m.read_only)
+                   for m in run.mounts)
+    return RunRequest(image=image, command=command, env=dict(run.env), mounts=mounts,
+                      device=device if device != DeviceAccess() else None)
 
 
 def expected_results(cell: Cell, tests: tuple[TestOutcome, ...], installed: Installed | None,

@@ -10,7 +10,7 @@ import pytest
 
 from oota.config.matrix import load_matrix
 from oota.console import Console
-from oota.engine.base import RUN_LABEL, RunRequest
+from oota.engine.base import RUN_LABEL, Mount, RunRequest
 from oota.execute.lock import LockOptions, build_builder, lock_cell, mounts
 from oota.lockfile import lock_path, pins
 from oota.plan import plan
@@ -46,9 +46,10 @@ def builder(engine, default_cell, options) -> str:
 
 
 def install(engine, cell, builder, options, lock_dir: Path, lock: str, pip_args: str = ""):
-    flags = mounts(cell, options, lock_dir) + [
-        "-v", f"{lock_dir}:/lock:ro", "-e", f"OOTA_LOCK={lock}", "-e", f"OOTA_PIP_ARGS={pip_args}"]
-    return engine.run(RunRequest(image=builder, command=["bash", "-c", INSTALL], flags=flags,
+    return engine.run(RunRequest(image=builder, command=["bash", "-c", INSTALL],
+                                 mounts=mounts(cell, options, lock_dir)
+                                 + (Mount(source=lock_dir, target="/lock"),),
+                                 env={"OOTA_LOCK": lock, "OOTA_PIP_ARGS": pip_args},
                                  labels={RUN_LABEL: options.run_id}, timeout_s=900,
                                  log_path=lock_dir / "install.log"))
 

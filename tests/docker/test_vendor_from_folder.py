@@ -37,7 +37,11 @@ VENDOR_YAML = """\
     index_url: ""
     requirements: ["torch=={torch}+cpu"]
     test_requirements: ["pytest>=8,<10", "numpy>=1.26,<3"]
-    run_flags: []
+    run: {}
+    verify:
+      dtypes: [float32]
+      tolerances:
+        float32: {rtol: 1.3e-6, atol: 1.0e-5}
     smoke_imports: [torch]
     env: {OOTA_DEMO_MARKER: %s}
     """ % MARKER

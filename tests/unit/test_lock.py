@@ -106,7 +106,7 @@ class FakeEngine:
 
     def run(self, request: RunRequest) -> RunOutcome:
         self.requests.append(request)
-        job = next(Path(f.split(":")[0]) for f in request.flags if f.endswith(":/lock"))
+        job = next(m.source for m in request.mounts if m.target == "/lock")
         assert (job / "requirements.in").read_text().startswith("torch==2.13.0+cpu\n")
         if self.exit_code == 0:
             (job / "out.txt").write_text(LOCKED)
@@ -123,9 +123,9 @@ def test_compile_lock_runs_pip_compile_in_the_builder(project, tmp_path):
     assert request.command[:2] == ["bash", "-c"] and "pip-compile" in request.command[2]
     assert "--generate-hashes" in request.command[2]
     assert request.labels == {"oota.run": "r1"}
-    flags = " ".join(request.flags)
-    assert "/run/secrets/pipconf:ro" in flags and ":/wheelhouse:ro" in flags
-    assert "CUSTOM_COMPILE_COMMAND=invoke lock --vendor=cpu --cell=" + CELL in request.flags
+    read_only = {m.target for m in request.mounts if m.read_only}
+    assert {"/run/secrets/pipconf", "/wheelhouse"} <= read_only
+    assert request.env["CUSTOM_COMPILE_COMMAND"] == "invoke lock --vendor=cpu --cell=" + CELL
 
 
 def test_compile_lock_failure_carries_the_log(project, tmp_path):

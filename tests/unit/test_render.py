@@ -445,23 +445,37 @@ def test_a_bad_template_through_invoke_is_exit_2_without_a_traceback(project):
 
 # --- data reaches the Dockerfile quoted for its place -------------------------------------
 
+def _rendered_with(change) -> str:
+    """The first cell's Dockerfile with its vendor data changed in memory: what would reach a
+    template if the loader (which refuses such values first) ever let them through."""
+    matrix = load_matrix("matrix.yaml")
+    cell = plan(matrix)[0]
+    return render_cell(matrix, replace(cell, vendor=change(cell.vendor))).files["Dockerfile"]
+
+
 def test_a_requirement_with_a_marker_reaches_pip_as_written(project):
-    replace_in(project.root / "vendors/cpu/vendor.yaml", '- "torch=={torch}+cpu"\n',
-               '- "torch=={torch}+cpu"\n  - \'foo; python_version < "3.12"\'\n'
-               "  - 'bar $(touch /tmp/owned) `id` \\'\n")
-    text = dockerfile(project)
+    text = _rendered_with(lambda v: replace(v, requirements=(
+        *v.requirements, 'foo; python_version < "3.12"', "bar $(touch /tmp/owned) `id` \\")))
     assert """'foo; python_version < "3.12"'""" in text
     assert ["--report", "/opt/oota/install-report.json", "torch==2.13.0+cpu",
             'foo; python_version < "3.12"', "bar $(touch /tmp/owned) `id` \\"] \
         in pip_installs(text)
 
 
+def test_a_marker_passes_the_loader_and_shell_text_does_not(project):
+    replace_in(project.root / "vendors/cpu/vendor.yaml", '- "torch=={torch}+cpu"\n',
+               '- "torch=={torch}+cpu"\n  - \'foo; python_version < "3.12"\'\n')
+    assert """'foo; python_version < "3.12"'""" in dockerfile(project)
+    replace_in(project.root / "vendors/cpu/vendor.yaml", "  - 'foo; python_version",
+               "  - 'bar $(touch /tmp/owned)'\n  - 'foo; python_version")
+    with pytest.raises(InputError, match="is not a PEP 508 requirement"):
+        load_matrix("matrix.yaml")
+
+
 def test_apt_packages_env_and_labels_are_quoted(project):
-    vendor = project.root / "vendors/cpu/vendor.yaml"
-    vendor.write_text(vendor.read_text().replace("display: CPU", 'display: \'CPU "x" $HOME\'')
-                      + "builder_apt: ['libfoo; rm -rf /']\n"
-                      + "env: {A: 'say \"hi\" $PATH \\'}\n")
-    text = dockerfile(project)
+    text = _rendered_with(lambda v: replace(v, display='CPU "x" $HOME',
+                                            builder_apt=("libfoo; rm -rf /",),
+                                            env={"A": 'say "hi" $PATH \\'}))
     builder_runs = [rest for word, rest in stages(text)["builder"] if word == "RUN"]
     assert any(rest.endswith("python3.11 python3.11-venv 'libfoo; rm -rf /'")
                for rest in builder_runs)

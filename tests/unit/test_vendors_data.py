@@ -19,6 +19,8 @@ from packaging.version import InvalidVersion, Version
 from oota.config.matrix import load_matrix
 from oota.config.skips import SKIPS_FILE, load_skips
 from oota.config.vendors import Vendor, discover, load_vendor
+from oota.engine.docker import create_argv
+from oota.execute.verify import device_request
 from oota.plan import Cell, plan
 from oota.render import render_all
 
@@ -98,11 +100,15 @@ def test_every_cell_renders_with_a_non_root_runtime(name):
 
 
 @pytest.mark.parametrize("name", MATRIX_VENDORS)
-def test_run_flags_are_argv(name):
-    flags = vendor(name).run_flags
-    for flag in flags:
-        assert flag and " " not in flag, f"{flag!r}: one argv element per word"
-    assert all(not f.startswith("-") or f.startswith(("-e", "-v", "--")) for f in flags)
+def test_device_access_reaches_the_engine_as_argv_words(name):
+    """run: and host: become `docker create` options: one argv element per word, no shell."""
+    request = device_request(vendor(name), "img", ["oota-verify"])
+    argv = create_argv("docker", request)
+    assert argv[:2] == ["docker", "create"] and argv[-2:] == ["img", "oota-verify"]
+    for word in argv:
+        assert word and "\n" not in word, f"{word!r}"
+    for device in vendor(name).host.devices:
+        assert ["--device", device] == argv[argv.index(device) - 1:argv.index(device) + 1]
 
 
 @pytest.mark.parametrize("name", MATRIX_VENDORS)
@@ -193,16 +199,15 @@ def test_extension_requirement_admits_the_compat_pairing(name):
         assert all(Version(p) in req.specifier for p in pairs), (req, pairs)
 
 
-@pytest.mark.parametrize("name", [n for n in MATRIX_VENDORS if vendor(n).host])
+@pytest.mark.parametrize("name", [n for n in MATRIX_VENDORS
+                                  if not vendor(n).host.needs_nothing])
 def test_host_section_shape(name):
     host = vendor(name).host
-    assert set(host) <= {"probe", "devices", "runtime", "driver_min"}, set(host)
-    if "probe" in host:
-        assert host["probe"] and all(isinstance(a, str) and " " not in a for a in host["probe"])
-    assert all(str(d).startswith("/dev/") for d in host.get("devices", []))
-    for toolkit, driver in host.get("driver_min", {}).items():
-        Version(str(toolkit))
-        assert re.fullmatch(r"\d+(\.\d+)+", str(driver)), driver
+    assert all(arg and " " not in arg for arg in host.probe), host.probe
+    assert all(d.startswith("/dev/") for d in host.devices)
+    for toolkit, driver in host.driver_min.items():
+        Version(toolkit)
+        assert re.fullmatch(r"\d+(\.\d+)+", driver), driver
 
 
 def test_cuda_default_is_the_pypi_wheel_cell():
