@@ -138,7 +138,8 @@ def _remove_leftover_containers(run_id):
         return
     try:
         client = docker.from_env()
-        for container in client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"}):
+        run_filter = {"label": f"{RUN_LABEL}={run_id}"}
+        for container in client.containers.list(all=True, filters=run_filter):
             container.remove(force=True)
     except docker.errors.DockerException:
         pass

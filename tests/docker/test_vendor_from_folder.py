@@ -43,8 +43,8 @@ VENDOR_YAML = """\
       tolerances:
         float32: {rtol: 1.3e-6, atol: 1.0e-5}
     smoke_imports: [torch]
-    env: {OOTA_DEMO_MARKER: %s}
-    """ % MARKER
+    env: {OOTA_DEMO_MARKER: @MARKER@}
+    """.replace("@MARKER@", MARKER)
 
 TEMPLATE = """\
     {% extends "base.Dockerfile.j2" %}
@@ -64,9 +64,10 @@ VERIFY_TEST = """\
 
 
     def test_template_block_and_env_reach_the_image(cell):
-        assert Path("/opt/oota/demo-sdk.txt").read_text().strip() == "sdk " + cell["toolkit_version"]
-        assert os.environ["OOTA_DEMO_MARKER"] == "%s"
-    """ % MARKER
+        sdk = Path("/opt/oota/demo-sdk.txt").read_text().strip()
+        assert sdk == "sdk " + cell["toolkit_version"]
+        assert os.environ["OOTA_DEMO_MARKER"] == "@MARKER@"
+    """.replace("@MARKER@", MARKER)
 
 
 def add_vendor(root: Path) -> Path:
