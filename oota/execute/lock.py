@@ -24,6 +24,8 @@ from oota.engine.docker import DockerEngine
 from oota.errors import StepFailed
 from oota.execute.bases import ensure_base
 from oota.execute.build import stage_context
+from oota.execute.interrupts import deferred
+from oota.execute.leftovers import context_root, owned_run
 from oota.execute.sources import PipSources, fill_wheelhouse, resolve_sources
 from oota.lockfile import cell_requirements, header, lock_path, write_lock
 from oota.net import find_ca_bundle
@@ -56,7 +58,7 @@ class LockOptions:
     find_links: tuple[str, ...] = ()
     use_host_pip_config: bool = True
     timeout_s: int = 1200
-    work: Path | None = None      # scratch folder (default: <root>/.oota-cache/locks)
+    work: Path | None = None      # scratch folder (default: the run's own, removed after it)
     registry_mirrors: tuple[tuple[str, str], ...] = ()   # see BuildOptions
 
 
@@ -88,7 +90,7 @@ def build_builder(matrix: Matrix, cell: Cell, engine: Engine, options: LockOptio
 
 
 def _work(matrix: Matrix, options: LockOptions) -> Path:
-    work = options.work or matrix.root / ".oota-cache" / "locks"
+    work = options.work or context_root(matrix.root / ".oota-cache", options.run_id)
     work.mkdir(parents=True, exist_ok=True)
     return work
 
@@ -157,17 +159,25 @@ def lock_cell(matrix: Matrix, cell: Cell, engine: Engine, console: Console,
 
 def lock_cells(matrix: Matrix, cells: list[Cell], console: Console,
                options: LockOptions) -> list[LockOutcome]:
-    """``invoke lock``: a lock per selected cell; one cell's failure never stops the next."""
+    """``invoke lock``: a lock per selected cell; one cell's failure never stops the next.
+
+    The run owns its builder images, containers and scratch folders (which hold the pip
+    configuration) like a build does (:func:`oota.execute.leftovers.owned_run`): they are
+    removed however it ends, and what a killed lock run left is removed by the next run."""
     engine = DockerEngine()
     outcomes = []
-    try:
-        for cell in cells:
-            with console.status(f"lock {cell.id}"):
-                outcomes.append(lock_cell(matrix, cell, engine, console, options))
-            last = outcomes[-1]
-            console.line("ok" if last.status != "failed" else "fail",
-                         f"{cell.id}: {last.status} {last.path.relative_to(matrix.root)}"
-                         + (f": {last.message}" if last.message else ""))
-    finally:
-        engine.cleanup(options.run_id, images=True)
+    with owned_run(engine, matrix.root / ".oota-cache", options.run_id, console) as scratch:
+        if options.work is None:
+            options = dataclasses.replace(options, work=scratch)
+        try:
+            for cell in cells:
+                with console.status(f"lock {cell.id}"):
+                    outcomes.append(lock_cell(matrix, cell, engine, console, options))
+                last = outcomes[-1]
+                console.line("ok" if last.status != "failed" else "fail",
+                             f"{cell.id}: {last.status} {last.path.relative_to(matrix.root)}"
+                             + (f": {last.message}" if last.message else ""))
+        finally:
+            with deferred():
+                engine.cleanup(options.run_id, images=True)
     return outcomes
