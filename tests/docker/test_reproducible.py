@@ -25,12 +25,13 @@ from .conftest import DEFAULT_CELL, REPO
 
 
 def _rebuild(built, engine, tmp_path, *, verify: bool) -> dict:
+    """Rebuild the default cell; its result as result.json holds it."""
     options = dataclasses.replace(built.options, results_dir=tmp_path, rebuild=True,
                                   verify=verify, run_id=built.options.run_id)
     matrix = load_matrix(REPO / "matrix.yaml")
     cells = select(matrix, plan(matrix, ["cpu"]), ids=[DEFAULT_CELL])
     (result,) = build_cells(matrix, cells, engine, Console(), options)
-    return result
+    return result.to_json()
 
 
 def test_a_rebuild_of_an_unchanged_cell_is_the_same_image(built, engine, tmp_path):
