@@ -9,12 +9,11 @@ The format of ``vendor.yaml`` is ``schema/vendor-v1.json``: every key at every d
 against it (:mod:`oota.config.schemacheck`), then the values the schema cannot judge (PEP 508
 requirements, ``{placeholders}``, versions; :mod:`oota.config.vendorvalues`), and every problem
 of the file is reported at once. Only then are the frozen dataclasses below built, so nothing
-past this module sees a raw dict (``facts`` excepted: a read-only mapping, checked fully).
+past this module sees a raw dict.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import re
@@ -121,6 +120,56 @@ class RunSpec:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ExtensionFacts:
+    """The vendor's out-of-tree extension (``facts.extension``) and where its builds come from:
+    the package index (``pypi``), this file's compat table (``data``), or a build from source
+    in every cell (``source``)."""
+
+    distribution: str
+    import_name: str
+    index: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CompatRow:
+    """One row of ``facts.compat``: which torch (a release, or a series such as "2.9") pairs
+    with which extension / toolkit build, for which Pythons; ``verified`` is False where the
+    vendor's own sources do not confirm it."""
+
+    torch: str
+    extension: str = ""
+    toolkit: str = ""
+    build: str = ""
+    python: str = ""
+    verified: bool = True
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RetiredExtension:
+    """An extension the vendor retired (``facts.retired``): never installed."""
+
+    distribution: str
+    import_name: str = ""
+    last: str = ""
+    torch: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Facts:
+    """What release-check reads of a vendor (``facts``), each fact with its sources."""
+
+    sources: tuple[str, ...] = ()
+    python: str = ""                  # a version specifier; "" for any
+    torch_index: str = "pypi"         # "pypi" or "data"
+    # torch release -> the toolkit version PyPI's default wheel of that release bundles
+    pypi_default: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    extension: ExtensionFacts | None = None
+    compat: tuple[CompatRow, ...] = ()   # newest first
+    retired: tuple[RetiredExtension, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Vendor:
     name: str
     display: str
@@ -139,9 +188,7 @@ class Vendor:
     run: RunSpec                      # how a verify container reaches the device
     host: HostSpec                    # how to probe a host for the hardware
     verify: VerifySpec                # what the in-image suite checks
-    # Vendor data read by release-check (python range, extension, compat table): validated in
-    # full against the schema, kept in its YAML shape (read-only at the top) for now.
-    facts: Mapping[str, Any] = field(default_factory=_empty)
+    facts: Facts = field(default_factory=Facts)   # what release-check reads
     # Packages whose release follows torch's, e.g. torchvision: name -> torch series -> version.
     # Each becomes a format variable of the requirements ("torchvision=={torchvision}").
     companions: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
@@ -157,8 +204,7 @@ class Vendor:
     @property
     def pypi_default(self) -> Mapping[str, str]:
         """torch release -> the toolkit version PyPI's default wheel of it bundles."""
-        table = self.facts.get("pypi_default") or {}
-        return MappingProxyType({str(k): str(v) for k, v in table.items()})
+        return self.facts.pypi_default
 
     @property
     def template(self) -> Path:
@@ -220,7 +266,7 @@ def _build(data: dict[str, Any], folder: Path) -> Vendor:
         env=MappingProxyType(dict(data.get("env", {}))),
         run=_run(data.get("run", {})), host=_host(data.get("host", {})),
         verify=_verify(data.get("verify", _DEFAULT_VERIFY)),
-        facts=MappingProxyType(copy.deepcopy(data.get("facts", {}))),
+        facts=_facts(data.get("facts", {})),
         companions=_nested(data.get("companions", {})),
         local_version=data.get("local_version", ""),
     )
@@ -252,6 +298,27 @@ def _verify(data: dict[str, Any]) -> VerifySpec:
                                    torch=e.get("torch", ""))
                          for e in data.get("extensions", ())),
         toolkit_version=data.get("toolkit_version"))
+
+
+def _facts(data: dict[str, Any]) -> Facts:
+    ext = data.get("extension")
+    return Facts(
+        sources=tuple(data.get("sources", ())), python=data.get("python", ""),
+        torch_index=data.get("torch_index", "pypi"),
+        pypi_default=MappingProxyType({str(k): str(v)
+                                       for k, v in data.get("pypi_default", {}).items()}),
+        extension=None if ext is None else ExtensionFacts(
+            distribution=ext["distribution"], import_name=ext["import"], index=ext["index"]),
+        compat=tuple(CompatRow(torch=str(row["torch"]), extension=str(row.get("extension", "")),
+                               toolkit=str(row.get("toolkit", "")),
+                               build=str(row.get("build", "")), python=row.get("python", ""),
+                               verified=row.get("verified", True))
+                     for row in data.get("compat", ())),
+        retired=tuple(RetiredExtension(distribution=r["distribution"],
+                                       import_name=r.get("import", ""),
+                                       last=str(r.get("last", "")), torch=r.get("torch", ""),
+                                       note=r.get("note", ""))
+                      for r in data.get("retired", ())))
 
 
 def _host(data: dict[str, Any]) -> HostSpec:

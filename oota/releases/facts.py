@@ -1,21 +1,16 @@
 """The one place release-check reads a vendor's ``facts`` (vendors/<name>/vendor.yaml):
 its Python range, where its torch and its extension come from, and its pairing table.
 
-``Vendor.facts`` is loaded elsewhere; this module turns it into the typed view the check
-needs, so a change to how vendor.yaml is loaded is absorbed here and nowhere else. Values of
-the wrong type are input errors naming the file and key, never a guess.
+``Vendor.facts`` is typed and checked in full when vendor.yaml is loaded (a wrong value is a
+located input error there, exit 2); this module adds what the check needs of it: each row's
+position (for "facts.compat[2]") and the words for the vendor's build.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from oota.config.vendors import Vendor
-from oota.errors import InputError
-
-INDEX_KINDS = ("pypi", "source", "data")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -70,63 +65,15 @@ class VendorFacts:
 
 
 def vendor_facts(vendor: Vendor) -> VendorFacts:
-    """The typed view of ``vendor.facts``."""
-    facts = _mapping(vendor.name, "facts", vendor.facts or {})
-    ext = facts.get("extension")
-    extension = None
-    if ext is not None:
-        ext = _mapping(vendor.name, "facts.extension", ext)
-        extension = Extension(distribution=_text(vendor.name, "facts.extension.distribution",
-                                                 ext.get("distribution"), vendor.name),
-                              index=_kind(vendor.name, "facts.extension.index", ext.get("index")))
-    compat = facts.get("compat") or []
-    if not isinstance(compat, list):
-        raise _bad(vendor.name, "facts.compat", "expected a list of mappings")
+    """The check's view of ``vendor.facts`` (checked in full by the vendor's loader)."""
+    facts = vendor.facts
+    extension = None if facts.extension is None else Extension(
+        distribution=facts.extension.distribution, index=facts.extension.index)
     return VendorFacts(
         vendor=vendor.name, display=vendor.display,
         toolkit_name=vendor.toolkit.name if vendor.toolkit else "",
-        python=_text(vendor.name, "facts.python", facts.get("python"), ""),
-        torch_index=_kind(vendor.name, "facts.torch_index", facts.get("torch_index")),
-        extension=extension,
-        compat=tuple(_pairing(vendor.name, i, e) for i, e in enumerate(compat)))
-
-
-def _pairing(vendor: str, position: int, value: Any) -> Pairing:
-    where = f"facts.compat[{position}]"
-    entry = _mapping(vendor, where, value)
-    verified = entry.get("verified", True)
-    if not isinstance(verified, bool):
-        raise _bad(vendor, f"{where}.verified", "expected true or false")
-    return Pairing(position=position,
-                   torch=_text(vendor, f"{where}.torch", entry.get("torch"), None),
-                   extension=_text(vendor, f"{where}.extension", entry.get("extension"), ""),
-                   toolkit=_text(vendor, f"{where}.toolkit", entry.get("toolkit"), ""),
-                   build=_text(vendor, f"{where}.build", entry.get("build"), ""),
-                   python=_text(vendor, f"{where}.python", entry.get("python"), ""),
-                   verified=verified)
-
-
-def _mapping(vendor: str, where: str, value: Any) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise _bad(vendor, where, "expected a mapping")
-    return value
-
-
-def _text(vendor: str, where: str, value: Any, default: str | None) -> str:
-    if value is None and default is not None:
-        return default
-    if not isinstance(value, str) or not value:
-        raise _bad(vendor, where, f"expected a non-empty string, got {value!r}")
-    return value
-
-
-def _kind(vendor: str, where: str, value: Any) -> str:
-    kind = _text(vendor, where, value, "pypi")
-    if kind not in INDEX_KINDS:
-        raise _bad(vendor, where, f"unknown value {kind!r}", f"use one of {', '.join(INDEX_KINDS)}")
-    return kind
-
-
-def _bad(vendor: str, where: str, problem: str, hint: str = "") -> InputError:
-    return InputError(f"vendors/{vendor}/vendor.yaml: {where}: {problem}"
-                      + (f"; {hint}" if hint else ""))
+        python=facts.python, torch_index=facts.torch_index, extension=extension,
+        compat=tuple(Pairing(position=i, torch=row.torch, extension=row.extension,
+                             toolkit=row.toolkit, build=row.build, python=row.python,
+                             verified=row.verified)
+                     for i, row in enumerate(facts.compat)))

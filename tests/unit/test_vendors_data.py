@@ -18,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 
 from oota.config.matrix import load_matrix
 from oota.config.skips import SKIPS_FILE, load_skips
-from oota.config.vendors import Vendor, discover, load_vendor
+from oota.config.vendors import CompatRow, Vendor, discover, load_vendor
 from oota.engine.docker import create_argv
 from oota.execute.verify import device_request
 from oota.plan import Cell, plan
@@ -29,7 +29,7 @@ VENDOR_DIRS = discover(REPO / "vendors")
 MATRIX = load_matrix(REPO / "matrix.yaml")
 CELLS = plan(MATRIX)
 MATRIX_VENDORS = sorted(MATRIX.vendors)
-WITH_COMPAT = sorted(n for n, vm in MATRIX.vendors.items() if vm.vendor.facts.get("compat"))
+WITH_COMPAT = sorted(n for n, vm in MATRIX.vendors.items() if vm.vendor.facts.compat)
 COMPILERS = re.compile(r"\b(gcc|g\+\+|clang|build-essential|cmake|ninja-build)\b")
 
 
@@ -54,15 +54,15 @@ def torch_matches(row_torch: str, torch: str) -> bool:
     return Version(torch).release[:len(row)] == row
 
 
-def row_allows(vendor_: Vendor, row: dict, combo: dict[str, str]) -> bool:
+def row_allows(vendor_: Vendor, row: CompatRow, combo: dict[str, str]) -> bool:
     """Whether one compat row covers a (partial) combination of matrix values."""
-    if "torch" in combo and not torch_matches(str(row["torch"]), combo["torch"]):
+    if "torch" in combo and not torch_matches(row.torch, combo["torch"]):
         return False
-    if "python" in combo and Version(combo["python"]) not in SpecifierSet(str(row["python"])):
+    if "python" in combo and Version(combo["python"]) not in SpecifierSet(row.python):
         return False
     axis = vendor_.toolkit.axis if vendor_.toolkit else None
-    if axis and axis in combo and "toolkit" in row:
-        return Version(str(row["toolkit"])) == Version(combo[axis])
+    if axis and axis in combo and row.toolkit:
+        return Version(row.toolkit) == Version(combo[axis])
     return True
 
 
@@ -129,43 +129,42 @@ def test_base_images_name_known_os_and_toolkit(name):
 @pytest.mark.parametrize("name", WITH_COMPAT)
 def test_facts_follow_the_contract(name):
     facts = vendor(name).facts
-    assert facts["sources"] and all(s.startswith("https://") for s in facts["sources"])
-    SpecifierSet(facts["python"])
-    assert facts["torch_index"] in ("pypi", "data")
-    extension = facts.get("extension")
-    if extension is not None:
-        assert {"distribution", "import", "index"} <= set(extension)
-        assert extension["index"] in ("pypi", "data")
+    assert facts.sources and all(s.startswith("https://") for s in facts.sources)
+    SpecifierSet(facts.python)
+    assert facts.torch_index in ("pypi", "data")
+    if facts.extension is not None:
+        assert facts.extension.distribution and facts.extension.import_name
+        assert facts.extension.index in ("pypi", "data")
 
 
 @pytest.mark.parametrize("name", WITH_COMPAT)
 def test_compat_versions_parse_and_are_newest_first(name):
     v = vendor(name)
-    rows = v.facts["compat"]
+    rows = v.facts.compat
     for row in rows:
         try:
-            Version(str(row["torch"]))
-            if "toolkit" in row:
-                Version(str(row["toolkit"]))
-            if v.facts.get("extension"):
-                Version(str(row["extension"]))
+            Version(row.torch)
+            if row.toolkit:
+                Version(row.toolkit)
+            if v.facts.extension:
+                Version(row.extension)
         except InvalidVersion as exc:
             pytest.fail(f"{name}: compat row {row}: {exc}")
-        SpecifierSet(str(row["python"]))
-    releases = [Version(str(r["torch"])).release[:2] for r in rows]
+        SpecifierSet(row.python)
+    releases = [Version(r.torch).release[:2] for r in rows]
     assert releases == sorted(releases, reverse=True), f"{name}: compat is not newest first"
 
 
 @pytest.mark.parametrize("name", WITH_COMPAT)
 def test_every_cell_is_in_the_compat_table(name):
     v = vendor(name)
-    python_range = SpecifierSet(v.facts["python"])
+    python_range = SpecifierSet(v.facts.python)
     for cell in cells_of(name):
         combo = {"torch": str(cell.torch), "python": str(cell.python)}
         if v.toolkit:
             combo[v.toolkit.axis] = str(cell.toolkit)
         assert cell.python in python_range, f"{cell.id}: Python outside facts.python"
-        assert any(row_allows(v, row, combo) for row in v.facts["compat"]), (
+        assert any(row_allows(v, row, combo) for row in v.facts.compat), (
             f"{cell.id}: no row of {name}'s compat table allows {combo}")
 
 
@@ -178,23 +177,23 @@ def test_exclusions_are_explained_by_compat(name):
         combo = dict(rule)
         if "os" in combo or "torch" not in combo:
             continue
-        assert not any(row_allows(v, row, combo) for row in v.facts["compat"]), (
+        assert not any(row_allows(v, row, combo) for row in v.facts.compat), (
             f"{name}: exclude {combo} removes a combination its compat table allows")
 
 
-@pytest.mark.parametrize("name", [n for n in WITH_COMPAT if vendor(n).facts.get("extension")
-                                  and vendor(n).facts["extension"]["index"] == "pypi"])
+@pytest.mark.parametrize("name", [n for n in WITH_COMPAT if (ext := vendor(n).facts.extension)
+                                  and ext.index == "pypi"])
 def test_extension_requirement_admits_the_compat_pairing(name):
     v = vendor(name)
-    distribution = v.facts["extension"]["distribution"]
+    assert v.facts.extension is not None
+    distribution = v.facts.extension.distribution
     for cell in cells_of(name):
         coords = {"torch": str(cell.torch), "python": str(cell.python)}
         if v.toolkit:
             coords[v.toolkit.axis] = str(cell.toolkit)
         reqs = [Requirement(r.format(**coords)) for r in v.requirements]
         req = next(r for r in reqs if r.name == distribution)
-        pairs = [row["extension"] for row in v.facts["compat"]
-                 if Version(str(row["torch"])) == cell.torch]
+        pairs = [row.extension for row in v.facts.compat if Version(row.torch) == cell.torch]
         assert pairs, f"{cell.id}: torch {cell.torch} has no {distribution} in compat"
         assert all(Version(p) in req.specifier for p in pairs), (req, pairs)
 
@@ -213,13 +212,13 @@ def test_host_section_shape(name):
 def test_cuda_default_is_the_pypi_wheel_cell():
     """The default CUDA cell is the one this project's CI can build: PyPI's torch bundles it."""
     defaults = [dict(rule) for rule in MATRIX.vendors["cuda"].default]
-    pypi = vendor("cuda").facts["pypi_default"]
+    pypi = vendor("cuda").facts.pypi_default
     assert defaults and all(pypi.get(d["torch"]) == d["cuda"] for d in defaults)
 
 
 def test_cuda_requirements_pin_the_index_build_except_for_pypi_default():
     dockerfiles = {i.cell.id: i.files["Dockerfile"] for i in render_all(MATRIX, cells_of("cuda"))}
-    pypi = vendor("cuda").facts["pypi_default"]
+    pypi = vendor("cuda").facts.pypi_default
     for cell in cells_of("cuda"):
         local = "" if pypi.get(str(cell.torch)) == str(cell.toolkit) \
             else "+cu" + str(cell.toolkit).replace(".", "")
@@ -248,7 +247,7 @@ def test_ascend_runtime_loads_cann_before_any_command():
 
 
 def test_xpu_installs_no_retired_extension():
-    retired = {r["distribution"] for r in vendor("xpu").facts["retired"]}
+    retired = {r.distribution for r in vendor("xpu").facts.retired}
     names = {Requirement(r.format(torch="2.15.0")).name for r in vendor("xpu").requirements}
     assert "intel-extension-for-pytorch" in retired and not names & retired
 
