@@ -209,9 +209,14 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
+def _rel(path: Path, root: Path) -> str:
+    """``path`` relative to ``root`` when it lies inside, else as it is."""
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+
+
 def _shown(matrix: Matrix, path: Path) -> str:
     """A path as users see it: relative to the project when it lies inside."""
-    return str(path.relative_to(matrix.root)) if path.is_relative_to(matrix.root) else str(path)
+    return _rel(path, matrix.root)
 
 
 def context_files(matrix: Matrix, rendered: Rendered) -> dict[str, bytes | Path]:
@@ -281,10 +286,6 @@ def _link_target(link: Path, allowed: tuple[Path, ...], root: Path) -> Path:
                          "the project and the vendor's folder; copy (or move) that source into "
                          "the vendor's folder, or link to a place inside the project")
     return target
-
-
-def _rel(path: Path, root: Path) -> str:
-    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
 
 
 def fingerprint(files: dict[str, bytes | Path]) -> str:

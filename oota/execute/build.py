@@ -142,7 +142,6 @@ class CellRun:
         self.installed: Installed | None = None
         self.sources: Sources | None = None
         self.skips: Skips | None = None
-        self.extra: dict[str, object] = {}  # noted for debugging, not part of the result
         self.rendered = render_cell(matrix, cell)
         self.files = context_files(matrix, self.rendered)
         self.fingerprint = fingerprint(self.files)
@@ -262,7 +261,6 @@ class CellRun:
 
     def _request(self, tmp: Path, sources: PipSources, base: Base) -> BuildRequest:
         context, secrets = stage_context(tmp, self.files, sources, self.options.ca_bundle)
-        self.extra["ca_bundle_used"] = "ca" in secrets
         # Nothing here may change between two builds of the same inputs (no clock, no run id;
         # the run id is in the result): a fully cached rebuild then makes the same image.
         labels = {

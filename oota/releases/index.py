@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from html.parser import HTMLParser
 from typing import Any
 from urllib.parse import urljoin
@@ -232,29 +232,26 @@ def _optional_text(item: Mapping[str, Any], key: str) -> str:
 
 def _entry_from_json(item: Any, base: str) -> _Entry | str:
     """A PEP 691 file entry, or why it is unusable."""
-    if not isinstance(item, Mapping):
-        return f"expected an object, got {_kind(item)}"
-    filename, href = item.get("filename"), item.get("url")
-    if not isinstance(filename, str) or not isinstance(href, str):
-        return "'filename' and 'url' must be strings"
+    entry = _entry_from_api(item, base, requires_python="requires-python")
+    if isinstance(entry, str):
+        return entry
     meta = item.get("core-metadata", item.get("dist-info-metadata", False))
-    url = urljoin(base, href)
     sha = meta.get("sha256") if isinstance(meta, Mapping) else None
-    return _Entry(filename=filename, url=url, yanked=bool(item.get("yanked")),
-                  requires_python=_optional_text(item, "requires-python"),
-                  metadata_url=url.split("#", 1)[0] + ".metadata" if meta else "",
-                  metadata_sha256=sha if isinstance(sha, str) else "")
+    return replace(entry, metadata_url=entry.url.split("#", 1)[0] + ".metadata" if meta else "",
+                   metadata_sha256=sha if isinstance(sha, str) else "")
 
 
-def _entry_from_api(item: Any, base: str) -> _Entry | str:
-    """A file of the JSON API's ``releases``, or why it is unusable."""
+def _entry_from_api(item: Any, base: str, *, requires_python: str = "requires_python"
+                    ) -> _Entry | str:
+    """A file of the JSON API's ``releases`` (or the common part of a PEP 691 entry, whose key
+    for the Python range is spelt ``requires-python``), or why it is unusable."""
     if not isinstance(item, Mapping):
         return f"expected an object, got {_kind(item)}"
     filename, href = item.get("filename"), item.get("url")
     if not isinstance(filename, str) or not isinstance(href, str):
         return "'filename' and 'url' must be strings"
     return _Entry(filename=filename, url=urljoin(base, href), yanked=bool(item.get("yanked")),
-                  requires_python=_optional_text(item, "requires_python"))
+                  requires_python=_optional_text(item, requires_python))
 
 
 def _entry_from_html(link: Mapping[str, str | None], base: str) -> _Entry | None:
