@@ -34,7 +34,6 @@ from oota.errors import (
 from oota.execute.interrupts import signal_name, signals_as_interrupts
 from oota.files import write_atomic
 from oota.net import redact_text
-from oota.results.model import Result
 
 HELP_MATRIX = "matrix file (default: matrix.yaml)"
 HELP_FORMAT = "table or json"
@@ -135,13 +134,15 @@ def generate(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.
     print(f"{len(written)} file(s) changed")
 
 
-def _finish(results: list[Result], results_dir: str) -> None:
+def _finish(ran: api.Ran, results_dir: str) -> None:
     # Each cell's outcome first: a report that cannot be written must not hide them.
-    for r in results:
+    for r in ran.results:
         print(f"{r.status:>16}  {r.cell.id}" + (f"  ({r.message})" if r.message else ""))
+    for lost in ran.lost:
+        print(f"{'host lost':>16}  {lost}")
     report = api.report(results_dir, "reports")
     print(f"report: reports/matrix.md, reports/index.html ({len(report.results)} cells)")
-    code = api.exit_code_for(results)
+    code = api.exit_code_for(ran)
     if code:
         raise Exit(code=code)
 
@@ -158,6 +159,9 @@ _BUILD_HELP = {
     "no_verify": "build only",
     "registry_mirror": "REGISTRY=MIRROR: pull base images of REGISTRY from MIRROR (repeatable), "
                        "e.g. vault.habana.ai=registry.lab:5000",
+    "hosts": "hosts.yaml: run the cells on its Docker Engines (schema/hosts-v1.json)",
+    "jobs": "cells the local engine runs at once (default 1; with --hosts: each host's jobs)",
+    "reverify": "verify up-to-date images even when their last verification still holds",
 }
 
 
@@ -167,34 +171,38 @@ def build(c: Context, vendor: list[str] | None = None, cell: list[str] | None = 
           index_url: str | None = None, find_links: list[str] | None = None,
           no_host_pip_config: bool = False, rebuild: bool = False, results: str = "results",
           layer: str = "", no_verify: bool = False,
-          registry_mirror: list[str] | None = None) -> None:
+          registry_mirror: list[str] | None = None, hosts: str | None = None, jobs: str = "1",
+          reverify: bool = False) -> None:
     """Build each selected cell's image with BuildKit, verify it, and write the report."""
     options = api.build_options(results=results, layer=layer, ca_bundle_file=ca_bundle,
                                 index=index_url, find_links=find_links,
                                 no_host_pip_config=no_host_pip_config, rebuild=rebuild,
-                                verify=not no_verify, registry_mirror=registry_mirror)
+                                verify=not no_verify, registry_mirror=registry_mirror,
+                                reverify=reverify)
     out = api.build(matrix, _vendors(vendor), api.name_list("--cell", cell), all, options,
-                    Console())
+                    Console(), hosts_file=hosts, jobs=api.jobs(jobs))
     _finish(out, results)
 
 
 @task(iterable=("vendor", "cell"),
-      help={**{k: _BUILD_HELP[k] for k in ("vendor", "cell", "matrix", "all", "results", "layer")},
+      help={**{k: _BUILD_HELP[k] for k in ("vendor", "cell", "matrix", "all", "results", "layer",
+                                           "hosts", "jobs")},
             "here": "verify a Python environment and this host's devices, without Docker",
             "python": "with --here: the interpreter whose torch is verified (default: this one)"})
 def verify(c: Context, vendor: list[str] | None = None, cell: list[str] | None = None,
            matrix: str = "matrix.yaml", all: bool = False, results: str = "results",
-           layer: str = "", here: bool = False, python: str | None = None) -> None:
+           layer: str = "", here: bool = False, python: str | None = None,
+           hosts: str | None = None, jobs: str = "1") -> None:
     """Verify already built images (no build), or the current environment with --here."""
     options = api.build_options(results=results, layer=layer)
     cells = api.name_list("--cell", cell)
     api.check_here_flags(here=here, python=python, cells=cells, everything=all)
     if here:
-        out = [api.verify_here(matrix, _vendors(vendor), options.results_dir, options.layers,
-                               python)]
+        out = api.Ran(results=[api.verify_here(matrix, _vendors(vendor), options.results_dir,
+                                               options.layers, python)])
     else:
         out = api.build(matrix, _vendors(vendor), cells, all, options, Console(),
-                        build_images=False)
+                        build_images=False, hosts_file=hosts, jobs=api.jobs(jobs))
     _finish(out, results)
 
 

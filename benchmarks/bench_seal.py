@@ -24,7 +24,8 @@ from pathlib import Path
 from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.docker import DockerEngine
-from oota.execute.build import BuildOptions, build_cells
+from oota.execute.build import BuildOptions
+from oota.execute.fleet import build_cells
 from oota.execute.verify import EXPECTED_IN_IMAGE
 from oota.plan import plan, select
 

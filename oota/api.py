@@ -9,20 +9,24 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from oota import lockfile
+from oota.config.hostsfile import HostsFile, load_hosts
 from oota.config.matrix import Matrix, load_matrix
 from oota.config.yamlsrc import did_you_mean
 from oota.console import Console
+from oota.engine.base import Endpoint, TlsFiles
 from oota.engine.docker import DockerEngine
-from oota.errors import EXIT_FAILED, EXIT_OK, InputError, OotaError
+from oota.errors import EXIT_FAILED, EXIT_HOST_LOST, EXIT_OK, InputError, OotaError
 from oota.execute import inplace
 from oota.execute import lock as locks
 from oota.execute.bases import parse_mirrors
-from oota.execute.build import BuildOptions, build_cells
+from oota.execute.build import BuildOptions
+from oota.execute.fleet import Down, Station, lost_hosts, run_on_stations
 from oota.execute.hosts import check_vendor
 from oota.lint import lint_project
 from oota.net import find_ca_bundle, redact
@@ -38,6 +42,7 @@ from oota.vocab import BAD, LAYERS
 
 # Output formats of `matrix` and `hosts`.
 FORMATS = ("table", "json")
+MAX_JOBS = 64
 
 
 # --- Flags: each task checks its own before it reads the matrix or contacts Docker. ---------
@@ -120,14 +125,24 @@ def registry_mirrors(items: list[str] | None) -> tuple[tuple[str, str], ...]:
 def build_options(*, results: str, layer: str = "", ca_bundle_file: str | None = None,
                   index: str | None = None, find_links: list[str] | None = None,
                   no_host_pip_config: bool = False, rebuild: bool = False, verify: bool = True,
-                  registry_mirror: list[str] | None = None) -> BuildOptions:
+                  registry_mirror: list[str] | None = None,
+                  reverify: bool = False) -> BuildOptions:
     """The build and verify flags, every one checked (InputError, exit 2)."""
     return BuildOptions(results_dir=folder("--results", results),
                         ca_bundle=ca_bundle(ca_bundle_file), index_url=index_url(index),
                         find_links=tuple(find_links or ()),
                         use_host_pip_config=not no_host_pip_config, rebuild=rebuild,
                         verify=verify, layers=layers(layer),
-                        registry_mirrors=registry_mirrors(registry_mirror))
+                        registry_mirrors=registry_mirrors(registry_mirror), reverify=reverify)
+
+
+def jobs(text: str | int) -> int:
+    """``--jobs N``: how many cells the local engine runs at once (1 to 64)."""
+    value = str(text).strip()
+    if not value.isdigit() or not 1 <= int(value) <= MAX_JOBS:
+        raise InputError(f"--jobs {text!r}: give a whole number from 1 to {MAX_JOBS}, e.g. "
+                         "--jobs 2")
+    return int(value)
 
 
 def lock_options(*, ca_bundle_file: str | None = None, index: str | None = None,
@@ -192,22 +207,87 @@ def _vendor_dirs_not_in(matrix: Matrix) -> list[str]:
             if p.is_dir() and p.name != "templates" and p.name not in matrix.vendors]
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Ran:
+    """What a build or verify run gives the task: each cell's result, and the hosts that
+    stopped answering (or never answered) on the way."""
+
+    results: list[Result]
+    lost: tuple[str, ...] = ()
+
+
 def build(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, everything: bool,
-          options: BuildOptions, console: Console, *, build_images: bool = True
-          ) -> list[Result]:
+          options: BuildOptions, console: Console, *, build_images: bool = True,
+          hosts_file: str | None = None, jobs: int = 1) -> Ran:
+    """Build (optionally) and verify the selected cells: on the local engine, ``jobs`` at once,
+    or on the engines of ``hosts_file`` (hosts.yaml)."""
     matrix, cells = cells_for(matrix_path, vendors, ids, everything)
+    if hosts_file is not None and jobs != 1:
+        raise InputError("--jobs is for the local engine; with --hosts each host's `jobs` in "
+                         "the hosts file says how many cells it runs at once")
+    fleet = load_hosts(Path(hosts_file), tuple(matrix.vendors)) if hosts_file else None
+    if fleet is not None:
+        _check_served(fleet, cells)
     if not cells:
         console.warn("no cells selected")
-        return []
+        return Ran(results=[])
     console.info(f"{len(cells)} cell(s): " + ", ".join(c.id for c in cells))
-    engine = DockerEngine()
-    logging.getLogger("oota").debug("engine ready")
-    return build_cells(matrix, cells, engine, console, options, build=build_images)
+    if fleet is None:
+        stations = [Station("local", DockerEngine(), jobs=jobs)]
+        down: tuple[Down, ...] = ()
+    else:
+        stations, down = _stations(fleet, cells, console)
+    logging.getLogger("oota").debug("engines ready")
+    results = run_on_stations(matrix, cells, stations, console, options, build=build_images,
+                              down=down)
+    return Ran(results=results, lost=tuple(lost_hosts(stations))
+               + tuple(f"{d.name}: {d.why}" for d in down))
 
 
-def exit_code_for(results: list[Result]) -> int:
-    """0 when there are results and none failed, errored or was interrupted (oota.vocab.BAD)."""
-    return EXIT_OK if results and not any(r.status in BAD for r in results) else EXIT_FAILED
+def _check_served(fleet: HostsFile, cells: list[Cell]) -> None:
+    """Every selected cell's vendor has a host in the hosts file (InputError, exit 2)."""
+    unserved = sorted({c.vendor.name for c in cells if not fleet.serving(c.vendor.name)})
+    if unserved:
+        raise InputError(f"{fleet.file}: no host takes the cells of "
+                         f"{', '.join(unserved)}; add the vendor to a host's `vendors`, or "
+                         "leave its cells out (--vendor)")
+
+
+def _stations(fleet: HostsFile, cells: list[Cell], console: Console
+              ) -> tuple[list[Station], tuple[Down, ...]]:
+    """An engine for each host the selected cells need; a host whose engine does not answer
+    is left out (its cells go to the other hosts of their vendor), and said so."""
+    needed = {c.vendor.name for c in cells}
+    stations, down = [], []
+    for entry in fleet.hosts:
+        if not needed & set(entry.vendors):
+            continue
+        tls = TlsFiles(ca=entry.tls[0], cert=entry.tls[1], key=entry.tls[2]) if entry.tls \
+            else None
+        endpoint = Endpoint(name=entry.name, url=entry.url, context=entry.context, tls=tls)
+        try:
+            engine = DockerEngine(endpoint)
+        except OotaError as exc:
+            why = str(exc).splitlines()[0]
+            console.warn(f"host {entry.name}: left out of this run: {why}")
+            down.append(Down(name=entry.name, vendors=frozenset(entry.vendors),
+                             why=f"did not answer at the start ({why})"))
+            continue
+        console.info(f"host {entry.name}: {endpoint.where()} ({entry.jobs} at once; "
+                     f"{', '.join(entry.vendors)})")
+        stations.append(Station(entry.name, engine, vendors=frozenset(entry.vendors),
+                                jobs=entry.jobs))
+    return stations, tuple(down)
+
+
+def exit_code_for(ran: Ran) -> int:
+    """0 when there are results and none failed, errored or was interrupted (oota.vocab.BAD);
+    4 when that holds but a host stopped answering during the run (its cells were retried on
+    other hosts); 1 otherwise."""
+    results = ran.results
+    if not results or any(r.status in BAD for r in results):
+        return EXIT_FAILED
+    return EXIT_HOST_LOST if ran.lost else EXIT_OK
 
 
 def report(results_dir: str, out_dir: str, previous_dir: str | None = None) -> Report:

@@ -5,6 +5,8 @@ Exit codes (also in README.md):
   1  at least one cell failed, errored, or `generate --check` found stale files
   2  bad input: matrix/vendor data, unknown cell or vendor, bad flag
   3  environment: Docker Engine unreachable, BuildKit unavailable, a required tool missing
+  4  every cell passed, but a host of hosts.yaml stopped answering (or never answered) during
+     the run: its cells were retried on, or taken by, the other hosts of their vendor
   130 interrupted
 """
 
@@ -14,6 +16,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_ENVIRONMENT = 3
+EXIT_HOST_LOST = 4
 EXIT_INTERRUPTED = 130
 
 

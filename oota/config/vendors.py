@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +36,6 @@ SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "vendor-v1.json"
 VENDOR_NAME = NAME_PATTERN
 # Without a verify section the suite compares float32 only, at assert_close's defaults.
 _DEFAULT_VERIFY = {"dtypes": ["float32"], "tolerances": {"float32": {"rtol": 1.3e-6, "atol": 1e-5}}}
-_LOCATION = re.compile(r"^\S*?:(\d+):(\d+): ")
 
 
 
@@ -226,15 +224,9 @@ def load_vendor(folder: Path, display_root: Path | None = None) -> Vendor:
     reported = check_against(doc, schema())
     _check_folder(doc, folder)
     check_values(doc, doc.data, reported)
-    doc.problems.sort(key=_line_and_column)
+    doc.sort_problems()
     doc.raise_if_problems()
     return _build(doc.data, folder)
-
-
-def _line_and_column(problem: str) -> tuple[int, int]:
-    """Problems in file order (each starts ``file:line:col:``)."""
-    match = _LOCATION.search(problem)
-    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
 
 def _check_folder(doc: Doc, folder: Path) -> None:

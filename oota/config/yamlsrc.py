@@ -15,6 +15,7 @@ Nothing below the loaders sees a raw YAML node; they see :class:`Doc` (values + 
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -69,9 +70,19 @@ class Doc:
             text += f"; {suggestion}"
         self.problems.append(text)
 
+    def sort_problems(self) -> None:
+        """Put the problems in file order (each starts ``file:line:col:``)."""
+        def line_and_column(problem: str) -> tuple[int, int]:
+            match = _LOCATION.search(problem)
+            return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+        self.problems.sort(key=line_and_column)
+
     def raise_if_problems(self) -> None:
         if self.problems:
             raise MatrixError(list(self.problems))
+
+
+_LOCATION = re.compile(r"^\S*?:(\d+):(\d+): ")
 
 
 def did_you_mean(word: str, choices: list[str] | tuple[str, ...]) -> str | None:

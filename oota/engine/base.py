@@ -19,6 +19,36 @@ SEALED_FROM_LABEL = "oota.sealed-from"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class TlsFiles:
+    """The client side of a ``tcp://`` endpoint protected by TLS (``dockerd --tlsverify``)."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Endpoint:
+    """Where a Docker Engine answers: a host of ``hosts.yaml``, or the default one.
+
+    ``url`` is ``unix:///path``, ``tcp://host:port`` (with ``tls``) or ``ssh://user@host``;
+    ``context`` names a docker context instead. Neither: the environment's engine
+    (``DOCKER_HOST``, else the local socket), as the docker CLI would pick it."""
+
+    name: str = "local"
+    url: str = ""
+    context: str = ""
+    tls: TlsFiles | None = None
+
+    def where(self) -> str:
+        """The endpoint as a user wrote it, for messages and results (no credentials: a URL
+        with a password is refused when hosts.yaml is loaded)."""
+        if self.context:
+            return f"context {self.context}"
+        return self.url or "the default engine"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class StepEvent:
     """One finished build step, from BuildKit's plain progress output."""
 
@@ -88,8 +118,18 @@ class RunOutcome:
 
 
 class Engine(Protocol):
-    """What the pipeline needs from a container engine; unit tests fake this."""
+    """What the pipeline needs from a container engine; unit tests fake this.
 
+    ``endpoint`` says which engine it is; ``local`` whether it runs on this machine (then the
+    host check probes this machine; otherwise it probes inside a container on that host).
+    ``alive`` asks, with a short deadline, whether the engine still answers; ``abort`` stops
+    every docker CLI process the engine has running (an interrupted or lost run)."""
+
+    endpoint: Endpoint
+    local: bool
+
+    def alive(self) -> bool: ...
+    def abort(self) -> None: ...
     def facts(self) -> dict[str, str]: ...
     def image_labels(self, ref: str) -> dict[str, str] | None: ...
     def image_id(self, ref: str) -> str | None: ...

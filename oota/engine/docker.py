@@ -18,6 +18,7 @@ image; it is found by its tag, and the run id is in the result.
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import re
@@ -29,6 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from oota.engine.base import (
@@ -36,15 +38,18 @@ from oota.engine.base import (
     SEALED_FROM_LABEL,
     BuildRequest,
     DeviceAccess,
+    Endpoint,
     Mount,
     RunOutcome,
     RunRequest,
     StepEvent,
+    TlsFiles,
 )
 from oota.errors import EnvironmentProblem, StepFailed
 
 if TYPE_CHECKING:  # the SDK itself is imported when an engine is made (it is slow to import)
     from docker.models.containers import Container
+    from docker.tls import TLSConfig
 
 log = logging.getLogger("oota.engine")
 
@@ -60,10 +65,11 @@ _BUILDKIT_ERROR = re.compile(r"^#\d+ ERROR: (.+)$")
 _BUILD_ERROR = re.compile(r"^#\d+ [\d.]+ (?:ERROR|E): (.+)$|^#\d+ [\d.]+ (\w*Error: .+)$")
 
 
-def create_argv(cli: str, request: RunRequest) -> list[str]:
-    """The ``docker create`` argv of a run request: labels, environment, mounts, device access,
-    then the image and its command. Pure, so each vendor's argv is unit-tested."""
-    argv = [cli, "create"]
+def create_argv(cli: str, request: RunRequest, flags: tuple[str, ...] = ()) -> list[str]:
+    """The ``docker create`` argv of a run request: the CLI's global ``flags`` (which engine),
+    labels, environment, mounts, device access, then the image and its command. Pure, so each
+    vendor's argv is unit-tested."""
+    argv = [cli, *flags, "create"]
     for key, value in sorted(request.labels.items()):
         argv += ["--label", f"{key}={value}"]
     for key, value in sorted(request.env.items()):
@@ -151,29 +157,125 @@ def _output(argv: list[str]) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-class DockerEngine:
-    """The real engine: the local (or ``DOCKER_HOST``) Docker daemon."""
+PING_TIMEOUT_S = 5
+# The variables that point the docker CLI at an engine; an explicit endpoint replaces them.
+_POINTING_VARIABLES = ("DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_TLS_VERIFY", "DOCKER_CERT_PATH")
 
-    def __init__(self) -> None:
+
+def _cli_flags(endpoint: Endpoint) -> tuple[tuple[str, ...], str, TlsFiles | None]:
+    """(the CLI's global flags, the SDK's base URL, TLS files) for ``endpoint``; a docker
+    context is resolved to its endpoint for the SDK (the CLI is given its name)."""
+    if endpoint.context:
+        return ("--context", endpoint.context), *_context_endpoint(endpoint.context)
+    if not endpoint.url:
+        return (), "", None
+    flags = ["-H", endpoint.url]
+    if endpoint.tls is not None:
+        flags += ["--tlsverify", "--tlscacert", str(endpoint.tls.ca),
+                  "--tlscert", str(endpoint.tls.cert), "--tlskey", str(endpoint.tls.key)]
+    return tuple(flags), endpoint.url, endpoint.tls
+
+
+def _context_endpoint(name: str) -> tuple[str, TlsFiles | None]:
+    """The Docker endpoint and TLS files of the docker context ``name`` (``docker context
+    inspect``), so that the SDK and the CLI talk to the same daemon."""
+    cli = shutil.which("docker") or "/usr/bin/docker"
+    text = _output([cli, "context", "inspect", name])
+    try:
+        found = json.loads(text or "[]")
+        docker_endpoint = found[0]["Endpoints"]["docker"]
+        host = str(docker_endpoint["Host"])
+    except (ValueError, LookupError, TypeError) as exc:
+        raise EnvironmentProblem(f"docker context {name!r} does not exist or names no Docker "
+                                 "endpoint (`docker context ls` lists them)") from exc
+    tls_files = found[0].get("Storage", {}).get("TLSPath", "")
+    folder = Path(tls_files) / "docker" if tls_files else None
+    if folder is not None and (folder / "ca.pem").is_file():
+        return host, TlsFiles(ca=folder / "ca.pem", cert=folder / "cert.pem",
+                              key=folder / "key.pem")
+    return host, None
+
+
+def _sdk_tls(docker_module: ModuleType, tls: TlsFiles | None) -> bool | TLSConfig:
+    if tls is None:
+        return False
+    config: TLSConfig = docker_module.tls.TLSConfig(client_cert=(str(tls.cert), str(tls.key)),
+                                       ca_cert=str(tls.ca), verify=True)
+    return config
+
+
+def _is_local(url: str) -> bool:
+    """Does an engine at ``url`` run on this machine? A unix socket does ('' is the default
+    socket); tcp:// and ssh:// are treated as other machines, even on a loopback address (a
+    lab may forward a remote engine to one), so the host check probes inside the engine."""
+    return url == "" or url.startswith("unix://")
+
+
+class DockerEngine:
+    """The real engine: the Docker daemon at ``endpoint`` (default: the environment's, i.e.
+    ``DOCKER_HOST`` or the local socket, as the docker CLI picks it).
+
+    The SDK and the CLI are pointed at the same daemon: an endpoint's URL and TLS files become
+    the SDK client's and the CLI's ``-H``/``--tls*`` flags (a docker context: ``--context``),
+    and the ``DOCKER_*`` variables that would point the CLI elsewhere are dropped."""
+
+    def __init__(self, endpoint: Endpoint | None = None) -> None:
         import docker
         import docker.errors
+        import docker.tls
+        import docker.utils
 
         self._errors = docker.errors
+        self.endpoint = endpoint or Endpoint()
+        self._flags, base_url, tls = _cli_flags(self.endpoint)
+        self._env = {k: v for k, v in os.environ.items()
+                     if not (self._flags and k in _POINTING_VARIABLES)}
+        self.local = _is_local(base_url or os.environ.get("DOCKER_HOST", ""))
+        self._live: set[subprocess.Popen[str]] = set()
+        self._live_lock = threading.Lock()
         try:
-            self.client = docker.from_env(timeout=600)
+            if base_url:
+                self.client = docker.DockerClient(
+                    base_url=base_url, timeout=600, use_ssh_client=base_url.startswith("ssh://"),
+                    tls=_sdk_tls(docker, tls))
+                self._pinger = docker.APIClient(
+                    base_url=base_url, timeout=PING_TIMEOUT_S, tls=_sdk_tls(docker, tls),
+                    use_ssh_client=base_url.startswith("ssh://"))
+            else:
+                self.client = docker.from_env(timeout=600)
+                self._pinger = docker.APIClient(timeout=PING_TIMEOUT_S,
+                                                **docker.utils.kwargs_from_env())
             self.client.ping()
         except docker.errors.DockerException as exc:
+            where = "" if self.endpoint.name == "local" and not base_url else \
+                f" at {self.endpoint.where()} (host {self.endpoint.name})"
             raise EnvironmentProblem(
-                f"cannot reach a Docker Engine ({exc}). Start one (`dockerd &` as root, or "
-                "`systemctl start docker`) or set DOCKER_HOST; `./oota.sh` installs and starts "
-                "it on Debian.") from exc
+                f"cannot reach a Docker Engine{where} ({exc}). Start one (`dockerd &` as root, "
+                "or `systemctl start docker`) or set DOCKER_HOST; `./oota.sh` installs and "
+                "starts it on Debian.") from exc
         self._cli: tuple[list[str], dict[str, str]] | None = None
+
+    def alive(self) -> bool:
+        """Does the daemon still answer (within a few seconds)?"""
+        try:
+            return bool(self._pinger.ping())
+        except Exception:  # noqa: BLE001 - any failure to answer is "no"
+            return False
+
+    def abort(self) -> None:
+        """Stop every docker CLI process this engine has running (builds, attached runs)."""
+        with self._live_lock:
+            running = list(self._live)
+        for proc in running:
+            _stop(proc)
 
     # -- inspection ------------------------------------------------------------------------
     def facts(self) -> dict[str, str]:
         info = self.client.info()
         version = self.client.version()
         return {
+            "engine": self.endpoint.name,
+            "endpoint": self.endpoint.where(),
             "docker_server": version.get("Version", ""),
             "docker_api": version.get("ApiVersion", ""),
             "kernel": info.get("KernelVersion", ""),
@@ -275,13 +377,13 @@ class DockerEngine:
         cli = self._plain_cli()
         changes = [arg for key, value in sorted(labels.items())
                    for arg in ("--change", f"LABEL {key}={_label_quote(value)}")]
-        argv = [cli, "import", *changes, "-", tag]
+        argv = [cli, *self._flags, "import", *changes, "-", tag]
         log.debug("run: tar -C %s -c . | %s", rootfs, " ".join(argv))
         tar = subprocess.Popen(["tar", "--numeric-owner", "-C", str(rootfs), "-c", "."],
                                stdout=subprocess.PIPE)
         try:
             proc = subprocess.run(argv, stdin=tar.stdout, capture_output=True, text=True,
-                                  timeout=900)
+                                  timeout=900, env=self._env)
         finally:
             if tar.stdout:
                 tar.stdout.close()
@@ -300,7 +402,8 @@ class DockerEngine:
         tag stays on the sealed image: its verification results still hold."""
         if self._cli is None:
             self._cli = find_buildkit_cli()
-        prefix, extra_env = self._cli
+        cli, extra_env = self._cli
+        prefix = [cli[0], *self._flags, *cli[1:]]
         # Beside the context, in the folder its owner removes (also after a SIGKILL, when the
         # orphaned CLI may still write it).
         iidfile = request.context.with_name(f"{request.context.name}.image-id")
@@ -315,7 +418,7 @@ class DockerEngine:
             argv += ["--secret", f"id={key},src={path}"]
         argv.append(str(request.context))
         log.debug("run: %s", " ".join(argv))
-        output = self._stream(argv, {**os.environ, **extra_env}, request.log_path,
+        output = self._stream(argv, {**self._env, **extra_env}, request.log_path,
                               request.timeout_s, on_step)
         built = iidfile.read_text(encoding="utf-8").strip() if iidfile.exists() else ""
         iidfile.unlink(missing_ok=True)
@@ -377,6 +480,8 @@ class DockerEngine:
 
             watchdog = threading.Timer(timeout_s, expire)
             watchdog.start()
+            with self._live_lock:
+                self._live.add(proc)
             try:
                 for line in proc.stdout:
                     sink.write(line)
@@ -390,6 +495,8 @@ class DockerEngine:
                 raise
             finally:
                 watchdog.cancel()
+                with self._live_lock:
+                    self._live.discard(proc)
         timed_out = expired.is_set()
         return RunOutcome(exit_code=124 if timed_out else code, timed_out=timed_out,
                           output_tail="\n".join(tail))
@@ -398,18 +505,21 @@ class DockerEngine:
         """``docker create`` the request (:func:`create_argv`), start attached with a deadline,
         copy ``request.collect`` out, and always remove the container."""
         cli = self._plain_cli()
-        create = create_argv(cli, request)
+        create = create_argv(cli, request, self._flags)
         log.debug("run: %s", " ".join(create))
-        proc = subprocess.run(create, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(create, capture_output=True, text=True, timeout=120, env=self._env)
         if proc.returncode != 0:
             raise StepFailed(f"docker create {request.image} failed", command=create,
                              exit_code=proc.returncode, log_tail=_tail(proc.stderr))
         container_id = proc.stdout.strip().splitlines()[-1]
         try:
-            outcome = self._stream([cli, "start", "--attach", container_id], dict(os.environ),
+            outcome = self._stream([cli, *self._flags, "start", "--attach", container_id],
+                                   self._env,
                                    request.log_path, request.timeout_s, lambda _e: None)
             if outcome.timed_out:
-                subprocess.run([cli, "kill", container_id], capture_output=True, timeout=60)
+                subprocess.run([cli, *self._flags, "kill", container_id], capture_output=True,
+                               timeout=60,
+                               env=self._env)
             if request.collect and request.collect_to:
                 self._copy_out(container_id, request.collect, request.collect_to)
             return outcome
@@ -463,6 +573,8 @@ class DockerEngine:
         return removed
 
     def _plain_cli(self) -> str:
+        """The docker CLI and this engine's endpoint flags, to be followed by a command; the
+        flags are global options, so they sit between the program and the command."""
         cli = shutil.which("docker") or "/usr/bin/docker"
         if not os.access(cli, os.X_OK):
             raise EnvironmentProblem("no docker CLI on PATH")

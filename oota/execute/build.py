@@ -19,18 +19,15 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from oota import __version__
 from oota.config.matrix import Matrix
 from oota.console import Console
 from oota.engine.base import SEALED_FROM_LABEL, BuildRequest, Engine, StepEvent
 from oota.errors import InputError, OotaError, StepFailed
-from oota.execute.bases import Base, ensure_base
-from oota.execute.hostinfo import host_facts
-from oota.execute.hosts import HostCheck, check_vendor, describe
-from oota.execute.interrupts import deferred, signal_name
-from oota.execute.leftovers import context_root, owned_run
+from oota.execute.bases import Base
+from oota.execute.interrupts import Interrupted, deferred, signal_name
+from oota.execute.leftovers import context_root
 from oota.execute.sources import PipSources, fill_wheelhouse, resolve_sources
 from oota.execute.verify import EXPECTED_IN_IMAGE, ExpectedResults, expected_results, verify_image
 from oota.lockfile import lock_path, lock_status
@@ -45,16 +42,15 @@ from oota.results.model import (
     Installed,
     JSONObject,
     Result,
+    ResultFormatError,
     Sealed,
     Skips,
     Sources,
     Stage,
     TestOutcome,
-    VendorCheck,
-    json_object,
 )
-from oota.results.store import save
-from oota.vocab import Status
+from oota.results.store import load, save
+from oota.vocab import BAD, Status
 
 log = logging.getLogger("oota.build")
 _MOUNT_FLAG = re.compile(r"--mount=\S+\s*")
@@ -69,6 +65,7 @@ class BuildOptions:
     use_host_pip_config: bool = True
     rebuild: bool = False
     verify: bool = True
+    reverify: bool = False     # verify an up-to-date image even when its verification holds
     layers: tuple[str, ...] = ()
     build_timeout_s: int = 3600
     verify_timeout_s: int = 1800
@@ -128,11 +125,15 @@ class CellRun:
     """Builds and verifies one cell, recording every stage into its result."""
 
     def __init__(self, matrix: Matrix, cell: Cell, engine: Engine, console: Console,
-                 options: BuildOptions, bases: dict[str, Base | StepFailed], host: Host,
-                 *, unsupported: str = ""):
+                 options: BuildOptions, base_for: Callable[[Cell], Base], host: Host,
+                 *, unsupported: str = "", stopping: Callable[[], str] = lambda: ""):
         self.matrix, self.cell, self.engine = matrix, cell, engine
-        self.console, self.options, self.bases, self.host = console, options, bases, host
+        self.console, self.options, self.base_for, self.host = console, options, base_for, host
         self.unsupported = unsupported   # why this host cannot run the device tests ('' if it can)
+        # The signal that is stopping a parallel run ('' while none is): a stage that fails
+        # then failed because the run stopped it, and is recorded as interrupted.
+        self.stopping = stopping
+        self.lost = ""   # why the engine stopped answering during this cell ('' if it did not)
         self.folder = options.results_dir / cell.id
         # What the result is assembled from (_save), filled in by the stages as they run.
         self.stages: dict[str, Stage] = {}
@@ -154,16 +155,20 @@ class CellRun:
         the run (no later cell starts)."""
         started = now()
         self.folder.mkdir(parents=True, exist_ok=True)
-        for name in ("build.log", "verify.log"):
-            (self.folder / name).unlink(missing_ok=True)
+        (self.folder / "build.log").unlink(missing_ok=True)
         stage, since = "", dt.datetime.now()
         try:
             if build:
                 stage, since = "build", dt.datetime.now()
                 self._stage("build", self._build)
-            if self.options.verify and not self._failed("build"):
-                stage, since = "verify", dt.datetime.now()
-                self._stage("verify", self._verify)
+            if self.options.verify and not self._failed("build") and not self.lost:
+                previous = self._verification_that_holds() if build else None
+                if previous is not None:
+                    self._reuse(previous)
+                else:
+                    (self.folder / "verify.log").unlink(missing_ok=True)
+                    stage, since = "verify", dt.datetime.now()
+                    self._stage("verify", self._verify)
         except KeyboardInterrupt as exc:
             with deferred():  # a second Ctrl-C must not cut the clean-up or the result short
                 self._interrupted(stage or "start", since, signal_name(exc))
@@ -185,6 +190,46 @@ class CellRun:
         stage = self.stages.get(name)
         return stage is not None and stage.status == "failed"
 
+    # -- a verification that still holds ---------------------------------------------------
+    def _verification_that_holds(self) -> Result | None:
+        """The previous result of this cell, when its verification holds for this run: the
+        image is up to date (same inputs, verify/ included) and is the very image that result
+        verified and sealed, the run verifies every layer, the host is the same kind of host
+        (engine, Docker, kernel, runtimes, the vendor check), and that result did not fail.
+        ``--reverify`` (or ``--rebuild``) runs the suite again."""
+        build = self.stages.get("build")
+        if (self.options.reverify or self.options.layers or build is None
+                or not build.detail.get("up_to_date")):
+            return None
+        try:
+            previous = load(self.folder / "result.json")
+        except (ResultFormatError, OSError):
+            return None
+        sealed = previous.image.sealed if previous.image else None
+        if (sealed is None or sealed.id is None or previous.status in BAD
+                or previous.cell.fingerprint != self.fingerprint
+                or host_identity(previous.host) != host_identity(self.host)
+                or sealed.id != self.engine.image_id(self.tag)):
+            return None
+        return previous
+
+    def _reuse(self, previous: Result) -> None:
+        """Take ``previous``'s verification as this run's, saying from when."""
+        self.tests, self.installed, self.skips = previous.tests, previous.installed, previous.skips
+        if previous.image is not None:
+            self.image = replace(previous.image, base=None)
+        verify = previous.stages.get("verify")
+        sealed = previous.image.sealed if previous.image else None
+        at = sealed.at if sealed and sealed.at else previous.finished_at
+        reused: JSONObject = {"run_id": previous.run_id, "verified_at": at}
+        self.stages["verify"] = Stage(
+            status=verify.status if verify else "passed", duration_s=0.0,
+            message=f"the verification of {at} (run {previous.run_id}) holds: same image, "
+                    "suite and host; --reverify runs it again",
+            detail={"reused": reused}, log=verify.log if verify else None)
+        self.console.line("cached", f"{self.cell.id}: verify: the verification of {at} holds "
+                          "(same image, suite and host; --reverify runs it again)")
+
     def _stage(self, name: str, body: Callable[[], JSONObject | None]) -> None:
         """Run one stage and record it; an interrupt goes on up to :meth:`run`, which records it."""
         t0 = dt.datetime.now()
@@ -194,7 +239,7 @@ class CellRun:
             detail = body()
         except StepFailed as exc:
             status, message = "failed", str(exc)
-            if exc.log_tail:
+            if exc.log_tail and not self._stopped_or_lost(name, str(exc)):
                 self.console.block(exc.log_tail)
         except OotaError as exc:
             status, message = "error", str(exc)
@@ -204,7 +249,23 @@ class CellRun:
                 log_file.write(trace)
             status, message = "error", f"internal error: {type(exc).__name__}: {exc}"
             log.debug("%s", trace)
+        if status != "passed" and self._stopped_or_lost(name, message):
+            status, message = "error", self.lost
         self._record(name, t0, status, message, detail)
+
+    def _stopped_or_lost(self, stage: str, message: str) -> bool:
+        """After a stage failed: was it because the run is stopping (then the interruption goes
+        on up, and :meth:`run` records it) or because the engine stopped answering (then
+        :attr:`lost` says so, and the stage is an error of the host, not a failure of the
+        cell)? Anything else is the cell's own failure."""
+        signal = self.stopping()
+        if signal:
+            raise Interrupted(signal)
+        if not self.lost and not self.engine.alive():
+            first = (message.splitlines() or [""])[0][:300]
+            self.lost = (f"host {self.engine.endpoint.name} stopped answering during {stage}"
+                         + (f" ({first})" if first else ""))
+        return bool(self.lost)
 
     def _record(self, name: str, t0: dt.datetime, status: Status, message: str,
                 detail: JSONObject | None) -> None:
@@ -238,10 +299,7 @@ class CellRun:
             base_ref = labels.get("org.opencontainers.image.base.name", "")
             self.base = BaseImage(ref=base_ref, how="reused", note="image up to date")
             return {"up_to_date": True, "base": base_ref}
-        base = self.bases.get(self.cell.base_image)
-        if isinstance(base, StepFailed):
-            raise base
-        assert base is not None
+        base = self.base_for(self.cell)
         sources = resolve_sources(vendor_index=self.cell.index_url,
                                   index_url=self.options.index_url,
                                   find_links=self.options.find_links,
@@ -392,68 +450,9 @@ def stage_context(tmp: Path, files: dict[str, Path | bytes], sources: PipSources
     return context, secrets
 
 
-def prepare_bases(engine: Engine, cells: list[Cell], console: Console, workdir: Path,
-                  mirrors: dict[str, str] | None = None) -> dict[str, Base | StepFailed]:
-    """Each OS's base image, once per run; a failure is kept and becomes those cells' result."""
-    bases: dict[str, Base | StepFailed] = {}
-    for cell in cells:
-        key = cell.base_image
-        if key in bases:
-            continue
-        t0 = dt.datetime.now()
-        try:
-            with console.status(f"base image {key}"):
-                bases[key] = ensure_base(engine, key, cell.os, workdir, mirrors)
-            base = bases[key]
-            assert isinstance(base, Base)
-            took = (dt.datetime.now() - t0).total_seconds()
-            note = f", {base.note}" if base.how == "pulled" and base.note else ""
-            console.line("ok", f"base {key}: {base.ref} ({base.how}{note})", took)
-        except StepFailed as exc:
-            bases[key] = exc
-            console.line("fail", f"base {key}: {exc}")
-    return bases
-
-
-def build_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Console,
-                options: BuildOptions, *, build: bool = True) -> list[Result]:
-    """Build (optionally) and verify every cell; return their results, in order.
-
-    The run owns its containers and context folders (:func:`oota.execute.leftovers.owned_run`):
-    they are removed however it ends, and what killed runs left is removed before it starts.
-    SIGINT/SIGTERM stop the loop after the running cell's result is written."""
-    with owned_run(engine, matrix.root / ".oota-cache", options.run_id, console):
-        return _build_cells(matrix, cells, engine, console, options, build=build)
-
-
-def _build_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Console,
-                 options: BuildOptions, *, build: bool) -> list[Result]:
-    host = host_facts(engine)
-    checks = check_hosts(cells, host, console)
-    bases = prepare_bases(engine, cells, console, matrix.root / ".oota-cache",
-                          dict(options.registry_mirrors)) if build else {}
-    results = []
-    for index, cell in enumerate(cells, 1):
-        console.info(f"[{index}/{len(cells)}] {cell.id}")
-        check = checks[cell.vendor.name]
-        cell_host = Host(facts=json_object(host, "host"), vendor_check=VendorCheck(
-            supported=check.supported, reasons=tuple(check.reasons),
-            facts=json_object(check.facts, "host.vendor_check")))
-        unsupported = check.reason_for(str(cell.toolkit) if cell.toolkit else None,
-                                       cell.vendor.host.driver_min)
-        with console.status(cell.id):
-            results.append(CellRun(matrix, cell, engine, console, options, bases, cell_host,
-                                   unsupported=unsupported).run(build=build))
-    return results
-
-
-def check_hosts(cells: list[Cell], docker_facts: dict[str, Any],
-                console: Console) -> dict[str, HostCheck]:
-    """Probe the host once per vendor before anything is built."""
-    checks: dict[str, HostCheck] = {}
-    for cell in cells:
-        if cell.vendor.name not in checks:
-            checks[cell.vendor.name] = check_vendor(cell.vendor, docker_facts)
-            result = checks[cell.vendor.name]
-            console.line("ok" if result.supported else "skip", "host " + describe(result))
-    return checks
+def host_identity(host: Host) -> JSONObject:
+    """What makes two hosts the same for a verification: the engine and its Docker, kernel,
+    architecture and runtimes, and what the vendor check found (hardware, driver, reasons)."""
+    keys = ("engine", "docker_server", "kernel", "arch", "os", "runtimes")
+    check = host.vendor_check.to_json() if host.vendor_check else None
+    return {**{key: host.text(key) for key in keys}, "vendor_check": check}

@@ -23,7 +23,8 @@ from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL
 from oota.engine.docker import DockerEngine
-from oota.execute.build import BuildOptions, build_cells
+from oota.execute.build import BuildOptions
+from oota.execute.fleet import build_cells
 from oota.plan import plan, select
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import yaml
 
 from oota.config.matrix import load_matrix
 from oota.console import Console
-from oota.execute.build import build_cells
+from oota.execute.fleet import build_cells
 from oota.plan import plan
 
 from .conftest import DEFAULT_CELL, copy_project

@@ -18,7 +18,8 @@ from oota import api
 from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL
-from oota.execute.build import BuildOptions, build_cells
+from oota.execute.build import BuildOptions
+from oota.execute.fleet import build_cells
 from oota.plan import plan, select
 
 from .conftest import copy_project

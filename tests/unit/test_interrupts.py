@@ -19,8 +19,9 @@ from invoke import Exit
 import tasks
 from oota.config.matrix import load_matrix
 from oota.console import Console
-from oota.engine.base import RUN_LABEL, BuildRequest, RunOutcome, RunRequest
-from oota.execute.build import BuildOptions, build_cells
+from oota.engine.base import RUN_LABEL, BuildRequest, Endpoint, RunOutcome, RunRequest
+from oota.execute.build import BuildOptions
+from oota.execute.fleet import build_cells
 from oota.execute.interrupts import Interrupted, deferred, signal_name, signals_as_interrupts
 from oota.execute.leftovers import (
     UNOWNED_AFTER_S,
@@ -41,6 +42,9 @@ class FakeEngine:
     """An engine whose verify container 'runs' until ``on_run`` says otherwise; it records
     what was asked of it and holds containers per run label, as Docker would."""
 
+    endpoint = Endpoint()
+    local = True
+
     def __init__(self, on_run=None):
         self.on_run = on_run
         self.runs: list[RunRequest] = []
@@ -49,6 +53,12 @@ class FakeEngine:
 
     def facts(self) -> dict[str, str]:
         return {"docker_server": "fake", "arch": "x86_64"}
+
+    def alive(self) -> bool:
+        return True
+
+    def abort(self) -> None:
+        pass
 
     def image_labels(self, ref: str) -> dict[str, str] | None:
         return {"oota.fingerprint": "sha256:old"}

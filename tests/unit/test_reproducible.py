@@ -23,6 +23,10 @@ from oota.plan import plan
 from oota.results.model import Host, Sealed, TestOutcome, VendorCheck
 
 
+def _no_base(cell):
+    raise AssertionError(f"{cell.id}: no base image is needed here")
+
+
 def _git(root: Path, *args: str, date: str = "2026-01-02T03:04:05+00:00") -> str:
     env = {"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_NAME": "t",
            "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
@@ -108,7 +112,7 @@ def _cell_run(project, tmp_path, engine, run_id: str = "r1") -> CellRun:
     matrix = load_matrix(project.matrix)
     cell = plan(matrix, ["cpu"])[0]
     options = BuildOptions(results_dir=tmp_path / "results", run_id=run_id)
-    run = CellRun(matrix, cell, engine, Console(io.StringIO(), live=False), options, {},
+    run = CellRun(matrix, cell, engine, Console(io.StringIO(), live=False), options, _no_base,
                   Host(facts={"arch": "x86_64"},
                        vendor_check=VendorCheck(supported=True, reasons=(), facts={})))
     run.tests = TESTS

@@ -31,6 +31,10 @@ SUITE_TESTS = {"duration_s": 2.5, "tests": [
      "duration_s": 0.1, "message": "unsupported-here: no GPU; no device"}]}
 
 
+def _no_base(cell):
+    raise AssertionError(f"{cell.id}: no base image is needed here")
+
+
 @pytest.fixture(scope="module")
 def matrix() -> Matrix:
     return load_matrix(REPO / "matrix.yaml")
@@ -93,7 +97,7 @@ def test_an_interrupted_verify_is_recorded_with_its_stage(
     cell = plan(matrix, ["cpu"])[0]
     options = BuildOptions(results_dir=tmp_path, run_id="run1")
     run = CellRun(matrix, cell, object(), Console(io.StringIO(), live=False),  # type: ignore[arg-type]
-                  options, {}, Host(facts={"arch": "x86_64"}))
+                  options, _no_base, Host(facts={"arch": "x86_64"}))
 
     def stopped() -> None:
         raise KeyboardInterrupt

@@ -69,9 +69,13 @@ def test_an_interrupted_cell_is_shown_as_interrupted() -> None:
 
 def test_an_interrupted_cell_fails_the_run() -> None:
     passed, stopped = typed([make_result("cpu"), interrupted_result()])
-    assert api.exit_code_for([passed]) == 0
-    assert api.exit_code_for([passed, stopped]) == 1
-    assert api.exit_code_for([]) == 1
+    assert api.exit_code_for(api.Ran(results=[passed])) == 0
+    assert api.exit_code_for(api.Ran(results=[passed, stopped])) == 1
+    assert api.exit_code_for(api.Ran(results=[])) == 1
+    # Every cell passed, but a host was lost on the way: the run says so.
+    assert api.exit_code_for(api.Ran(results=[passed], lost=("gpu-b: stopped answering",))) == 4
+    assert api.exit_code_for(api.Ran(results=[passed, stopped],
+                                     lost=("gpu-b: stopped answering",))) == 1
 
 
 # -- a report never half written ----------------------------------------------------------

@@ -1,0 +1,319 @@
+"""The fleet: which engine runs which cell, how many at once, and what a lost host costs.
+
+A run has one or more *stations*: a Docker Engine, the vendors whose cells it takes, and how
+many cells it runs at once. Without ``hosts.yaml`` there is one, the local engine, taking every
+cell (``--jobs N`` at once); with it, one per host of the file. Each station's workers take the
+next cell it can run, in matrix order, so a vendor's cells spread over the hosts that carry its
+hardware and a host with more ``jobs`` takes more of them.
+
+Per station and once per run: its facts, each base image it builds on (only when a cell there
+is really built), and each vendor's host check, which runs on that host
+(:mod:`oota.execute.hosts`).
+
+A host that stops answering (its engine does not answer a ping after a stage failed) is out of
+the run: the cells it was running end ``error`` saying so and are retried once on another host
+of their vendor when there is one (the result says it was retried, and why); cells no live host
+can take end ``error`` too. No other cell's result is touched. :func:`lost_hosts` tells the
+caller, for the exit code.
+
+SIGINT/SIGTERM stop the run: with one worker the running cell is interrupted where it is (as
+ever); with several, every engine's docker processes and the run's containers are stopped, each
+running cell's result says ``interrupted``, and no further cell starts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections import deque
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from oota.config.matrix import Matrix
+from oota.console import Console
+from oota.engine.base import Engine
+from oota.errors import StepFailed
+from oota.execute.bases import Base, ensure_base
+from oota.execute.build import BuildOptions, CellRun
+from oota.execute.hostinfo import host_facts
+from oota.execute.hosts import HostCheck, check_vendor, check_vendor_in, describe
+from oota.execute.interrupts import deferred, signal_name
+from oota.execute.leftovers import owned_run
+from oota.plan import Cell
+from oota.results.assemble import assemble, cell_ref, now
+from oota.results.model import Host, Result, Stage, VendorCheck, json_object
+from oota.results.store import save
+
+
+class Station:
+    """One engine of a run and what the run has learned about it. Several workers share it,
+    so what is prepared once (a base image, a vendor's host check) is prepared under a lock."""
+
+    def __init__(self, name: str, engine: Engine, *, vendors: frozenset[str] | None = None,
+                 jobs: int = 1) -> None:
+        self.name, self.engine, self.vendors, self.jobs = name, engine, vendors, jobs
+        self.facts = host_facts(engine)
+        self.lost = ""   # why the run stopped using this host ('' while it is in use)
+        self._bases: dict[str, Base | StepFailed] = {}
+        self._checks: dict[str, HostCheck] = {}
+        self._lock = threading.RLock()
+
+    def serves(self, vendor: str) -> bool:
+        return self.vendors is None or vendor in self.vendors
+
+    def base(self, cell: Cell, console: Console, workdir: Path,
+             mirrors: dict[str, str]) -> Base:
+        """The cell's base image on this engine, made available once per run; a failure is
+        kept and raised for every cell on it (StepFailed)."""
+        key = cell.base_image
+        with self._lock:
+            if key not in self._bases:
+                self._bases[key] = _prepare_base(self, cell, console, workdir, mirrors)
+        base = self._bases[key]
+        if isinstance(base, StepFailed):
+            raise base
+        return base
+
+    def check(self, cell: Cell, console: Console, base_for: Callable[[Cell], Base],
+              run_id: str) -> HostCheck:
+        """The cell's vendor's host check, on this host, once per run."""
+        vendor = cell.vendor
+        with self._lock:
+            if vendor.name not in self._checks:
+                check = self._check(cell, base_for, run_id)
+                self._checks[vendor.name] = check
+                prefix = f"{self.name}: " if self.vendors is not None else ""
+                console.line("ok" if check.supported else "skip",
+                             f"host {prefix}{describe(check)}")
+            return self._checks[vendor.name]
+
+    def _check(self, cell: Cell, base_for: Callable[[Cell], Base], run_id: str) -> HostCheck:
+        vendor = cell.vendor
+        if self.engine.local or vendor.host.needs_nothing:
+            return check_vendor(vendor, self.facts)
+        try:
+            image = base_for(cell).ref
+        except StepFailed as exc:
+            return HostCheck(vendor=vendor.name, reasons=(
+                f"no image to probe host {self.name} in: {exc}",))
+        return check_vendor_in(self.engine, vendor, self.facts, image, run_id)
+
+
+def _prepare_base(station: Station, cell: Cell, console: Console, workdir: Path,
+                  mirrors: dict[str, str]) -> Base | StepFailed:
+    t0 = dt.datetime.now()
+    where = f" on {station.name}" if station.vendors is not None else ""
+    try:
+        with console.status(f"base image {cell.base_image}{where}"):
+            base = ensure_base(station.engine, cell.base_image, cell.os, workdir, mirrors)
+    except StepFailed as exc:
+        console.line("fail", f"base {cell.base_image}{where}: {exc}")
+        return exc
+    took = (dt.datetime.now() - t0).total_seconds()
+    note = f", {base.note}" if base.how == "pulled" and base.note else ""
+    console.line("ok", f"base {cell.base_image}{where}: {base.ref} ({base.how}{note})", took)
+    return base
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Down:
+    """A host of hosts.yaml that could not be used from the start (its engine did not answer)."""
+
+    name: str
+    vendors: frozenset[str]
+    why: str
+
+
+@dataclass(slots=True)
+class _Task:
+    cell: Cell
+    index: int
+    lost_on: list[str] = field(default_factory=list)   # hosts that stopped answering during it
+
+
+class _Schedule:
+    """The cells still to run, and which station may take which (under one condition)."""
+
+    def __init__(self, cells: list[Cell], stations: list[Station]) -> None:
+        self.pending = deque(_Task(cell=c, index=i) for i, c in enumerate(cells))
+        self.stations = stations
+        self.running = 0
+        self.results: dict[int, Result] = {}
+        self.stopping = ""
+        self.cond = threading.Condition()
+
+    def take(self, station: Station) -> _Task | None:
+        """The next cell ``station`` may run, waiting while a running cell may still come
+        back to the queue; None when there is nothing left for it."""
+        with self.cond:
+            while True:
+                if self.stopping or station.lost:
+                    return None
+                for task in self.pending:
+                    if station.serves(task.cell.vendor.name) and station.name not in task.lost_on:
+                        self.pending.remove(task)
+                        self.running += 1
+                        return task
+                if not self.running:
+                    return None
+                self.cond.wait()
+
+    def done(self, station: Station, task: _Task, result: Result | None, lost: str) -> None:
+        """Record a finished cell. When its host stopped answering, the host leaves the run
+        and the cell goes back to the queue once, for another host of its vendor."""
+        with self.cond:
+            self.running -= 1
+            if lost:
+                station.lost = station.lost or lost
+                task.lost_on.append(station.name)
+                if len(task.lost_on) == 1 and self._another_host(task):
+                    self.pending.appendleft(task)
+                    result = None
+            if result is not None:
+                self.results[task.index] = result
+            self.cond.notify_all()
+
+    def _another_host(self, task: _Task) -> bool:
+        return any(s.serves(task.cell.vendor.name) and not s.lost and s.name not in task.lost_on
+                   for s in self.stations)
+
+    def stop(self, signal: str) -> None:
+        with self.cond:
+            self.stopping = signal
+            self.cond.notify_all()
+
+
+class FleetRun:
+    """Runs cells on stations; see the module's docstring."""
+
+    def __init__(self, matrix: Matrix, stations: list[Station], console: Console,
+                 options: BuildOptions, *, build: bool, down: tuple[Down, ...] = ()) -> None:
+        self.matrix, self.stations, self.console = matrix, stations, console
+        self.down = down
+        self.options, self.build = options, build
+        self._workdir = matrix.root / ".oota-cache"
+        self._mirrors = dict(options.registry_mirrors)
+        self._schedule: _Schedule | None = None
+        self._total = 0
+        self._announce = len(stations) > 1 or any(s.vendors is not None for s in stations)
+
+    def run(self, cells: list[Cell]) -> list[Result]:
+        schedule = self._schedule = _Schedule(cells, self.stations)
+        self._total = len(cells)
+        workers = [s for s in self.stations for _ in range(s.jobs)]
+        if len(workers) == 1:
+            self._work(workers[0], inline=True)
+        else:
+            self._in_parallel(workers, schedule)
+        for task in schedule.pending:  # no live host of their vendor was left
+            schedule.results[task.index] = self._no_host(task)
+        return [schedule.results[i] for i in sorted(schedule.results)]
+
+    def _in_parallel(self, workers: list[Station], schedule: _Schedule) -> None:
+        threads = [threading.Thread(target=self._work, args=(station,), daemon=True,
+                                    name=f"oota-{station.name}-{n}")
+                   for n, station in enumerate(workers)]
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.2)
+        except KeyboardInterrupt as exc:
+            with deferred():  # the running cells' results are written before the run ends
+                schedule.stop(signal_name(exc))
+                for station in self.stations:
+                    station.engine.abort()
+                for thread in threads:
+                    thread.join()
+            raise
+
+    def _work(self, station: Station, *, inline: bool = False) -> None:
+        assert self._schedule is not None
+        while (task := self._schedule.take(station)) is not None:
+            result, lost = None, ""
+            try:
+                result, lost = self._run_one(station, task)
+            except KeyboardInterrupt:
+                self._schedule.done(station, task, None, "")
+                if inline:
+                    raise
+                return
+            except Exception as exc:  # noqa: BLE001 - a bug must not stop the other cells
+                result = self._error(task.cell, station, f"internal error: "
+                                     f"{type(exc).__name__}: {exc}")
+            self._schedule.done(station, task, result, lost)
+
+    def _run_one(self, station: Station, task: _Task) -> tuple[Result, str]:
+        cell = task.cell
+        where = f" on {station.name}" if self._announce else ""
+        self.console.info(f"[{task.index + 1}/{self._total}] {cell.id}{where}")
+
+        def base_for(c: Cell) -> Base:
+            return station.base(c, self.console, self._workdir, self._mirrors)
+
+        check = station.check(cell, self.console, base_for, self.options.run_id)
+        facts = dict(station.facts)
+        if task.lost_on:
+            facts["retried_after"] = f"host {', '.join(task.lost_on)} stopped answering"
+        host = Host(facts=json_object(facts, "host"), vendor_check=VendorCheck(
+            supported=check.supported, reasons=tuple(check.reasons),
+            facts=json_object(check.facts, "host.vendor_check")))
+        unsupported = check.reason_for(str(cell.toolkit) if cell.toolkit else None,
+                                       cell.vendor.host.driver_min)
+        schedule = self._schedule
+        assert schedule is not None
+        run = CellRun(self.matrix, cell, station.engine, self.console, self.options, base_for,
+                      host, unsupported=unsupported, stopping=lambda: schedule.stopping)
+        with self.console.status(cell.id):
+            result = run.run(build=self.build)
+        return result, run.lost
+
+    def _no_host(self, task: _Task) -> Result:
+        vendor = task.cell.vendor.name
+        lost = "; ".join([f"{s.name}: {s.lost}" for s in self.stations
+                          if s.lost and s.serves(vendor)]
+                         + [f"{d.name}: {d.why}" for d in self.down if vendor in d.vendors])
+        return self._error(task.cell, None, f"no host of vendor {task.cell.vendor.name} is "
+                           f"left to run it ({lost})")
+
+    def _error(self, cell: Cell, station: Station | None, message: str) -> Result:
+        """The result of a cell that could not run at all, saved like any other."""
+        self.console.line("fail", f"{cell.id}: {message}")
+        facts = station.facts if station is not None else {}
+        stage = Stage(status="error", message=message, duration_s=0.0)
+        result = assemble(cell=cell_ref(cell.coordinates(), id=cell.id, fingerprint=""),
+                          stages={"schedule": stage}, tests=(),
+                          host=Host(facts=json_object(dict(facts), "host")), started_at=now(),
+                          run_id=self.options.run_id)
+        save(self.options.results_dir / cell.id, result)
+        return result
+
+
+def lost_hosts(stations: list[Station]) -> list[str]:
+    """'name: why' of every host the run stopped using."""
+    return [f"{s.name}: {s.lost}" for s in stations if s.lost]
+
+
+def run_on_stations(matrix: Matrix, cells: list[Cell], stations: list[Station],
+                    console: Console, options: BuildOptions, *, build: bool = True,
+                    down: tuple[Down, ...] = ()) -> list[Result]:
+    """Build (optionally) and verify ``cells`` on ``stations``; their results, in order.
+
+    The run owns its containers and context folders on every engine
+    (:func:`oota.execute.leftovers.owned_run`): removed however it ends, and what killed runs
+    left is removed before it starts."""
+    cache = matrix.root / ".oota-cache"
+    with ExitStack() as owned:
+        for station in stations:
+            owned.enter_context(owned_run(station.engine, cache, options.run_id, console))
+        return FleetRun(matrix, stations, console, options, build=build, down=down).run(cells)
+
+
+def build_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Console,
+                options: BuildOptions, *, build: bool = True, jobs: int = 1) -> list[Result]:
+    """Build (optionally) and verify every cell on one engine, ``jobs`` at once."""
+    return run_on_stations(matrix, cells, [Station("local", engine, jobs=jobs)], console,
+                           options, build=build)
