@@ -40,7 +40,7 @@ def timed_run(engine, matrix, cells, results: Path, *, seal: bool) -> float:
     out = build_cells(matrix, cells, engine, Console(io.StringIO(), live=False), options,
                       build=False)
     took = time.perf_counter() - started
-    assert out[0]["status"] in ("passed", "unsupported-here"), out[0].get("message")
+    assert out[0].status in ("passed", "unsupported-here"), out[0].message
     return took
 
 

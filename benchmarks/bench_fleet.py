@@ -1,0 +1,209 @@
+"""Benchmark: the fleet. One Engine against two, a no-op re-run against a naive loop, and what
+one changed cell out of eight costs. Whole commands, as a user runs them, side by side.
+
+Needs root and the first Docker Engine (``./oota.sh`` starts it, and the CPU cell's build makes
+the bootstrapped base image). ``setup`` starts two more Engines on loopback TCP (their data is
+kept in .oota-cache/bench-fleet/, so later setups are warm), makes a project of 8 cells of the
+small ``fleet`` vendor (tests/fleet_vendor.py) and builds every cell on both Engines once.
+
+    python benchmarks/bench_fleet.py setup
+    python benchmarks/bench_fleet.py all [--runs 3]     # A B A B ...; medians and ratios
+    python benchmarks/bench_fleet.py teardown
+
+The pairs ``all`` alternates (each figure the median of --runs, the ratio taken pair by pair):
+
+  one / two    every cell built (fully cached) and verified again (--rebuild --reverify) on
+               one Engine, then on two: the wall ratio two/one
+  noop / naive nothing changed: `oota build --all` (each verification holds) against a loop of
+               `docker build` (cached) + `docker run IMAGE oota-verify` per cell
+  change-one   one cell's matrix entry changed (its sdk goes 8.0 <-> 8.1): `oota build --all`
+               rebuilds and verifies that cell only; the script checks and prints how many
+
+Each step is also a subcommand (``one``, ``two``, ``noop``, ``naive``, ``change-one``), to time
+with any outside timer, e.g. ``/usr/bin/time -v python benchmarks/bench_fleet.py noop``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from oota.config.matrix import load_matrix  # noqa: E402 - the repository root is on the path now
+from oota.execute.build import stage_context  # noqa: E402
+from oota.execute.sources import resolve_sources  # noqa: E402
+from oota.plan import plan, select  # noqa: E402
+from oota.render import context_files, render_cell  # noqa: E402
+from tests import fleet_vendor  # noqa: E402
+from tests.engines import DOCKER, ExtraEngine  # noqa: E402
+
+HOME = REPO / ".oota-cache" / "bench-fleet"
+STATE = HOME / "engines.json"
+PROJECT = HOME / "project"
+SDKS = ["1.0", "2.0", "3.0", "4.0", "5.0", "6.0", "7.0", "8.0"]
+BASE = "oota/base:debian12"
+OOTA = [sys.executable, "-m", "oota", "-r", str(REPO)]
+
+
+def _urls() -> dict[str, str]:
+    if not STATE.is_file():
+        sys.exit("run `python benchmarks/bench_fleet.py setup` first")
+    urls: dict[str, str] = json.loads(STATE.read_text())
+    return urls
+
+
+def _oota_build(hosts: str, results: str, *extra: str) -> list[dict]:
+    argv = [*OOTA, "build", "--matrix", str(PROJECT / "matrix.yaml"), "--all",
+            "--hosts", str(HOME / hosts), "--results", str(HOME / results), *extra]
+    proc = subprocess.run(argv, cwd=HOME, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(argv)} exited with {proc.returncode}:\n{proc.stderr[-3000:]}")
+    return [json.loads(p.read_text()) for p in (HOME / results).glob("*/result.json")]
+
+
+def setup() -> None:
+    HOME.mkdir(parents=True, exist_ok=True)
+    urls = {}
+    for index in (1, 2):
+        engine = ExtraEngine(HOME / f"e{index}", index).start()
+        engine.load_from_first(BASE)
+        urls[f"e{index}"] = engine.url
+        (HOME / f"e{index}.pid").write_text(str(engine.proc.pid if engine.proc else 0))
+    STATE.write_text(json.dumps(urls))
+    fleet_vendor.make_project(PROJECT, SDKS)
+    fleet_vendor.hosts_file(HOME, {"e1": urls["e1"]}).rename(HOME / "one.yaml")
+    fleet_vendor.hosts_file(HOME, urls).rename(HOME / "two.yaml")
+    fleet_vendor.hosts_file(HOME, {"e2": urls["e2"]}).rename(HOME / "other.yaml")
+    for hosts in ("one.yaml", "other.yaml"):   # every cell built once on each Engine
+        _oota_build(hosts, f"warm-{hosts}")
+    _stage_naive_contexts()
+    print(f"ready: {urls}")
+
+
+def _stage_naive_contexts() -> None:
+    """The build context of each cell, as oota stages it, for the naive loop to build from."""
+    matrix = load_matrix(PROJECT / "matrix.yaml")
+    sources = resolve_sources(vendor_index="", index_url=None, find_links=(),
+                              use_host_config=True)
+    for cell in select(matrix, plan(matrix, [fleet_vendor.NAME]), everything=True):
+        folder = HOME / "naive" / cell.id
+        folder.mkdir(parents=True, exist_ok=True)
+        stage_context(folder, context_files(matrix, render_cell(matrix, cell)), sources, None)
+
+
+def teardown() -> None:
+    for index in (1, 2):
+        pid_file = HOME / f"e{index}.pid"
+        if pid_file.is_file():
+            subprocess.run(["kill", pid_file.read_text().strip()], capture_output=True)
+        engine = ExtraEngine(HOME / f"e{index}", index)
+        engine.stop()
+    STATE.unlink(missing_ok=True)
+
+
+def one() -> None:
+    _oota_build("one.yaml", "results-one", "--rebuild", "--reverify")
+
+
+def two() -> None:
+    _oota_build("two.yaml", "results-two", "--rebuild", "--reverify")
+
+
+def noop() -> None:
+    results = _oota_build("one.yaml", "results-noop")
+    reverified = [r["cell"]["id"] for r in results
+                  if "reused" not in r["stages"]["verify"].get("detail", {})]
+    if reverified and (HOME / "results-noop" / ".warm").exists():
+        sys.exit(f"a no-op re-run verified {reverified}")
+    (HOME / "results-noop" / ".warm").touch()
+
+
+def naive() -> None:
+    """What a script without oota does for each cell: build (cached), then run the suite."""
+    url = _urls()["e1"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCKER_")}
+    env["DOCKER_BUILDKIT"] = "1"
+    cli = "/usr/bin/docker" if Path("/usr/bin/docker").exists() else DOCKER
+    for folder in sorted((HOME / "naive").iterdir()):
+        tag = f"naive/fleet:{folder.name}"
+        subprocess.run([cli, "-H", url, "build", "-q", "--target", "runtime",
+                        "--build-arg", f"BASE_IMAGE={BASE}",
+                        "--secret", f"id=pipconf,src={folder / 'pip.conf'}",
+                        "-t", tag, str(folder / "context")],
+                       check=True, capture_output=True, env=env)
+        subprocess.run([cli, "-H", url, "run", "--rm", tag, "oota-verify", "-q"],
+                       check=True, capture_output=True, env=env)
+
+
+def change_one() -> int:
+    """Toggle the last cell's sdk (8.0 <-> 8.1) and re-run; returns how many cells were built
+    or verified (the rest must have been reused)."""
+    matrix = PROJECT / "matrix.yaml"
+    last = "8.1" if '- "8.0"' in matrix.read_text() or "- '8.0'" in matrix.read_text() \
+        else "8.0"
+    fleet_vendor.set_sdks(matrix, [*SDKS[:-1], last])
+    results = _oota_build("one.yaml", "results-noop")
+    current = {fleet_vendor.cell_id(s) for s in [*SDKS[:-1], last]}
+    worked = [r["cell"]["id"] for r in results if r["cell"]["id"] in current
+              and "reused" not in r["stages"]["verify"].get("detail", {})]
+    if worked != [fleet_vendor.cell_id(last)]:
+        sys.exit(f"one changed cell, but these were built or verified: {worked}")
+    return len(worked)
+
+
+def _timed(step) -> float:
+    started = time.perf_counter()
+    step()
+    return time.perf_counter() - started
+
+
+def _line(name: str, times: list[float]) -> str:
+    return (f"{name:<11} median {statistics.median(times):7.2f} s  "
+            f"(min {min(times):.2f}, max {max(times):.2f})")
+
+
+def run_all(runs: int) -> None:
+    noop()  # warm: every verification of results-noop holds from now on
+    figures: dict[str, list[float]] = {k: [] for k in ("one", "two", "noop", "naive", "change")}
+    for _ in range(runs):
+        figures["one"].append(_timed(one))
+        figures["two"].append(_timed(two))
+        figures["noop"].append(_timed(noop))
+        figures["naive"].append(_timed(naive))
+        figures["change"].append(_timed(change_one))
+    pairs = {"two/one": [b / a for a, b in zip(figures["one"], figures["two"], strict=True)],
+             "noop/naive": [a / b for a, b in zip(figures["noop"], figures["naive"],
+                                                   strict=True)]}
+    print(f"{len(SDKS)} cells of the fleet vendor, {runs} runs each, alternating")
+    for name, times in figures.items():
+        print(_line(name, times))
+    for name, ratios in pairs.items():
+        print(f"{name:<11} median {statistics.median(ratios):.3f} "
+              f"(min {min(ratios):.3f}, max {max(ratios):.3f})")
+    print("change-one: 1 cell built and verified, 7 reused, in every run")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("step", choices=("setup", "teardown", "all", "one", "two", "noop",
+                                         "naive", "change-one"))
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    steps = {"setup": setup, "teardown": teardown, "one": one, "two": two, "noop": noop,
+             "naive": naive, "change-one": change_one}
+    if args.step == "all":
+        run_all(args.runs)
+    else:
+        steps[args.step]()
+
+
+if __name__ == "__main__":
+    main()
