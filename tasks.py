@@ -196,7 +196,8 @@ def verify(c: Context, vendor: list[str] | None = None, cell: list[str] | None =
     """Verify already built images (no build), or the current environment with --here."""
     options = api.build_options(results=results, layer=layer)
     cells = api.name_list("--cell", cell)
-    api.check_here_flags(here=here, python=python, cells=cells, everything=all)
+    api.check_here_flags(here=here, python=python, cells=cells, everything=all, hosts=hosts,
+                         jobs=jobs)
     if here:
         out = api.Ran(results=[api.verify_here(matrix, _vendors(vendor), options.results_dir,
                                                options.layers, python)])

@@ -107,12 +107,16 @@ def ca_bundle(value: str | None) -> str | None:
 
 
 def check_here_flags(*, here: bool, python: str | None, cells: list[str] | None,
-                     everything: bool) -> None:
+                     everything: bool, hosts: str | None = None, jobs: str = "1") -> None:
     """``verify --here`` verifies this environment as the one cell it matches: ``--cell`` and
-    ``--all`` make no sense with it, and ``--python`` none without it."""
+    ``--all`` make no sense with it, nor do ``--hosts`` and ``--jobs`` (no engine is used),
+    and ``--python`` none without it."""
     if here and (cells or everything):
         raise InputError("--cell and --all do not apply with --here: it verifies this "
                          "environment as the vendor's cell it matches")
+    if here and (hosts is not None or jobs != "1"):
+        raise InputError("--hosts and --jobs do not apply with --here: it verifies this "
+                         "environment, without Docker")
     if not here and python is not None:
         raise InputError("--python applies only with --here (built images carry their own)")
 

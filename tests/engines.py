@@ -20,6 +20,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 DOCKER = shutil.which("docker") or "/usr/bin/docker"
 
@@ -52,15 +53,10 @@ class ExtraEngine:
         data, exec_root = self.root / "data", self.root / "exec"
         data.mkdir(parents=True, exist_ok=True)
         exec_root.mkdir(parents=True, exist_ok=True)
-        log = (self.root / "dockerd.log").open("ab")
         # A /20 of docker0's 172.17.0.0/16 per engine, away from the first engine's low addresses.
         cidr = f"172.17.{128 + 16 * self.index}.0/20"
-        self.proc = subprocess.Popen(
-            ["dockerd", "--data-root", str(data), "--exec-root", str(exec_root),
-             "--pidfile", str(self.root / "docker.pid"), "-H", self.url, "--bridge", "docker0",
-             "--fixed-cidr", cidr, "--iptables=false", "--ip-forward=false",
-             "--storage-driver", "overlay2"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with (self.root / "dockerd.log").open("ab") as log:  # the daemon keeps its own copy
+            self.proc = self._spawn(data, exec_root, cidr, log)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -70,6 +66,15 @@ class ExtraEngine:
                 return self
             time.sleep(0.5)
         raise RuntimeError(f"dockerd at {self.url} did not answer within {timeout_s} s")
+
+    def _spawn(self, data: Path, exec_root: Path, cidr: str,
+               log: BinaryIO) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            ["dockerd", "--data-root", str(data), "--exec-root", str(exec_root),
+             "--pidfile", str(self.root / "docker.pid"), "-H", self.url, "--bridge", "docker0",
+             "--fixed-cidr", cidr, "--iptables=false", "--ip-forward=false",
+             "--storage-driver", "overlay2"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def docker(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("DOCKER_")}

@@ -24,6 +24,7 @@ running cell's result says ``interrupted``, and no further cell starts.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -42,6 +43,7 @@ from oota.execute.hosts import HostCheck, check_vendor, check_vendor_in, describ
 from oota.execute.interrupts import deferred, signal_name
 from oota.execute.leftovers import owned_run
 from oota.plan import Cell
+from oota.render import context_files, fingerprint, render_cell
 from oota.results.assemble import assemble, cell_ref, now
 from oota.results.model import Host, Result, Stage, VendorCheck, json_object
 from oota.results.store import save
@@ -203,10 +205,11 @@ class FleetRun:
         schedule = self._schedule = _Schedule(cells, self.stations)
         self._total = len(cells)
         workers = [s for s in self.stations for _ in range(s.jobs)]
-        if len(workers) == 1:
-            self._work(workers[0], inline=True)
-        else:
-            self._in_parallel(workers, schedule)
+        with _Watch(self.stations, self.console):
+            if len(workers) == 1:
+                self._work(workers[0], inline=True)
+            else:
+                self._in_parallel(workers, schedule)
         for task in schedule.pending:  # no live host of their vendor was left
             schedule.results[task.index] = self._no_host(task)
         return [schedule.results[i] for i in sorted(schedule.results)]
@@ -284,12 +287,57 @@ class FleetRun:
         self.console.line("fail", f"{cell.id}: {message}")
         facts = station.facts if station is not None else {}
         stage = Stage(status="error", message=message, duration_s=0.0)
-        result = assemble(cell=cell_ref(cell.coordinates(), id=cell.id, fingerprint=""),
+        result = assemble(cell=cell_ref(cell.coordinates(), id=cell.id,
+                                        fingerprint=_fingerprint(self.matrix, cell)),
                           stages={"schedule": stage}, tests=(),
                           host=Host(facts=json_object(dict(facts), "host")), started_at=now(),
                           run_id=self.options.run_id)
         save(self.options.results_dir / cell.id, result)
         return result
+
+
+class _Watch:
+    """While a run goes on, ask every engine now and then whether it still answers. One that
+    has not answered for a while (a hung daemon, a host cut off: its docker commands would hang
+    until their own deadlines, an hour for a build) gets its docker processes stopped, so its
+    running cells fail at once, find the engine silent, and are retried elsewhere."""
+
+    EVERY_S = 15.0
+    MISSES = 3   # with the ping's own 5 s deadline: about a minute of silence
+
+    def __init__(self, stations: list[Station], console: Console) -> None:
+        self.stations, self.console = stations, console
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="oota-watch")
+
+    def __enter__(self) -> _Watch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        misses = dict.fromkeys((s.name for s in self.stations), 0)
+        while not self._stop.wait(self.EVERY_S):
+            for station in self.stations:
+                if station.lost or self._stop.is_set():
+                    continue
+                misses[station.name] = 0 if station.engine.alive() else misses[station.name] + 1
+                if misses[station.name] == self.MISSES:
+                    self.console.warn(f"host {station.name}: no answer for "
+                                      f"{self.MISSES} pings; stopping its docker commands")
+                    station.engine.abort()
+
+
+def _fingerprint(matrix: Matrix, cell: Cell) -> str:
+    """The cell's fingerprint; when even rendering it fails (the error being recorded may be
+    that very failure), the digest of nothing, which no real cell has."""
+    try:
+        return fingerprint(context_files(matrix, render_cell(matrix, cell)))
+    except Exception:  # noqa: BLE001 - the error result must still be written
+        return "sha256:" + hashlib.sha256(b"").hexdigest()
 
 
 def lost_hosts(stations: list[Station]) -> list[str]:

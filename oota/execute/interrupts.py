@@ -17,7 +17,6 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from types import FrameType
 
 HANDLED: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
@@ -36,8 +35,10 @@ def signal_name(exc: BaseException) -> str:
     return exc.signal_name if isinstance(exc, Interrupted) else "SIGINT"
 
 
-@dataclass(slots=True)
-class _Deferral:
+class _Deferral(threading.local):
+    """Per thread: signal handlers run in the main thread and only its deferred() blocks hold
+    a signal back; a worker thread's blocks (a parallel run's cells) must not."""
+
     depth: int = 0      # how many deferred() blocks are open
     pending: str = ""   # the first signal that arrived inside them
 

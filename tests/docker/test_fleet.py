@@ -68,19 +68,20 @@ def _build(project: Path, hosts: Path, results: Path, *extra: str,
     progress line goes to ``on_line`` as it comes."""
     argv = [*OOTA, "build", "--matrix", str(project / "project" / "matrix.yaml"), "--all",
             "--hosts", str(hosts), "--results", str(results), *extra]
-    proc = subprocess.Popen(argv, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    assert proc.stdout is not None and proc.stderr is not None
     out: list[str] = []
-    reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
-    reader.start()
-    err = []
-    for line in proc.stderr:
-        err.append(line)
-        if on_line is not None:
-            on_line(line)
-    code = proc.wait(timeout=1800)
-    reader.join(60)
+    err: list[str] = []
+    with subprocess.Popen(argv, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        stdout = proc.stdout
+        reader = threading.Thread(target=lambda: out.append(stdout.read()), daemon=True)
+        reader.start()
+        for line in proc.stderr:
+            err.append(line)
+            if on_line is not None:
+                on_line(line)
+        code = proc.wait(timeout=1800)
+        reader.join(60)
     return code, "".join(out), "".join(err)
 
 

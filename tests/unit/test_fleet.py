@@ -1,0 +1,323 @@
+"""The fleet's scheduling, host loss and reuse of verifications, with fake engines: no Docker.
+
+The real thing (dockerds on loopback TCP, one killed mid-run) is tests/docker/test_fleet.py.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from oota import api
+from oota.config.hostsfile import load_hosts
+from oota.config.matrix import load_matrix
+from oota.console import Console
+from oota.engine.base import BuildRequest, Endpoint, RunOutcome, RunRequest
+from oota.errors import InputError, MatrixError, StepFailed
+from oota.execute.build import BuildOptions, CellRun, host_identity
+from oota.execute.fleet import Station, _Watch, lost_hosts, run_on_stations
+from oota.plan import plan
+from oota.results.assemble import assemble, cell_ref, now
+from oota.results.model import Host, Image, Sealed, Stage, TestOutcome, VendorCheck
+from oota.results.store import save
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class FakeEngine:
+    """An engine that 'builds' in a moment (no verify: the runs here build only), and can be
+    made to die on its next build, as a host whose daemon is killed."""
+
+    local = False
+
+    def __init__(self, name: str, *, dies: bool = False, build_s: float = 0.2) -> None:
+        self.endpoint = Endpoint(name=name, url=f"tcp://127.0.0.1:{2375 + len(name)}")
+        self.dies, self.build_s, self.dead = dies, build_s, False
+        self.built: list[str] = []
+        self.lock = threading.Lock()
+
+    def facts(self) -> dict[str, str]:
+        return {"engine": self.endpoint.name, "endpoint": self.endpoint.where(),
+                "docker_server": "fake", "arch": "x86_64"}
+
+    def alive(self) -> bool:
+        return not self.dead
+
+    def abort(self) -> None:
+        pass
+
+    def image_labels(self, ref: str) -> dict[str, str] | None:
+        return {}   # every image 'exists' (bases are local) and is built from other inputs
+
+    def image_id(self, ref: str) -> str | None:
+        return f"sha256:{self.endpoint.name}"
+
+    def build(self, request: BuildRequest, on_step) -> str:
+        time.sleep(self.build_s)
+        if self.dies:
+            self.dead = True
+            raise StepFailed(f"docker build of {request.tag} exited with 1: Cannot connect to "
+                             "the Docker daemon")
+        with self.lock:
+            self.built.append(request.tag)
+        return f"sha256:{self.endpoint.name}"
+
+    def run(self, request: RunRequest) -> RunOutcome:  # pragma: no cover - nothing is verified
+        raise AssertionError("no verify in these runs")
+
+    def cleanup(self, run_id: str, *, images: bool) -> int:
+        return 0
+
+
+def _run(project, tmp_path, stations, run_id="r-fleet"):
+    matrix = load_matrix(project.matrix)
+    cells = plan(matrix, ["cpu"])
+    options = BuildOptions(results_dir=tmp_path / "results", run_id=run_id, verify=False,
+                           use_host_pip_config=False)
+    shown = io.StringIO()
+    results = run_on_stations(matrix, cells, stations, Console(shown, live=False), options)
+    return cells, results, shown.getvalue()
+
+
+def test_cells_spread_over_the_hosts_and_each_result_names_its_host(project, tmp_path):
+    a, b = FakeEngine("a", build_s=0.5), FakeEngine("b", build_s=0.5)
+    stations = [Station("a", a, vendors=frozenset({"cpu"})),
+                Station("b", b, vendors=frozenset({"cpu"}))]
+    cells, results, shown = _run(project, tmp_path, stations)
+    assert [r.cell.id for r in results] == [c.id for c in cells]   # matrix order, always
+    assert all(r.status == "passed" for r in results)
+    assert {r.host.text("engine") for r in results} == {"a", "b"}
+    assert len(a.built) == len(b.built) == 1
+    assert f"{cells[0].id} on a" in shown or f"{cells[0].id} on b" in shown
+    assert lost_hosts(stations) == []
+
+
+def test_a_host_that_dies_loses_its_cell_to_another_host_once(project, tmp_path):
+    a, b = FakeEngine("a", dies=True), FakeEngine("b", build_s=0.5)
+    stations = [Station("a", a, vendors=frozenset({"cpu"})),
+                Station("b", b, vendors=frozenset({"cpu"}))]
+    cells, results, _ = _run(project, tmp_path, stations)
+    assert all(r.status == "passed" for r in results), [r.message for r in results]
+    assert {r.host.text("engine") for r in results} == {"b"}
+    retried = [r for r in results if r.host.text("retried_after")]
+    assert [r.host.text("retried_after") for r in retried] == ["host a stopped answering"]
+    [lost] = lost_hosts(stations)
+    assert lost.startswith("a: host a stopped answering during build (docker build of ")
+    assert api.exit_code_for(api.Ran(results=results, lost=tuple(lost_hosts(stations)))) == 4
+
+
+def test_without_another_host_the_cells_end_in_error_saying_why(project, tmp_path):
+    a = FakeEngine("a", dies=True)
+    stations = [Station("a", a, vendors=frozenset({"cpu"}))]
+    cells, results, _ = _run(project, tmp_path, stations)
+    first, second = results
+    assert first.status == "error"
+    assert first.stages["build"].message.startswith("host a stopped answering during build")
+    assert "verify" not in first.stages
+    assert second.status == "error"
+    assert second.message.startswith("schedule: no host of vendor cpu is left to run it (a: "
+                                     "host a stopped answering during build")
+    assert (tmp_path / "results" / cells[1].id / "result.json").is_file()
+    assert api.exit_code_for(api.Ran(results=results, lost=tuple(lost_hosts(stations)))) == 1
+
+
+def test_jobs_run_cells_of_one_engine_at_once(project, tmp_path):
+    engine = FakeEngine("local", build_s=1.0)
+    started = time.monotonic()
+    _, results, _ = _run(project, tmp_path, [Station("local", engine, jobs=2)])
+    assert all(r.status == "passed" for r in results)
+    assert time.monotonic() - started < 1.9   # two one-second builds side by side
+
+
+# -- a verification that still holds -----------------------------------------------------------
+
+def _cell_run(project, tmp_path, engine, **options):
+    matrix = load_matrix(project.matrix)
+    cell = plan(matrix, ["cpu"])[0]
+    host = Host(facts={"engine": "a", "docker_server": "fake", "arch": "x86_64"},
+                vendor_check=VendorCheck(supported=True, reasons=(), facts={}))
+    run = CellRun(matrix, cell, engine, Console(io.StringIO(), live=False),
+                  BuildOptions(results_dir=tmp_path / "results", **options), _no_base, host)
+    run.stages["build"] = Stage(status="passed", detail={"up_to_date": True}, duration_s=0.0)
+    return run
+
+
+def _no_base(cell):
+    raise AssertionError(f"{cell.id}: no base image is needed here")
+
+
+def _previous(run: CellRun, *, sealed_id: str, status_test: str = "passed",
+              host: Host | None = None) -> None:
+    tests = (TestOutcome(id="test_install.py::test_torch_imports", layer="install",
+                         status=status_test, duration_s=0.1),)
+    result = assemble(cell=cell_ref(run.cell.coordinates(), id=run.cell.id,
+                                    fingerprint=run.fingerprint),
+                      stages={"verify": Stage(status="passed", duration_s=3.0)}, tests=tests,
+                      host=host or run.host, started_at=now(), run_id="r-before",
+                      image=Image(tag=run.tag,
+                                  sealed=Sealed(id=sealed_id, at="2026-11-20T10:00:00")))
+    save(run.folder, result)
+
+
+def test_an_unchanged_verified_image_on_the_same_host_is_not_verified_again(project, tmp_path):
+    engine = FakeEngine("a")
+    run = _cell_run(project, tmp_path, engine)
+    _previous(run, sealed_id="sha256:a")
+    previous = run._verification_that_holds()
+    assert previous is not None and previous.run_id == "r-before"
+    run._reuse(previous)
+    verify = run.stages["verify"]
+    assert verify.detail == {"reused": {"run_id": "r-before",
+                                        "verified_at": "2026-11-20T10:00:00"}}
+    assert verify.message.startswith("the verification of 2026-11-20T10:00:00 (run r-before) "
+                                     "holds")
+    assert [t.id for t in run.tests] == ["test_install.py::test_torch_imports"]
+
+
+@pytest.mark.parametrize("change", ["other image", "failed before", "other host", "reverify",
+                                    "layers"])
+def test_anything_changed_means_verifying_again(project, tmp_path, change):
+    engine = FakeEngine("a")
+    options = {"reverify": change == "reverify"}
+    if change == "layers":
+        options = {"layers": ("install",)}
+    run = _cell_run(project, tmp_path, engine, **options)
+    host = None
+    if change == "other host":
+        host = Host(facts={**run.host.facts, "docker_server": "29.0"},
+                    vendor_check=run.host.vendor_check)
+        assert host_identity(host) != host_identity(run.host)
+    _previous(run, sealed_id="sha256:other" if change == "other image" else "sha256:a",
+              status_test="failed" if change == "failed before" else "passed", host=host)
+    assert run._verification_that_holds() is None
+
+
+# -- hosts.yaml and the flags ------------------------------------------------------------------
+
+def test_hosts_file_problems_are_all_located(tmp_path):
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("hosts:\n"
+                     "  gpu-a:\n"
+                     "    endpoint: tcp://gpu-a.lab:2376\n"
+                     "    vendors: [cdua]\n"
+                     "  gpu-b:\n"
+                     "    endpoint: ssh://oota@gpu-b.lab\n"
+                     "    context: gpu-b\n"
+                     "    vendors: [cuda]\n"
+                     "    jobs: 0\n"
+                     "  gpu-c:\n"
+                     "    endpoint: https://gpu-c.lab\n"
+                     "    vendors: [cuda]\n"
+                     "    tls: {ca: ca.pem, cert: cert.pem, key: key.pem}\n")
+    with pytest.raises(MatrixError) as info:
+        load_hosts(hosts, ("cpu", "cuda"))
+    at = f"{hosts}:"
+    assert info.value.problems == [
+        f"{at}4:15: hosts.gpu-a.vendors[0]: 'cdua' is not a vendor of the matrix; did you mean "
+        "'cuda'?",
+        f"{at}5:3: hosts.gpu-b: give exactly one of endpoint and context; e.g. endpoint: "
+        "tcp://gpu-a.lab:2376, or context: gpu-a",
+        f"{at}9:5: hosts.gpu-b.jobs: 0 is not allowed here; e.g. '2'",
+        f"{at}11:5: hosts.gpu-c.endpoint: 'https://gpu-c.lab' is not allowed here; e.g. "
+        "'tcp://gpu-a.lab:2376'",
+        f"{at}13:5: hosts.gpu-c.tls: TLS files belong to a tcp:// endpoint; remove tls, or use "
+        "endpoint: tcp://HOST:2376",
+        *(f"{at}13:{col}: hosts.gpu-c.tls.{key}: {tmp_path / name} does not exist; paths are "
+          "relative to the hosts file"
+          for col, key, name in ((11, "ca", "ca.pem"), (23, "cert", "cert.pem"),
+                                 (39, "key", "key.pem")))]
+
+
+def test_a_good_hosts_file_is_typed(tmp_path):
+    for name in ("ca.pem", "cert.pem", "key.pem"):
+        (tmp_path / "certs").mkdir(exist_ok=True)
+        (tmp_path / "certs" / name).write_text("x")
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("hosts:\n"
+                     "  gpu-a: {endpoint: 'tcp://gpu-a.lab:2376', vendors: [cuda, cpu], jobs: 2,\n"
+                     "          tls: {ca: certs/ca.pem, cert: certs/cert.pem,\n"
+                     "                key: certs/key.pem}}\n"
+                     "  laptop: {context: desktop-linux, vendors: [cpu]}\n")
+    fleet = load_hosts(hosts, ("cpu", "cuda"))
+    a, laptop = fleet.hosts
+    assert (a.name, a.url, a.jobs, a.vendors) == ("gpu-a", "tcp://gpu-a.lab:2376", 2,
+                                                  ("cuda", "cpu"))
+    assert a.tls == tuple(tmp_path / "certs" / n for n in ("ca.pem", "cert.pem", "key.pem"))
+    assert (laptop.context, laptop.jobs) == ("desktop-linux", 1)
+    assert [h.name for h in fleet.serving("cpu")] == ["gpu-a", "laptop"]
+
+
+def test_a_vendor_no_host_takes_is_refused_before_anything_runs(project, tmp_path):
+    hosts = tmp_path / "hosts.yaml"
+    project.add_vendor("other", (project.root / "vendors" / "cpu" / "vendor.yaml").read_text()
+                       .replace("name: cpu", "name: other"))
+    project.matrix.write_text(project.matrix.read_text() + "  other:\n    os: [debian12]\n"
+                              "    python: ['3.11']\n    torch: ['2.13.0']\n")
+    hosts.write_text("hosts:\n  lab: {endpoint: 'tcp://127.0.0.1:1', vendors: [other]}\n")
+    options = BuildOptions(results_dir=tmp_path / "results")
+    with pytest.raises(InputError, match=r"no host takes the cells of cpu; add the vendor"):
+        api.build(str(project.matrix), ["cpu"], None, True, options, Console(io.StringIO()),
+                  hosts_file=str(hosts))
+
+
+@pytest.mark.parametrize("text", ["0", "65", "two", "-1", ""])
+def test_bad_jobs_are_refused(text):
+    with pytest.raises(InputError, match=r"--jobs .*: give a whole number from 1 to 64"):
+        api.jobs(text)
+
+
+def test_jobs_and_hosts_do_not_mix(project, tmp_path):
+    hosts = tmp_path / "hosts.yaml"
+    hosts.write_text("hosts:\n  lab: {endpoint: 'tcp://127.0.0.1:1', vendors: [cpu]}\n")
+    with pytest.raises(InputError, match="--jobs is for the local engine"):
+        api.build(str(project.matrix), ["cpu"], None, True,
+                  BuildOptions(results_dir=tmp_path / "r"), Console(io.StringIO()),
+                  hosts_file=str(hosts), jobs=2)
+
+
+def test_the_hosts_schema_is_published():
+    assert Path(__file__).resolve().parents[2].joinpath("schema", "hosts-v1.json").is_file()
+
+
+def test_a_silent_engine_gets_its_docker_commands_stopped(monkeypatch):
+    """A hung daemon's commands would wait for their own deadlines; the watch stops them."""
+    monkeypatch.setattr(_Watch, "EVERY_S", 0.05)
+
+    class Hung(FakeEngine):
+        aborted = threading.Event()
+
+        def alive(self) -> bool:
+            return False
+
+        def abort(self) -> None:
+            self.aborted.set()
+
+    hung, fine = Hung("hung"), FakeEngine("fine")
+    shown = io.StringIO()
+    with _Watch([Station("hung", hung), Station("fine", fine)], Console(shown, live=False)):
+        assert Hung.aborted.wait(5)
+    assert "host hung: no answer for 3 pings; stopping its docker commands" in shown.getvalue()
+    assert "host fine" not in shown.getvalue()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["build", "--jobs", "0"], "error: --jobs '0': give a whole number from 1 to 64"),
+    (["build", "--hosts", "missing.yaml"], "error: missing.yaml: file not found"),
+    (["verify", "--here", "--jobs", "2"], "error: --hosts and --jobs do not apply with --here"),
+])
+def test_fleet_flags_are_checked_before_docker_is_contacted(project, argv, message):
+    """Exit 2, one line, nothing written (DOCKER_HOST points nowhere: it must not matter)."""
+    env = {**os.environ, "DOCKER_HOST": "tcp://127.0.0.1:1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "oota", "-r", str(REPO), *argv], env=env,
+                          capture_output=True, text=True, cwd=project.root, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[0].startswith(message), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (project.root / "results").exists()
