@@ -27,11 +27,11 @@ from oota.results.model import (
     JSONObject,
     Package,
     Result,
+    ResultFormatError,
     SkipRule,
     Stage,
     TorchInfo,
 )
-from oota.results.model import ResultFormatError
 from oota.results.store import RESULT_FILE, load, load_found
 from oota.vocab import LAYERS, worst
 
@@ -551,4 +551,5 @@ def collect_merged(folders: Sequence[Path]) -> Report:
         found, bad = load_folder(folder)
         loaded += found
         problems += [p for p in bad if p not in problems]  # a folder passed twice warns once
-    return build_from(loaded, problems, sources=[str(f) for f in folders])
+    unique = {f.resolve(): str(f) for f in reversed(folders)}  # the first spelling wins
+    return build_from(loaded, problems, sources=list(unique.values())[::-1])
