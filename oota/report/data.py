@@ -1,5 +1,6 @@
 """The report as data, built from typed results; the writers (JSON, Markdown, HTML) only lay
-it out. Nothing here reads or writes a file except :func:`collect`, which loads the results.
+it out. Nothing here reads or writes a file except :func:`collect` and :func:`collect_merged`,
+which load the results.
 
 The data (:class:`Report`) holds three views of the same results: the models × vendors table
 of the out-of-tree accelerator RFC, the cells × layers table per vendor, and each vendor's skip
@@ -472,7 +473,10 @@ def _group(copies: Sequence[Loaded], known: list[str]) -> CellGroup:
 
 def _distinct(loaded: Sequence[Loaded]) -> list[Loaded]:
     """Each result once: the same file reached twice (same cell, origin and run) is one copy."""
-    return list({item.key: item for item in reversed(loaded)}.values())[::-1]
+    first: dict[tuple[str, Origin, str], Loaded] = {}
+    for item in loaded:
+        first.setdefault(item.key, item)
+    return list(first.values())
 
 
 def build_report(results: Sequence[Result], problems: Sequence[str], *,

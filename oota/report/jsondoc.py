@@ -33,9 +33,10 @@ def _cell(group: CellGroup, results: dict[int, Result], links: Links,
     if not merged:
         return first
     copies: list[JSON] = [
-        _copy(row, results[id(row)], links) | {"origin": {
-            "label": row.origin, **Origin.of(results[id(row)]).to_json()}}
-        for row in group.copies]
+        _copy(row, results[id(row)], links) | {
+            "page": f"cells/{row.id}.html#copy-{n}",
+            "origin": {"label": row.origin, **Origin.of(results[id(row)]).to_json()}}
+        for n, row in enumerate(group.copies, start=1)]
     return first | {
         "status": group.status, "message": group.worst_copy.message,
         "layers": {k: v.to_json() for k, v in group.layers.items() if v.status},
