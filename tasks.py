@@ -216,14 +216,30 @@ def hosts(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.yam
     print(api.format_hosts(api.hosts(matrix, _vendors(vendor)), fmt))
 
 
-@task(help={"results": "results folder (default: results)", "out": "report folder",
-            "compare": "an earlier run's results folder: list what changed per cell"})
-def report(c: Context, results: str = "results", out: str = "reports",
-           compare: str | None = None) -> None:
+@task(iterable=("merge",), help={
+    "results": "results folder (default: results)", "out": "report folder",
+    "compare": "an earlier run's results folder: list what changed per cell",
+    "merge": "a results folder to merge (repeatable: runners' or hosts' artifacts side by "
+             "side); a cell found in several is kept once per host, shown agreeing or not",
+    "format": "extra outputs, a comma list: crcr (crcr.json, the callback payload of "
+              "PyTorch's cross-repository CI relay)",
+    "artifact_url": "where the results can be downloaded, for crcr.json (default in GitHub "
+                    "Actions: the run's page)"})
+def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
+           compare: str | None = None, merge: list[str] | None = None,
+           format: str | None = None, artifact_url: str | None = None) -> None:
     """Write reports/ (matrix.md, results.json, index.html, cells/) from result files only."""
-    rep = api.report(results, out, compare)
-    print(f"{out}/matrix.md, {out}/results.json, {out}/index.html, {out}/cells/: "
-          f"{len(rep.results)} cells")
+    rep = api.report(results, out, compare, merge=merge, formats=format,
+                     artifact_url=artifact_url, env=os.environ)
+    extra = "".join(f", {out}/{name}.json" for name in api.report_formats(format))
+    print(f"{out}/matrix.md, {out}/results.json, {out}/index.html, {out}/cells/{extra}: "
+          f"{len(rep.groups)} cells")
+    if rep.merged:
+        print(f"merged {len(rep.results)} results from {len(rep.sources)} folders; cells "
+              f"run on more than one host: {len(rep.several_copies())}, disagreeing: "
+              f"{len(rep.disagreeing())}")
+        for group in rep.disagreeing():
+            print(f"  {group.id}: " + "; ".join(group.differences))
     if rep.comparison is not None:
         print(rep.comparison.text())
     for problem in rep.problems:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,9 @@ from oota.releases.command import Outcome as ReleaseOutcome
 from oota.releases.command import run as run_release_check
 from oota.releases.http import REQUEST_TIMEOUT
 from oota.render import Drift, check, context_files, fingerprint, render_all, write_all
+from oota.report import crcr
 from oota.report.data import Report
-from oota.report.write import write_report
+from oota.report.write import EXTRA_FORMATS, Extras, write_report
 from oota.results.model import Result
 from oota.vocab import BAD, LAYERS
 
@@ -294,9 +296,31 @@ def exit_code_for(ran: Ran) -> int:
     return EXIT_HOST_LOST if ran.lost else EXIT_OK
 
 
-def report(results_dir: str, out_dir: str, previous_dir: str | None = None) -> Report:
+DEFAULT_RESULTS = "results"
+
+
+def report_formats(text: str | None) -> tuple[str, ...]:
+    """``--format crcr``: the extra outputs (a comma list of :data:`EXTRA_FORMATS`)."""
+    names = tuple(dict.fromkeys(x.strip() for x in (text or "").split(",") if x.strip()))
+    return tuple(choice("--format", name, EXTRA_FORMATS) for name in names)
+
+
+def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
+           merge: list[str] | None = None, formats: str | None = None,
+           artifact_url: str | None = None, env: Mapping[str, str] | None = None) -> Report:
+    """Write the report from ``results_dir``, or from every ``merge`` folder; ``formats`` adds
+    outputs (crcr.json, described by the CI run of ``env``: GitHub Actions' variables)."""
+    if merge and results_dir != DEFAULT_RESULTS:
+        raise InputError(f"--merge and --results {results_dir} exclude each other: name every "
+                         "folder to merge with --merge")
+    extra = report_formats(formats)
+    if artifact_url is not None and "crcr" not in extra:
+        raise InputError("--artifact-url goes into crcr.json only; add --format crcr")
+    ci = crcr.CiRun.from_env(env or {}) if "crcr" in extra else crcr.CiRun()
+    extras = Extras(formats=extra, ci=ci, artifact_url=crcr.artifact_url(artifact_url, ci))
     return write_report(Path(results_dir), Path(out_dir),
-                        Path(previous_dir) if previous_dir else None)
+                        Path(previous_dir) if previous_dir else None,
+                        merge=[Path(m) for m in merge or []], extras=extras)
 
 
 def hosts(matrix_path: str, vendors: list[str] | None) -> list[dict[str, Any]]:

@@ -1,9 +1,15 @@
 """The report as data, built from typed results; the writers (JSON, Markdown, HTML) only lay
-it out. Nothing here reads or writes a file except :func:`collect`, which loads the results.
+it out. Nothing here reads or writes a file except :func:`collect` and :func:`collect_merged`,
+which load the results.
 
 The data (:class:`Report`) holds three views of the same results: the models × vendors table
 of the out-of-tree accelerator RFC, the cells × layers table per vendor, and each vendor's skip
 debt; plus, with ``--compare``, what changed since a previous run (:mod:`oota.report.compare`).
+
+A report merged from several results folders (``--merge``: runners' artifacts side by side)
+may hold the same cell more than once, made on different hosts. Every copy is kept
+(:class:`CellGroup`): the matrix shows the worst of them and whether they agree, never one
+copy overwriting another. A copy is known by its origin (:class:`Origin`).
 """
 
 from __future__ import annotations
@@ -22,11 +28,12 @@ from oota.results.model import (
     JSONObject,
     Package,
     Result,
+    ResultFormatError,
     SkipRule,
     Stage,
     TorchInfo,
 )
-from oota.results.store import RESULT_FILE, load_all
+from oota.results.store import RESULT_FILE, load, load_found
 from oota.vocab import LAYERS, worst
 
 # The report's columns: the build stage, then the suite's layers (oota.vocab.LAYERS).
@@ -90,6 +97,8 @@ class CellRow:
     files: tuple[str, ...]  # which of CELL_FILES lie beside result.json
     started_at: str
     finished_at: str
+    origin: str = ""  # which copy: the host it ran on (and the run, when that is ambiguous)
+    folder: str = ""  # the folder its result.json was read from ("" when built in memory)
 
     @property
     def coords_text(self) -> str:
@@ -108,6 +117,107 @@ class CellRow:
 
     def model_tests(self) -> list[TestRow]:
         return [t for t in self.tests if t.model is not None]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Links:
+    """Where a page finds a copy's files (result.json, logs): each cell folder relative to the
+    page, or, for a row built in memory, ``results_rel``/<cell-id>."""
+
+    results_rel: str = "../results"
+    folders: Mapping[str, str] = field(default_factory=dict)
+
+    def cell(self, row: CellRow) -> str:
+        return self.folders.get(row.folder) or f"{self.results_rel}/{row.id}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Origin:
+    """Where a copy of a cell's result was made. ``engine`` is the host's name in hosts.yaml
+    ('local' for the default engine) and ``endpoint`` its Docker endpoint; results written
+    before hosts existed know only the machine's ``hostname``."""
+
+    engine: str | None = None
+    endpoint: str | None = None
+    hostname: str | None = None
+    run_id: str | None = None
+
+    @classmethod
+    def of(cls, result: Result) -> Origin:
+        host = result.host
+        return cls(engine=host.text("engine"), endpoint=host.text("endpoint"),
+                   hostname=host.text("hostname"), run_id=result.run_id)
+
+    @property
+    def place(self) -> str:
+        """The engine's name; for the default engine ('local' on every CI runner) and for
+        older results, the machine's name."""
+        if self.engine and self.engine != "local":
+            return self.engine
+        return self.hostname or self.engine or "unknown host"
+
+    def to_json(self) -> JSONObject:
+        return {"engine": self.engine, "endpoint": self.endpoint, "hostname": self.hostname,
+                "run_id": self.run_id}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Loaded:
+    """A result as read from disk: its folder, and which of CELL_FILES lie beside it."""
+
+    result: Result
+    folder: str = ""
+    files: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, Origin, str]:
+        """The same key twice is the same result file reached twice (a folder passed twice)."""
+        origin = Origin.of(self.result)
+        return self.result.cell.id, origin, self.result.run_id or self.result.started_at
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CellGroup:
+    """One cell of the matrix with every copy of its result: one, or several when results
+    folders from several hosts are merged. ``differences`` lists what the copies disagree on
+    ('test_x: passed on lab-a, failed on lab-b'); empty when they agree."""
+
+    id: str
+    vendor: str
+    status: str  # the worst of the copies
+    copies: tuple[CellRow, ...]
+    layers: dict[str, Mark]
+    differences: tuple[str, ...] = ()
+
+    @property
+    def first(self) -> CellRow:
+        return self.copies[0]
+
+    @property
+    def several(self) -> bool:
+        return len(self.copies) > 1
+
+    @property
+    def worst_copy(self) -> CellRow:
+        return next((r for r in self.copies if r.status == self.status), self.first)
+
+    @property
+    def agreement(self) -> str | None:
+        """'agree' or 'disagree' for a cell with several copies, else None."""
+        if not self.several:
+            return None
+        return "disagree" if self.differences else "agree"
+
+    @property
+    def agreement_text(self) -> str:
+        return f"{len(self.copies)} copies, they {self.agreement}" if self.several else ""
+
+    @property
+    def overall(self) -> Mark:
+        if not self.several:
+            return self.first.overall
+        return Mark(status=self.status, reason="; ".join(self.differences),
+                    note="disagree" if self.differences else "")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -184,14 +294,29 @@ class Report:
     models: tuple[ModelRow, ...] = ()
     skip_debt: tuple[SkipDebt, ...] = ()
     comparison: Comparison | None = None
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)  # per cell, not per copy
+    groups: tuple[CellGroup, ...] = ()
+    sources: tuple[str, ...] = ()  # the folders merged (--merge); empty for one folder
 
     @property
     def vendors(self) -> list[str]:
         return list(dict.fromkeys(r.cell.vendor for r in self.results))
 
+    @property
+    def merged(self) -> bool:
+        return bool(self.sources)
+
     def vendor_rows(self, vendor: str) -> list[CellRow]:
         return [r for r in self.rows if r.vendor == vendor]
+
+    def vendor_groups(self, vendor: str) -> list[CellGroup]:
+        return [g for g in self.groups if g.vendor == vendor]
+
+    def several_copies(self) -> list[CellGroup]:
+        return [g for g in self.groups if g.several]
+
+    def disagreeing(self) -> list[CellGroup]:
+        return [g for g in self.groups if g.differences]
 
     def counts_text(self) -> str:
         """'1 failed, 3 passed' (or 'none')."""
@@ -217,15 +342,16 @@ def layer_mark(result: Result, layer: str) -> Mark:
     return _mark([(t.status, t.message) for t in result.tests if t.layer == layer])
 
 
-def _vendor_mark(per_cell: dict[str, Mark]) -> Mark:
-    """Several cells of one vendor in one column: the worst, and which cell said what."""
+def _vendor_mark(per_cell: dict[str, Mark], noun: str = "cells") -> Mark:
+    """Several cells of one vendor (or copies of one cell) in one column: the worst, and which
+    cell said what."""
     if len(set(per_cell.values())) == 1:  # every cell says the same
         return next(iter(per_cell.values()))
     status = worst(m.status for m in per_cell.values())
     agreeing = sum(m.status == status for m in per_cell.values())
     lines = [f"{cell}: {WORD[m.status]}" + (f" ({m.reason})" if m.reason else "")
              for cell, m in per_cell.items() if m.status != "passed"]
-    note = f"{agreeing}/{len(per_cell)} cells" if agreeing < len(per_cell) else ""
+    note = f"{agreeing}/{len(per_cell)} {noun}" if agreeing < len(per_cell) else ""
     return Mark(status=status, reason="; ".join(lines), note=note)
 
 
@@ -243,7 +369,8 @@ def _model_rows(results: Sequence[Result], vendors: list[str]) -> tuple[ModelRow
         for vendor in vendors if vendor in by_cell}) for model, by_cell in sorted(per.items()))
 
 
-def _cell_row(result: Result, files: tuple[str, ...], known: list[str]) -> CellRow:
+def _cell_row(result: Result, files: tuple[str, ...], known: list[str], *, origin: str = "",
+              folder: str = "") -> CellRow:
     cell = result.cell
     installed = result.installed
     tests = tuple(TestRow(id=t.id, layer=t.layer, status=t.status, duration_s=t.duration_s,
@@ -260,7 +387,8 @@ def _cell_row(result: Result, files: tuple[str, ...], known: list[str]) -> CellR
         packages=installed.packages if installed else {},
         image=result.image or Image(tag=""), host=result.host,
         skips=result.skips.entries if result.skips else (), files=files,
-        started_at=result.started_at, finished_at=result.finished_at)
+        started_at=result.started_at, finished_at=result.finished_at, origin=origin,
+        folder=folder)
 
 
 def _date(text: str | None) -> dt.date | None:
@@ -298,35 +426,134 @@ def skip_debt(vendor: str, results: Sequence[Result], today: dt.date) -> SkipDeb
         _skip_entry(e, matched[i], i in expired, today) for i, e in sorted(entries.items())))
 
 
+# -- copies of one cell ------------------------------------------------------------------------
+
+def _labels(copies: Sequence[Loaded]) -> list[str]:
+    """Each copy's name: its place, with its run when two copies share a place."""
+    origins = [Origin.of(c.result) for c in copies]
+    places = [o.place for o in origins]
+    return [place if places.count(place) == 1
+            else f"{place}, run {origin.run_id or copy.result.started_at}"
+            for place, origin, copy in zip(places, origins, copies, strict=True)]
+
+
+def _differ(subject: str, outcomes: Sequence[tuple[str, str]]) -> list[str]:
+    """'subject: passed on a, failed on b' when the copies that have ``subject`` differ."""
+    if len(outcomes) < 2 or len({status for _, status in outcomes}) == 1:
+        return []
+    return [f"{subject}: " + ", ".join(f"{WORD.get(s, s)} on {label}" for label, s in outcomes)]
+
+
+def differences(copies: Sequence[CellRow]) -> tuple[str, ...]:
+    """What the copies of one cell disagree on: their status, a stage, or a test that more
+    than one of them ran. Tests only one copy ran are no disagreement."""
+    lines = _differ("status", [(c.origin, c.status) for c in copies])
+    stages = dict.fromkeys(name for c in copies for name in c.stages)
+    for name in stages:
+        lines += _differ(f"stage {name}", [(c.origin, c.stages[name].status)
+                                           for c in copies if name in c.stages])
+    tests = dict.fromkeys(t.id for c in copies for t in c.sorted_tests())
+    for test_id in tests:
+        lines += _differ(test_id, [(c.origin, t.status) for c in copies
+                                   for t in c.tests if t.id == test_id])
+    return tuple(lines)
+
+
+def _group(copies: Sequence[Loaded], known: list[str]) -> CellGroup:
+    rows = tuple(_cell_row(c.result, c.files, known, origin=label, folder=c.folder)
+                 for c, label in zip(copies, _labels(copies), strict=True))
+    first = rows[0]
+    layers = first.layers if len(rows) == 1 else {
+        column: _vendor_mark({r.origin: r.layers[column] for r in rows}, "copies")
+        for column in COLUMNS}
+    return CellGroup(id=first.id, vendor=first.vendor, copies=rows, layers=layers,
+                     status=worst(r.status for r in rows),
+                     differences=differences(rows) if len(rows) > 1 else ())
+
+
+def _distinct(loaded: Sequence[Loaded]) -> list[Loaded]:
+    """Each result once: the same file reached twice (same cell, origin and run) is one copy."""
+    first: dict[tuple[str, Origin, str], Loaded] = {}
+    for item in loaded:
+        first.setdefault(item.key, item)
+    return list(first.values())
+
+
 def build_report(results: Sequence[Result], problems: Sequence[str], *,
                  generated_at: str | None = None,
                  files: Mapping[str, tuple[str, ...]] | None = None,
                  comparison: Comparison | None = None) -> Report:
     """The report as data from typed results; no file is read or written."""
-    ordered = sorted(results, key=lambda r: (r.cell.vendor, r.cell.id))
+    return build_from([Loaded(result=r, files=(files or {}).get(r.cell.id, ())) for r in results],
+                      problems, generated_at=generated_at, comparison=comparison)
+
+
+def build_from(loaded: Sequence[Loaded], problems: Sequence[str], *,
+               generated_at: str | None = None, comparison: Comparison | None = None,
+               sources: Sequence[str] = ()) -> Report:
+    """The report as data from results with their folders; copies of a cell are grouped."""
+    ordered = sorted(_distinct(loaded), key=lambda c: (
+        c.result.cell.vendor, c.result.cell.id, Origin.of(c.result).place, c.result.started_at))
+    results = [c.result for c in ordered]
     generated_at = generated_at or now()
     today = _date(generated_at) or dt.date.today()
-    vendors = list(dict.fromkeys(r.cell.vendor for r in ordered))
-    known = known_models(ordered)
+    vendors = list(dict.fromkeys(r.cell.vendor for r in results))
+    known = known_models(results)
+    by_cell: dict[str, list[Loaded]] = {}
+    for item in ordered:
+        by_cell.setdefault(item.result.cell.id, []).append(item)
+    groups = tuple(_group(copies, known) for copies in by_cell.values())
     counts: dict[str, int] = {}
-    for result in ordered:
-        counts[result.status] = counts.get(result.status, 0) + 1
+    for group in groups:
+        counts[group.status] = counts.get(group.status, 0) + 1
     return Report(
-        generated_at=generated_at, results=tuple(ordered), problems=tuple(problems),
-        rows=tuple(_cell_row(r, (files or {}).get(r.cell.id, ()), known) for r in ordered),
-        models=_model_rows(ordered, vendors), comparison=comparison, counts=counts,
-        skip_debt=tuple(skip_debt(v, [r for r in ordered if r.cell.vendor == v], today)
+        generated_at=generated_at, results=tuple(results), problems=tuple(problems),
+        rows=tuple(row for g in groups for row in g.copies), groups=groups,
+        models=_model_rows(results, vendors), comparison=comparison, counts=counts,
+        sources=tuple(sources),
+        skip_debt=tuple(skip_debt(v, [r for r in results if r.cell.vendor == v], today)
                         for v in vendors))
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+def _files(folder: Path) -> tuple[str, ...]:
+    return tuple(n for n in CELL_FILES if (folder / n).is_file())
+
+
+def load_folder(folder: Path) -> tuple[list[Loaded], list[str]]:
+    """A results folder (``<cell-id>/result.json`` inside), or one cell's own folder (an
+    artifact uploaded per cell holds result.json at its top)."""
+    if (folder / RESULT_FILE).is_file():
+        try:
+            found = [(folder, load(folder / RESULT_FILE))]
+        except ResultFormatError as exc:
+            return [], [f"{folder / RESULT_FILE}: {exc}"]
+        problems: list[str] = []
+    else:
+        found, problems = load_found(folder)
+    return [Loaded(result=r, folder=str(p), files=_files(p)) for p, r in found], problems
 
 
 def collect(results_dir: Path, previous_dir: Path | None = None) -> Report:
     """Load the results (and, with ``previous_dir``, compare with an earlier run's)."""
-    results, problems = load_all(results_dir)
-    files = {r.cell.id: tuple(n for n in CELL_FILES if (results_dir / r.cell.id / n).is_file())
-             for r in results}
+    loaded, problems = load_folder(results_dir)
     comparison = None
     if previous_dir is not None:
         previous, old_problems = load_previous(previous_dir)
-        comparison = compare(previous, results, previous_name=str(previous_dir),
-                             current_name=str(results_dir), problems=old_problems)
-    return build_report(results, problems, files=files, comparison=comparison)
+        comparison = compare(previous, [c.result for c in loaded],
+                             previous_name=str(previous_dir), current_name=str(results_dir),
+                             problems=old_problems)
+    return build_from(loaded, problems, comparison=comparison)
+
+
+def collect_merged(folders: Sequence[Path]) -> Report:
+    """One report from several results folders (runners' or hosts' artifacts side by side)."""
+    loaded: list[Loaded] = []
+    problems: list[str] = []
+    for folder in folders:
+        found, bad = load_folder(folder)
+        loaded += found
+        problems += [p for p in bad if p not in problems]  # a folder passed twice warns once
+    unique = {f.resolve(): str(f) for f in reversed(folders)}  # the first spelling wins
+    return build_from(loaded, problems, sources=list(unique.values())[::-1])

@@ -8,7 +8,16 @@ Static pages with no external asset and no script, linked relatively so they wor
 from __future__ import annotations
 
 from oota import __version__
-from oota.report.data import COLUMNS, EXPIRY_WINDOW_DAYS, WORD, CellRow, Mark, Report
+from oota.report.data import (
+    COLUMNS,
+    EXPIRY_WINDOW_DAYS,
+    WORD,
+    CellGroup,
+    CellRow,
+    Links,
+    Mark,
+    Report,
+)
 from oota.report.templating import html_environment
 
 LEGEND = (("passed", "✓ passed"), ("failed", "✗ failed"), ("skipped", "skip: skipped"),
@@ -21,15 +30,24 @@ def _mark(status: str, reason: str = "") -> Mark:
     return Mark(status=status, reason=reason)
 
 
-def to_html(report: Report, results_rel: str = "../results") -> str:
-    """index.html; ``results_rel`` is the results folder relative to the report folder."""
+def _links(where: str | Links) -> Links:
+    return where if isinstance(where, Links) else Links(results_rel=where)
+
+
+def to_html(report: Report, results_rel: str | Links = "../results") -> str:
+    """index.html; ``results_rel`` is the results folder relative to the report folder (or
+    each cell folder's place, for a merged report)."""
     return html_environment().get_template("index.html.j2").render(
-        title="oota compatibility matrix", report=report, results_rel=results_rel,
+        title="oota compatibility matrix", report=report, links=_links(results_rel),
         version=__version__, columns=COLUMNS, word=WORD, legend=LEGEND,
         window=EXPIRY_WINDOW_DAYS, no_mark=Mark())
 
 
-def cell_page(row: CellRow, results_rel: str) -> str:
-    """cells/<id>.html; ``results_rel`` is the results folder relative to cells/."""
+def cell_page(cell: CellGroup | CellRow, results_rel: str | Links) -> str:
+    """cells/<id>.html: the cell and every copy of it; ``results_rel`` as for :func:`to_html`,
+    relative to cells/."""
+    group = cell if isinstance(cell, CellGroup) else CellGroup(
+        id=cell.id, vendor=cell.vendor, status=cell.status, copies=(cell,), layers=cell.layers)
     return html_environment().get_template("cell.html.j2").render(
-        title=f"{row.id} — oota", row=row, results_rel=results_rel, word=WORD, mark=_mark)
+        title=f"{group.id} — oota", group=group, links=_links(results_rel), word=WORD,
+        mark=_mark)

@@ -1,29 +1,63 @@
-"""The JSON writer: ``reports/results.json``, the report as data for other tools."""
+"""The JSON writer: ``reports/results.json``, the report as data for other tools.
+
+A merged report (``--merge``) adds ``merged_from`` (the folders), and to each cell its
+``copies`` (one entry per host's result, with its origin) and ``agreement``/``differences``;
+a report from one folder is unchanged.
+"""
 
 from __future__ import annotations
 
 from oota import __version__
-from oota.report.data import COLUMNS, Report
-from oota.results.model import JSONObject
+from oota.report.data import COLUMNS, CellGroup, CellRow, Links, Origin, Report
+from oota.results.model import JSON, JSONObject, Result
 
 REPORT_SCHEMA = "oota.report/v2"
 
 
-def to_json(report: Report, results_href: str = "../results") -> JSONObject:
-    """``results_href``: the results folder relative to the report folder."""
-    return {
+def _links(where: str | Links) -> Links:
+    return where if isinstance(where, Links) else Links(results_rel=where)
+
+
+def _copy(row: CellRow, result: Result, links: Links) -> JSONObject:
+    return {"id": row.id, "vendor": row.vendor, "status": row.status,
+            "message": row.message, "cell": result.cell.to_json(),
+            "summary": dict(result.summary),
+            "layers": {k: v.to_json() for k, v in row.layers.items() if v.status},
+            "torch_installed": row.torch.to_json(), "image": row.image.to_json(),
+            "page": f"cells/{row.id}.html", "result": f"{links.cell(row)}/result.json"}
+
+
+def _cell(group: CellGroup, results: dict[int, Result], links: Links,
+          merged: bool) -> JSONObject:
+    first = _copy(group.first, results[id(group.first)], links)
+    if not merged:
+        return first
+    copies: list[JSON] = [
+        _copy(row, results[id(row)], links) | {
+            "page": f"cells/{row.id}.html#copy-{n}",
+            "origin": {"label": row.origin, **Origin.of(results[id(row)]).to_json()}}
+        for n, row in enumerate(group.copies, start=1)]
+    return first | {
+        "status": group.status, "message": group.worst_copy.message,
+        "layers": {k: v.to_json() for k, v in group.layers.items() if v.status},
+        "agreement": group.agreement, "differences": list(group.differences),
+        "copies": copies}
+
+
+def to_json(report: Report, results_href: str | Links = "../results") -> JSONObject:
+    """``results_href``: the results folder relative to the report folder (or each cell
+    folder's place, for a merged report)."""
+    links = _links(results_href)
+    results = {id(row): result for row, result in zip(report.rows, report.results, strict=True)}
+    data: JSONObject = {
         "schema": REPORT_SCHEMA, "generated_at": report.generated_at,
         "toolkit": {"name": "oota", "version": __version__}, "problems": list(report.problems),
         "vendors": list(report.vendors), "counts": dict(report.counts), "layers": list(COLUMNS),
         "models": [{"model": m.model, "vendors": {v: k.to_json() for v, k in m.marks.items()}}
                    for m in report.models],
-        "cells": [{"id": row.id, "vendor": row.vendor, "status": row.status,
-                   "message": row.message, "cell": result.cell.to_json(),
-                   "summary": dict(result.summary),
-                   "layers": {k: v.to_json() for k, v in row.layers.items() if v.status},
-                   "torch_installed": row.torch.to_json(), "image": row.image.to_json(),
-                   "page": f"cells/{row.id}.html",
-                   "result": f"{results_href}/{row.id}/result.json"}
-                  for row, result in zip(report.rows, report.results, strict=True)],
+        "cells": [_cell(g, results, links, report.merged) for g in report.groups],
         "skip_debt": [d.to_json() for d in report.skip_debt],
         "comparison": report.comparison.to_json() if report.comparison else None}
+    if report.merged:
+        data["merged_from"] = list(report.sources)
+    return data

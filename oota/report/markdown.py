@@ -12,7 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oota import __version__
-from oota.report.data import COLUMNS, EXPIRY_WINDOW_DAYS, SYMBOL, WORD, Mark, Report
+from oota.report.data import (
+    COLUMNS,
+    EXPIRY_WINDOW_DAYS,
+    SYMBOL,
+    WORD,
+    CellGroup,
+    CellRow,
+    Mark,
+    Report,
+)
 from oota.report.templating import markdown_environment
 from oota.report.text import md_code, md_text
 from oota.results.model import TorchInfo
@@ -86,14 +95,31 @@ def markdown_view(report: Report) -> MarkdownView:
     model_table = Table(title="Models × vendors", lines=models, notes=notes.flush())
     vendors = []
     for vendor in report.vendors:
-        lines = tuple(Line(label=md_code(row.id),
-                           marks=tuple(notes.mark(row.layers[c]) for c in COLUMNS),
-                           overall=SYMBOL.get(row.status, row.status),
-                           torch=md_code(row.torch.version or "?")
-                           if row.torch != TorchInfo() else "–")
-                      for row in report.vendor_rows(vendor))
+        lines = tuple(line for group in report.vendor_groups(vendor)
+                      for line in _group_lines(group, notes))
         vendors.append(Table(title=vendor, lines=lines, notes=notes.flush()))
     return MarkdownView(models=model_table, vendors=tuple(vendors))
+
+
+def _torch(row: CellRow) -> str:
+    return md_code(row.torch.version or "?") if row.torch != TorchInfo() else "–"
+
+
+def _group_lines(group: CellGroup, notes: _Notes) -> list[Line]:
+    """A cell's line; for a cell from several hosts, the worst of them (whether they agree
+    beside its id), then a line per copy."""
+    first = group.first
+    if not group.several:
+        return [Line(label=md_code(first.id), marks=tuple(notes.mark(first.layers[c])
+                                                          for c in COLUMNS),
+                     overall=SYMBOL.get(first.status, first.status), torch=_torch(first))]
+    head = Line(label=f"{md_code(group.id)} ({group.agreement_text})",
+                marks=tuple(notes.mark(group.layers[c]) for c in COLUMNS),
+                overall=SYMBOL.get(group.status, group.status), torch="")
+    return [head, *(Line(label=f"↳ {md_text(row.origin)}",
+                         marks=tuple(notes.mark(row.layers[c]) for c in COLUMNS),
+                         overall=SYMBOL.get(row.status, row.status), torch=_torch(row))
+                    for row in group.copies)]
 
 
 # -- writing ----------------------------------------------------------------------------------

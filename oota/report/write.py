@@ -4,6 +4,10 @@ A reader (a browser, a web server, a CI artifact upload) sees the previous repor
 one, never index.html pointing at cell pages that are not there yet; a failure or Ctrl-C
 midway leaves the previous report as it was. Because the folder is replaced whole, it must
 hold nothing but a report: ``--out`` naming a folder with other files is refused.
+
+The report is read from one results folder, or merged from several (``--merge``); extra
+outputs (``--format crcr``: crcr.json for PyTorch's cross-repository CI relay) are written
+beside the standard ones.
 """
 
 from __future__ import annotations
@@ -11,18 +15,34 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from oota.errors import InputError
 from oota.files import write_atomic, write_json
-from oota.report.data import Report, collect
+from oota.report import crcr
+from oota.report.data import Links, Report, collect, collect_merged
 from oota.report.htmlpages import cell_page, to_html
 from oota.report.jsondoc import to_json
 from oota.report.markdown import to_markdown
+from oota.results.store import RESULT_FILE
 
 # Everything a report folder holds; anything else in --out is someone else's file.
-REPORT_ENTRIES = frozenset({"index.html", "matrix.md", "results.json", "compare.json", "cells"})
+REPORT_ENTRIES = frozenset({"index.html", "matrix.md", "results.json", "compare.json", "cells",
+                            crcr.CRCR_FILE})
+# The outputs --format adds to the standard ones.
+EXTRA_FORMATS = ("crcr",)
 _NEW, _OLD = "new", "old"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Extras:
+    """What ``--format`` adds: crcr.json, with the CI run it describes and its artifact URL."""
+
+    formats: tuple[str, ...] = ()
+    ci: crcr.CiRun = field(default_factory=crcr.CiRun)
+    artifact_url: str | None = None
 
 
 def _relative(target: Path, start: Path) -> str:
@@ -47,18 +67,41 @@ def check_folders(results_dir: Path, out_dir: Path) -> None:
                              "empty folder or a report folder")
 
 
-def _write_files(report: Report, folder: Path, results_dir: Path, out_dir: Path) -> None:
+def check_merge_folders(folders: Sequence[Path]) -> None:
+    """Each --merge DIR must be a results folder (or one cell's folder) holding a result."""
+    for folder in folders:
+        if not folder.is_dir():
+            what = "is not a folder" if folder.exists() else "no such results folder"
+            raise InputError(f"--merge {folder}: {what} (name a folder of unpacked results, "
+                             "e.g. artifacts/results-A holding <cell-id>/result.json)")
+        if not (folder / RESULT_FILE).is_file() and not any(folder.glob(f"*/{RESULT_FILE}")):
+            raise InputError(f"--merge {folder}: holds no result files (<cell-id>/"
+                             f"{RESULT_FILE}); was the artifact unpacked into it, one folder "
+                             "per artifact?")
+
+
+def _links(report: Report, results_dir: Path, start: Path) -> Links:
+    """Each copy's folder relative to ``start`` (the report folder, or its cells/)."""
+    return Links(results_rel=_relative(results_dir, start), folders={
+        row.folder: _relative(Path(row.folder), start) for row in report.rows if row.folder})
+
+
+def _write_files(report: Report, folder: Path, results_dir: Path, out_dir: Path,
+                 extras: Extras) -> None:
     """Every file of the report into ``folder``; links are made for where it will end up."""
-    rel = _relative(results_dir, out_dir)
+    links = _links(report, results_dir, out_dir)
     write_atomic(folder / "matrix.md", to_markdown(report))
-    write_atomic(folder / "index.html", to_html(report, rel))
-    write_json(folder / "results.json", to_json(report, rel))
+    write_atomic(folder / "index.html", to_html(report, links))
+    write_json(folder / "results.json", to_json(report, links))
     if report.comparison is not None:
         write_json(folder / "compare.json", report.comparison.to_json())
-    cells_rel = _relative(results_dir, out_dir / "cells")
+    if "crcr" in extras.formats:
+        write_json(folder / crcr.CRCR_FILE, crcr.checked(
+            crcr.payload(report, extras.ci, extras.artifact_url)))
+    cell_links = _links(report, results_dir, out_dir / "cells")
     (folder / "cells").mkdir()
-    for row in report.rows:
-        write_atomic(folder / "cells" / f"{row.id}.html", cell_page(row, cells_rel))
+    for group in report.groups:
+        write_atomic(folder / "cells" / f"{group.id}.html", cell_page(group, cell_links))
 
 
 def _leftovers(out_dir: Path, kind: str) -> list[Path]:
@@ -92,17 +135,28 @@ def _swap(new: Path, out_dir: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def write_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = None) -> Report:
-    """Read the results (and an earlier run's, to compare), write the report, swap it in."""
+def write_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = None, *,
+                 merge: Sequence[Path] = (), extras: Extras | None = None) -> Report:
+    """Read the results (and an earlier run's, to compare), write the report, swap it in.
+    With ``merge``, the results are those of every folder in it instead of ``results_dir``."""
+    extras = extras or Extras()
     target = out_dir.resolve() if out_dir.is_symlink() else out_dir  # keep the link, fill it
-    check_folders(results_dir, target)
-    report = collect(results_dir, previous_dir)
+    if merge:
+        if previous_dir is not None:
+            raise InputError("--compare takes one results folder; use it without --merge "
+                             "(compare each runner's folder) or merge first")
+        check_merge_folders(merge)
+        check_folders(merge[0], target)
+        report = collect_merged(merge)
+    else:
+        check_folders(results_dir, target)
+        report = collect(results_dir, previous_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
     _recover(target)
     new = Path(tempfile.mkdtemp(prefix=f".{target.name}.{_NEW}-", dir=target.parent))
     try:
         os.chmod(new, 0o755)  # mkdtemp makes 0700; reports are served by static web servers
-        _write_files(report, new, results_dir, target)
+        _write_files(report, new, merge[0] if merge else results_dir, target, extras)
         _swap(new, target)
     except BaseException:
         shutil.rmtree(new, ignore_errors=True)

@@ -27,7 +27,7 @@ _JUNIT_ELEMENT = {"failed": "failure", "error": "error", "interrupted": "error",
                   "skipped": "skipped", "unsupported-here": "skipped"}
 _MESSAGE_CHARS = 500
 
-__all__ = ["RESULT_FILE", "SCHEMA_ID", "junit_xml", "load", "load_all", "save",
+__all__ = ["RESULT_FILE", "SCHEMA_ID", "junit_xml", "load", "load_all", "load_found", "save",
            "validation_errors"]
 
 
@@ -114,11 +114,17 @@ def load(path: Path) -> Result:
 
 def load_all(results_dir: Path) -> tuple[list[Result], list[str]]:
     """Every readable, valid result under ``results_dir``; a line per file that is not."""
-    found: list[Result] = []
+    found, problems = load_found(results_dir)
+    return [result for _, result in found], problems
+
+
+def load_found(results_dir: Path) -> tuple[list[tuple[Path, Result]], list[str]]:
+    """:func:`load_all` with the folder each result was read from (a report links its logs)."""
+    found: list[tuple[Path, Result]] = []
     problems: list[str] = []
     for path in sorted(results_dir.glob(f"*/{RESULT_FILE}")):
         try:
-            found.append(load(path))
+            found.append((path.parent, load(path)))
         except ResultFormatError as exc:
             problems.append(f"{path}: {exc}")
     return found, problems
