@@ -232,6 +232,112 @@ def test_the_upstream_values_are_checked_before_use() -> None:
         assert f'[[ "${name}" =~ ^' in upstream["run"]
 
 
+# -- the workflow's scripts, run as a runner runs them (bash -e) -----------------------------
+def step(job: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(s for s in workflow()["jobs"][job]["steps"]
+                                 if name in (s.get("id"), s.get("name")))
+    return found
+
+
+def run_step(job: str, name: str, cwd: Path, env: dict[str, str],
+             bin_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The step's script under ``bash -e`` in ``cwd``, with ``env`` as its step env."""
+    script = step(job, name)["run"]
+    assert "${{" not in script, "values reach scripts through env:, never as text"
+    path = os.environ["PATH"] if bin_dir is None else f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    (cwd / "step.sh").write_text(script)
+    return subprocess.run(["bash", "-e", "step.sh"], cwd=cwd, capture_output=True, text=True,
+                          env={"PATH": path, **env}, timeout=60)
+
+
+def outputs(file: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in file.read_text().splitlines())
+
+
+def test_the_merge_passes_each_artifact_folder_as_one_argument(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "oota"
+    fake.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@"\n')
+    fake.chmod(0o755)
+    for name in ("results-cpu-torch2.13.0-py3.11-debian12", "results-a b; touch pwned",
+                 "not-results"):
+        (tmp_path / "artifacts" / name).mkdir(parents=True)
+    proc = run_step("report", "Merge them into one report", tmp_path, {}, bin_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "report", "--merge", "artifacts/results-a b; touch pwned",
+        "--merge", "artifacts/results-cpu-torch2.13.0-py3.11-debian12",
+        "--format", "crcr", "--out", "reports"]
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_the_merge_fails_when_no_cell_uploaded_results(tmp_path: Path) -> None:
+    (tmp_path / "artifacts").mkdir()
+    proc = run_step("report", "Merge them into one report", tmp_path, {})
+    assert proc.returncode == 1
+    assert "::error::no cell uploaded results" in proc.stdout
+
+
+@pytest.mark.parametrize(("given", "kept"), [
+    ({"PR": "180352", "SHA": "0123456789abcdef0123456789abcdef01234567",
+      "REPO": "pytorch/pytorch"},
+     {"pr": "180352", "sha": "0123456789abcdef0123456789abcdef01234567",
+      "repo": "pytorch/pytorch"}),
+    ({"PR": "12; touch pwned", "SHA": "$(touch pwned)", "REPO": "a/b\nsha=evil"},
+     {"pr": "", "sha": "", "repo": ""}),
+    ({"PR": "", "SHA": "", "REPO": ""}, {"pr": "", "sha": "", "repo": ""}),
+], ids=["relayed-pr", "hostile", "by-hand"])
+def test_the_upstream_event_keeps_only_well_shaped_values(
+        tmp_path: Path, given: dict[str, str], kept: dict[str, str]) -> None:
+    out = tmp_path / "output"
+    proc = run_step("plan", "upstream", tmp_path, {**given, "GITHUB_OUTPUT": str(out)})
+    assert proc.returncode == 0, proc.stderr
+    assert outputs(out) == kept
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_the_pr_comment_fits_githubs_limit(tmp_path: Path) -> None:
+    (tmp_path / "reports").mkdir()
+    # Two-byte characters, so a cut by bytes can land inside one.
+    (tmp_path / "reports" / "matrix.md").write_text("| cell | é |\n" * 20000, encoding="utf-8")
+    env = {"PR": "7", "SHA": "", "REPO": "pytorch/pytorch", "LIMIT": "60000",
+           "RUN_URL": "https://github.com/lab/oota/actions/runs/1"}
+    proc = run_step("report", "Write the pull request comment", tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    body = (tmp_path / "pr-comment" / "comment.md").read_bytes().decode("utf-8")
+    assert len(body) < 65536
+    assert body.startswith("oota results for pytorch/pytorch#7 ([run](https://github.com/")
+    assert body.rstrip().endswith("(truncated to fit a comment: the whole report is in the "
+                                  "run's \"report\" artifact)")
+    assert json.loads((tmp_path / "pr-comment" / "pr.json").read_text()) == \
+        {"repo": "pytorch/pytorch", "pr": 7, "sha": ""}
+
+
+def test_a_long_summary_is_cut_at_a_whole_line(tmp_path: Path) -> None:
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "matrix.md").write_text("| é | passed |\n" * 100, encoding="utf-8")
+    summary = tmp_path / "summary.md"
+    proc = run_step("report", "Publish the matrix as the run's summary", tmp_path,
+                    {"LIMIT": "100", "GITHUB_STEP_SUMMARY": str(summary)})
+    assert proc.returncode == 0, proc.stderr
+    lines = summary.read_text(encoding="utf-8").splitlines()
+    assert lines[:-2] == ["| é | passed |"] * 6 and lines[-2] == ""
+    assert lines[-1] == '(truncated: the whole report is in the "report" artifact)'
+
+
+def test_a_short_report_is_the_whole_comment(tmp_path: Path) -> None:
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "matrix.md").write_text("# oota\n\nall passed\n")
+    env = {"PR": "7", "SHA": "0" * 40, "REPO": "pytorch/pytorch", "LIMIT": "60000",
+           "RUN_URL": "https://github.com/lab/oota/actions/runs/1"}
+    proc = run_step("report", "Write the pull request comment", tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    body = (tmp_path / "pr-comment" / "comment.md").read_text()
+    assert body.endswith("\n\n# oota\n\nall passed\n") and "truncated" not in body
+    assert f"at {'0' * 40}" in body
+
+
 def actionlint() -> str | None:
     """The actionlint of this environment (the test extra installs it beside python)."""
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
