@@ -241,13 +241,19 @@ def step(job: str, name: str) -> dict[str, Any]:
 
 def run_step(job: str, name: str, cwd: Path, env: dict[str, str],
              bin_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """The step's script under ``bash -e`` in ``cwd``, with ``env`` as its step env."""
+    """The step's script under ``bash -e`` in ``cwd``, with ``env`` as its step env and
+    ``bin_dir`` first on PATH."""
     script = step(job, name)["run"]
     assert "${{" not in script, "values reach scripts through env:, never as text"
     path = os.environ["PATH"] if bin_dir is None else f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
-    (cwd / "step.sh").write_text(script)
-    return subprocess.run(["bash", "-e", "step.sh"], cwd=cwd, capture_output=True, text=True,
-                          env={"PATH": path, **env}, timeout=60)
+    return subprocess.run(["bash", "-e", "-c", script], cwd=cwd, capture_output=True,
+                          text=True, env={"PATH": path, **env}, timeout=120)
+
+
+def shim(bin_dir: Path, name: str, body: str) -> None:
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+    (bin_dir / name).chmod(0o755)
 
 
 def outputs(file: Path) -> dict[str, str]:
@@ -256,10 +262,7 @@ def outputs(file: Path) -> dict[str, str]:
 
 def test_the_merge_passes_each_artifact_folder_as_one_argument(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "oota"
-    fake.write_text('#!/bin/sh\nprintf \'%s\\n\' "$@"\n')
-    fake.chmod(0o755)
+    shim(bin_dir, "oota", 'printf "%s\\n" "$@"')
     for name in ("results-cpu-torch2.13.0-py3.11-debian12", "results-a b; touch pwned",
                  "not-results"):
         (tmp_path / "artifacts" / name).mkdir(parents=True)
@@ -270,6 +273,36 @@ def test_the_merge_passes_each_artifact_folder_as_one_argument(tmp_path: Path) -
         "--merge", "artifacts/results-cpu-torch2.13.0-py3.11-debian12",
         "--format", "crcr", "--out", "reports"]
     assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize(("vendors", "everything"), [("", "false"), ("cpu,gaudi", "true"),
+                                                    ("gaudi", "")],
+                         ids=["nightly", "by-hand-all", "relayed"])
+def test_the_plan_step_hands_the_matrix_to_the_cell_job(
+        tmp_path: Path, vendors: str, everything: str) -> None:
+    # The real oota, as the plan job installs it; `python` as setup-python provides it.
+    bin_dir = tmp_path / "bin"
+    shim(bin_dir, "oota", f'PYTHONPATH="{REPO}" exec "{sys.executable}" -m oota "$@"')
+    shim(bin_dir, "python", f'exec "{sys.executable}" "$@"')
+    out = tmp_path / "output"
+    proc = run_step("plan", "plan", REPO, {"VENDORS": vendors, "ALL": everything,
+                                           "GITHUB_OUTPUT": str(out)}, bin_dir)
+    assert proc.returncode == 0, proc.stderr
+    found = outputs(out)
+    args = (["--vendor", vendors] if vendors else []) + (["--all"] if everything == "true"
+                                                        else [])
+    expected = github_matrix(*args)
+    assert json.loads(found["matrix"]) == expected
+    assert found["cells"] == str(len(expected["include"])) != "0"
+
+
+def test_the_plan_step_fails_on_a_misspelled_vendor(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    shim(bin_dir, "oota", f'PYTHONPATH="{REPO}" exec "{sys.executable}" -m oota "$@"')
+    proc = run_step("plan", "plan", REPO, {"VENDORS": "guadi", "ALL": "false",
+                                           "GITHUB_OUTPUT": str(tmp_path / "out")}, bin_dir)
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert "did you mean 'gaudi'?" in proc.stderr
 
 
 def test_the_merge_fails_when_no_cell_uploaded_results(tmp_path: Path) -> None:
