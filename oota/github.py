@@ -15,11 +15,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from oota.errors import InputError
 from oota.plan import Cell
 
 # What the shipped workflow reads as ``matrix.<key>`` in its cell job (a test holds the
 # workflow to these): every entry has them all.
 KEYS = ("cell", "vendor", "name", "runs-on", "torch", "python", "os")
+# GitHub starts at most this many jobs from one matrix and fails the run past it.
+MAX_JOBS = 256
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -65,5 +68,9 @@ def title(cell: Cell) -> str:
 
 
 def matrix_json(jobs: list[Job]) -> str:
-    """The one line ``fromJSON`` reads: compact, so it fits a ``$GITHUB_OUTPUT`` line."""
+    """The one line ``fromJSON`` reads: compact, so it fits a ``$GITHUB_OUTPUT`` line.
+    InputError past :data:`MAX_JOBS`: better one clear line here than a run GitHub refuses."""
+    if len(jobs) > MAX_JOBS:
+        raise InputError(f"{len(jobs)} cells are more jobs than GitHub starts from one matrix "
+                         f"({MAX_JOBS}); select fewer with --vendor, or leave out --all")
     return json.dumps({"include": [job.entry() for job in jobs]}, separators=(",", ":"))

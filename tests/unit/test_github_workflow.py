@@ -26,7 +26,7 @@ import yaml
 from oota import github
 from oota.config.vendors import HOSTED_RUNNER, SCHEMA_FILE, discover, load_vendor
 from oota.config.yamlsrc import load_yaml
-from oota.errors import EXIT_BAD_INPUT, MatrixError
+from oota.errors import EXIT_BAD_INPUT, InputError, MatrixError
 
 REPO = Path(__file__).resolve().parents[2]
 WORKFLOWS = REPO / ".github" / "workflows"
@@ -154,6 +154,17 @@ def test_an_empty_selection_is_valid_and_the_workflow_skips_the_fan_out(tmp_path
     assert "needs.plan.outputs.cells != '0'" in jobs["report"]["if"]
     plan = next(s for s in jobs["plan"]["steps"] if s.get("id") == "plan")
     assert 'len(json.load(sys.stdin)["include"])' in plan["run"]
+
+
+def test_more_cells_than_github_starts_is_one_clear_error() -> None:
+    job = github.Job(cell="c", vendor="v", name="n", runs_on=("ubuntu-latest",), torch="2.13.0",
+                     python="3.11", os="debian12")
+    assert json.loads(github.matrix_json([job] * github.MAX_JOBS))["include"][0] == {
+        "cell": "c", "vendor": "v", "name": "n", "runs-on": ["ubuntu-latest"],
+        "torch": "2.13.0", "python": "3.11", "os": "debian12"}
+    with pytest.raises(InputError, match=r"257 cells are more jobs than GitHub starts from one "
+                       r"matrix \(256\); select fewer with --vendor"):
+        github.matrix_json([job] * (github.MAX_JOBS + 1))
 
 
 def test_format_and_all_flags_are_checked() -> None:
