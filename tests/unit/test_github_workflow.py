@@ -105,7 +105,7 @@ def test_runs_on_is_the_vendors_labels_and_ids_are_unique() -> None:
     entries = github_matrix("--all")["include"]
     ids = [e["cell"] for e in entries]
     assert len(ids) == len(set(ids))
-    assert {e["vendor"] for e in entries} == set(SHIPPED)
+    assert {"cpu", "reference", "cuda", "gaudi"} <= {e["vendor"] for e in entries} <= set(SHIPPED)
     for entry in entries:
         labels = entry["runs-on"]
         assert isinstance(labels, list) and labels
