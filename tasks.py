@@ -107,13 +107,16 @@ def _vendors(items: list[str] | None) -> list[str] | None:
     return api.name_list("--vendor", items)
 
 
-@task(iterable=("vendor",), help={"vendor": "vendor name (repeatable)", "matrix": HELP_MATRIX,
-                                  "format": HELP_FORMAT})
+@task(iterable=("vendor",), help={
+    "vendor": "vendor name (repeatable)", "matrix": HELP_MATRIX,
+    "format": "table, json, or github: the job matrix of .github/workflows/oota.yml, one line "
+              "of JSON for fromJSON",
+    "all": "with --format github: every cell, not just the vendors' defaults"})
 def matrix(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.yaml",
-           format: str = "table") -> None:
-    """List the expanded cells of the matrix."""
-    fmt = api.choice("--format", format, api.FORMATS)
-    print(api.format_rows(api.matrix_rows(matrix, _vendors(vendor)), fmt))
+           format: str = "table", all: bool = False) -> None:
+    """List the expanded cells of the matrix, or the GitHub Actions job matrix."""
+    fmt = api.choice("--format", format, api.MATRIX_FORMATS)
+    print(api.matrix_text(matrix, _vendors(vendor), fmt, everything=all))
 
 
 @task(iterable=("vendor",), help={"vendor": "vendor name (repeatable)", "matrix": HELP_MATRIX,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from oota import lockfile
+from oota import github, lockfile
 from oota.config.hostsfile import HostsFile, load_hosts
 from oota.config.matrix import Matrix, load_matrix
 from oota.config.yamlsrc import did_you_mean
@@ -44,6 +44,8 @@ from oota.vocab import BAD, LAYERS
 
 # Output formats of `matrix` and `hosts`.
 FORMATS = ("table", "json")
+# `matrix` also prints the job matrix of the shipped GitHub Actions workflow (oota/github.py).
+MATRIX_FORMATS = (*FORMATS, "github")
 MAX_JOBS = 64
 
 
@@ -180,6 +182,21 @@ def matrix_rows(matrix_path: str, vendors: list[str] | None) -> list[dict[str, A
                      "tag": cell.tag, "default": cell.id in defaults,
                      "fingerprint": fingerprint(context_files(matrix, rendered))})
     return rows
+
+
+def matrix_text(matrix_path: str, vendors: list[str] | None, fmt: str,
+                everything: bool = False) -> str:
+    """`invoke matrix`'s output (``fmt`` is one of :data:`MATRIX_FORMATS`). ``github``: the
+    workflow's job matrix, one line, of the vendors' default cells (what ``invoke build``
+    picks) or with ``everything`` of every cell; the table and JSON list every cell, with its
+    ``default`` column, so ``everything`` is refused there."""
+    if fmt == "github":
+        _, cells = cells_for(matrix_path, vendors, everything=everything)
+        return github.matrix_json([github.job_for(cell) for cell in cells])
+    if everything:
+        raise InputError(f"--all applies only with --format github; --format {fmt} lists "
+                         "every cell already (its 'default' column marks the default ones)")
+    return format_rows(matrix_rows(matrix_path, vendors), fmt)
 
 
 def format_rows(rows: list[dict[str, Any]], fmt: str) -> str:

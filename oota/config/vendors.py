@@ -36,6 +36,8 @@ SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "vendor-v1.json"
 VENDOR_NAME = NAME_PATTERN
 # Without a verify section the suite compares float32 only, at assert_close's defaults.
 _DEFAULT_VERIFY = {"dtypes": ["float32"], "tolerances": {"float32": {"rtol": 1.3e-6, "atol": 1e-5}}}
+# Where a vendor without a ``ci:`` section runs in CI: GitHub's hosted Linux runner.
+HOSTED_RUNNER = ("ubuntu-latest",)
 
 
 
@@ -92,6 +94,14 @@ class HostSpec:
     @property
     def needs_nothing(self) -> bool:
         return not (self.probe or self.devices or self.runtime)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CiSpec:
+    """Where CI runs the vendor's cells (``ci:``): the GitHub Actions runner labels a cell's
+    job asks for (``invoke matrix --format github``)."""
+
+    runs_on: tuple[str, ...] = HOSTED_RUNNER
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -187,6 +197,7 @@ class Vendor:
     host: HostSpec                    # how to probe a host for the hardware
     verify: VerifySpec                # what the in-image suite checks
     facts: Facts = field(default_factory=Facts)   # what release-check reads
+    ci: CiSpec = field(default_factory=CiSpec)    # where CI runs the cells
     # Packages whose release follows torch's, e.g. torchvision: name -> torch series -> version.
     # Each becomes a format variable of the requirements ("torchvision=={torchvision}").
     companions: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
@@ -259,6 +270,7 @@ def _build(data: dict[str, Any], folder: Path) -> Vendor:
         run=_run(data.get("run", {})), host=_host(data.get("host", {})),
         verify=_verify(data.get("verify", _DEFAULT_VERIFY)),
         facts=_facts(data.get("facts", {})),
+        ci=CiSpec(runs_on=tuple(data.get("ci", {}).get("runs-on", HOSTED_RUNNER))),
         companions=_nested(data.get("companions", {})),
         local_version=data.get("local_version", ""),
     )

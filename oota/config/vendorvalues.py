@@ -8,8 +8,8 @@ shaped (a path it reported, or one under it, is skipped), and record located pro
 * each of those strings, filled with sample values, is what it must be: a PEP 508 requirement,
   a URL, a PEP 440 local version, a version specifier;
 * versions and specifiers in companions, host, facts parse with ``packaging``;
-* every dtype the suite compares has its tolerance, and a companion is not named like the
-  toolkit axis.
+* every dtype the suite compares has its tolerance, a companion is not named like the
+  toolkit axis, and no CI runner label is listed twice in another case.
 """
 
 from __future__ import annotations
@@ -118,6 +118,7 @@ def check_values(doc: Doc, data: Any, reported: set[Path_]) -> None:
     _versions(check)
     _verify(check)
     _companions(check)
+    _runner_labels(check)
 
 
 def _templates(check: _Checker) -> None:
@@ -237,3 +238,14 @@ def _companions(check: _Checker) -> None:
         if name == toolkit.get("axis") or name == f"{toolkit.get('axis')}_nodot":
             check.doc.error(("companions", name), f"'{name}' is also the toolkit axis's "
                             "format variable", "name the companion after its distribution")
+
+
+def _runner_labels(check: _Checker) -> None:
+    """GitHub matches runner labels without regard to case: ``Linux`` beside ``linux`` (which
+    the schema's uniqueItems lets through) asks for the same label twice."""
+    seen: dict[str, str] = {}
+    for path, label in check.strings("ci", "runs-on"):
+        first = seen.setdefault(label.lower(), label)
+        if first != label:
+            check.doc.error(path, f"'{label}' is the label '{first}' again (GitHub compares "
+                            "runner labels without regard to case)", "remove one of them")

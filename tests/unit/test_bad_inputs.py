@@ -53,6 +53,15 @@ def replace(path: str, text: str) -> Callable[[Path], None]:
     return damage
 
 
+def substitute(path: str, old: str, new: str) -> Callable[[Path], None]:
+    """One edit of a file, as a hand would make it."""
+    def damage(root: Path) -> None:
+        text = (root / path).read_text(encoding="utf-8")
+        assert text.count(old) == 1, f"{old!r} is not once in {path}"
+        (root / path).write_text(text.replace(old, new), encoding="utf-8")
+    return damage
+
+
 def latin1(path: str) -> Callable[[Path], None]:
     """The file saved in Latin-1 by an editor: one byte that is not UTF-8."""
     def damage(root: Path) -> None:
@@ -96,6 +105,12 @@ CASES = [
          "skips.yaml", latin1("vendors/cpu/skips.yaml")),
     Case("non-utf8-lock", ("lock", "--check", "--vendor", "cpu"), 2,
          f"{LOCK}: not UTF-8 text", latin1(str(LOCK))),
+    Case("vendor-ci-label", ("matrix", "--format", "github", "--vendor", "gaudi"), 2,
+         "vendors/gaudi/vendor.yaml:", substitute(
+             "vendors/gaudi/vendor.yaml", "runs-on: [self-hosted, linux, x64, gaudi]",
+             "runs-on: [self-hosted, 'gaudi; curl x | sh']")),
+    Case("vendor-ci-empty", ("matrix", "--format", "github"), 2, "ci.runs-on: must not be empty",
+         substitute("vendors/cpu/vendor.yaml", "runs-on: [ubuntu-latest]", "runs-on: []")),
     Case("matrix-is-a-folder", ("matrix", "--matrix", "vendors"), 2, "is a folder, not a file"),
     Case("matrix-missing", ("matrix", "--matrix", "matrx.yaml"), 2, "matrx.yaml: file not found"),
     Case("unreadable-matrix", ("matrix",), 2, "matrix.yaml: cannot read the file",
@@ -138,6 +153,12 @@ CASES = [
          "--results matrix.yaml: is a file; name a folder"),
     Case("results-inside-a-file", ("verify", "--vendor", "cpu", "--results", "tasks.py/out"), 2,
          "--results tasks.py/out: is inside tasks.py, which is a file"),
+    Case("matrix-format-misspelled", ("matrix", "--format", "gihub"), 2,
+         "did you mean 'github'?"),
+    Case("matrix-all-without-github", ("matrix", "--all"), 2,
+         "--all applies only with --format github"),
+    Case("unknown-vendor-github", ("matrix", "--format", "github", "--vendor", "gaud"), 2,
+         "did you mean 'gaudi'?"),
     Case("unknown-vendor", ("build", "--vendor", "nope"), 2, "vendor 'nope' is not in the matrix"),
     Case("unknown-vendor-hosts", ("hosts", "--vendor", "cpux"), 2, "did you mean 'cpu'?"),
     Case("empty-vendor", ("matrix", "--vendor", ","), 2, "--vendor needs a name"),

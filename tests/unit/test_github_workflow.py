@@ -1,0 +1,466 @@
+"""GitHub Actions as the scale-out engine: `invoke matrix --format github` against what the
+shipped workflow (.github/workflows/oota.yml) reads, the workflow's safety rules, actionlint,
+and the vendor.yaml ``ci:`` section behind the runner labels.
+
+The matrix is produced by the real command (``python -m oota``), as the workflow's plan job
+runs it; the workflow is read as YAML, so a key the workflow starts to read that the matrix
+does not give fails here, not on a runner.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from oota import github
+from oota.config.vendors import HOSTED_RUNNER, SCHEMA_FILE, discover, load_vendor
+from oota.config.yamlsrc import load_yaml
+from oota.errors import EXIT_BAD_INPUT, InputError, MatrixError
+
+REPO = Path(__file__).resolve().parents[2]
+WORKFLOWS = REPO / ".github" / "workflows"
+WORKFLOW = WORKFLOWS / "oota.yml"
+SHIPPED = discover(REPO / "vendors")
+EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.S)
+
+
+def oota(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "DOCKER_HOST": "unix:///nonexistent"}
+    return subprocess.run([sys.executable, "-m", "oota", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def github_matrix(*args: str, cwd: Path = REPO) -> dict[str, Any]:
+    proc = oota("matrix", "--format", "github", *args, cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("\n") == 1, "one line: $GITHUB_OUTPUT takes name=value lines"
+    parsed: dict[str, Any] = json.loads(proc.stdout)
+    return parsed
+
+
+def workflow() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(WORKFLOW.read_text())
+    return loaded
+
+
+def triggers(doc: dict[Any, Any]) -> dict[str, Any]:
+    # YAML 1.1 (PyYAML) reads the key `on` as the boolean true.
+    found: dict[str, Any] = doc["on"] if "on" in doc else doc[True]
+    return found
+
+
+def strings(node: Any) -> Iterator[str]:
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from strings(key)
+            yield from strings(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from strings(item)
+
+
+def matrix_keys_read(job: dict[str, Any]) -> set[str]:
+    """Every ``matrix.<key>`` (or ``matrix['<key>']``) the job's expressions read."""
+    keys: set[str] = set()
+    for text in strings(job):
+        for expression in EXPRESSION.findall(text):
+            keys.update(re.findall(r"\bmatrix\.([A-Za-z_][\w-]*)", expression))
+            keys.update(re.findall(r"\bmatrix\[['\"]([^'\"]+)['\"]\]", expression))
+    return keys
+
+
+def steps(doc: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for name, job in doc["jobs"].items():
+        for step in job.get("steps", ()):
+            yield name, step
+
+
+# -- the matrix the workflow fans out -------------------------------------------------------
+def test_every_entry_has_every_key_the_cell_job_reads() -> None:
+    cell_job = workflow()["jobs"]["cell"]
+    read = matrix_keys_read(cell_job)
+    assert {"cell", "vendor", "runs-on", "name"} <= read
+    assert read <= set(github.KEYS), "the workflow reads a key the matrix does not promise"
+    for args in ((), ("--all",)):
+        entries = github_matrix(*args)["include"]
+        assert entries
+        for entry in entries:
+            assert read <= set(entry), entry
+
+
+def test_runs_on_is_the_vendors_labels_and_ids_are_unique() -> None:
+    entries = github_matrix("--all")["include"]
+    ids = [e["cell"] for e in entries]
+    assert len(ids) == len(set(ids))
+    assert {"cpu", "reference", "cuda", "gaudi"} <= {e["vendor"] for e in entries} <= set(SHIPPED)
+    for entry in entries:
+        labels = entry["runs-on"]
+        assert isinstance(labels, list) and labels
+        assert all(isinstance(label, str) and label for label in labels)
+        assert tuple(labels) == load_vendor(SHIPPED[entry["vendor"]]).ci.runs_on
+        assert entry["cell"].startswith(entry["vendor"] + "-")
+        assert entry["name"].startswith(entry["vendor"] + " / torch ")
+    hosted = {e["vendor"] for e in entries if e["runs-on"] == list(HOSTED_RUNNER)}
+    assert {"cpu", "reference"} <= hosted
+    assert all(e["runs-on"][0] == "self-hosted" for e in entries if e["vendor"] not in hosted)
+
+
+def test_without_all_the_matrix_is_what_build_picks() -> None:
+    defaults = github_matrix()["include"]
+    table = json.loads(oota("matrix", "--format", "json").stdout)
+    assert [e["cell"] for e in defaults] == [row["id"] for row in table if row["default"]]
+
+
+def test_vendor_filtering() -> None:
+    gaudi = github_matrix("--vendor", "gaudi", "--all")["include"]
+    assert gaudi and {e["vendor"] for e in gaudi} == {"gaudi"}
+    assert len(gaudi) > len(github_matrix("--vendor", "gaudi")["include"])
+    both = github_matrix("--vendor", "cpu,gaudi")["include"]
+    assert {e["vendor"] for e in both} == {"cpu", "gaudi"}
+
+
+def test_an_empty_selection_is_valid_and_the_workflow_skips_the_fan_out(tmp_path: Path) -> None:
+    for name in ("vendors", "schema", "templates", "verify", "locks", "tasks.py"):
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, tmp_path / name)
+        else:
+            shutil.copy2(source, tmp_path / name)
+    text = (REPO / "matrix.yaml").read_text()
+    (tmp_path / "matrix.yaml").write_text(text + (
+        "  none:\n    os: [debian12]\n    python: [\"3.11\"]\n    torch: [\"2.13.0\"]\n"
+        "    exclude:\n      - {os: debian12}\n"))
+    shutil.copytree(SHIPPED["cpu"], tmp_path / "vendors" / "none")
+    vendor_yaml = tmp_path / "vendors" / "none" / "vendor.yaml"
+    vendor_yaml.write_text(vendor_yaml.read_text().replace("name: cpu\n", "name: none\n"))
+    proc = oota("matrix", "--format", "github", "--vendor", "none", "--all", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"include": []}
+    jobs = workflow()["jobs"]
+    assert "needs.plan.outputs.cells != '0'" in jobs["cell"]["if"]
+    assert "needs.plan.outputs.cells != '0'" in jobs["report"]["if"]
+    plan = next(s for s in jobs["plan"]["steps"] if s.get("id") == "plan")
+    assert 'len(json.load(sys.stdin)["include"])' in plan["run"]
+
+
+def test_more_cells_than_github_starts_is_one_clear_error() -> None:
+    job = github.Job(cell="c", vendor="v", name="n", runs_on=("ubuntu-latest",), torch="2.13.0",
+                     python="3.11", os="debian12")
+    assert json.loads(github.matrix_json([job] * github.MAX_JOBS))["include"][0] == {
+        "cell": "c", "vendor": "v", "name": "n", "runs-on": ["ubuntu-latest"],
+        "torch": "2.13.0", "python": "3.11", "os": "debian12"}
+    with pytest.raises(InputError, match=r"257 cells are more jobs than GitHub starts from one "
+                       r"matrix \(256\); select fewer with --vendor"):
+        github.matrix_json([job] * (github.MAX_JOBS + 1))
+
+
+def test_format_and_all_flags_are_checked() -> None:
+    proc = oota("matrix", "--format", "gihub")
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert "did you mean 'github'?" in proc.stderr
+    proc = oota("matrix", "--all")
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert "--all applies only with --format github" in proc.stderr
+
+
+# -- the workflow ---------------------------------------------------------------------------
+def test_the_cell_job_fans_out_over_the_plan() -> None:
+    doc = workflow()
+    plan, cell, report = (doc["jobs"][name] for name in ("plan", "cell", "report"))
+    assert plan["runs-on"] == "ubuntu-latest"
+    assert set(plan["outputs"]) >= {"matrix", "cells"}
+    assert cell["needs"] == "plan"
+    assert cell["strategy"]["fail-fast"] is False
+    assert cell["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    assert cell["runs-on"] == "${{ matrix.runs-on }}"
+    build = next(s["run"] for s in cell["steps"] if "oota.sh build" in s.get("run", ""))
+    assert '--vendor="$VENDOR" --cell="$CELL" --results results' in build
+    upload = next(s for s in cell["steps"] if "upload-artifact" in s.get("uses", ""))
+    assert upload["if"] == "always()"
+    assert upload["with"]["name"] == "results-${{ matrix.cell }}"
+    assert "always()" in report["if"] and set(report["needs"]) == {"plan", "cell"}
+    download = next(s for s in report["steps"] if "download-artifact" in s.get("uses", ""))
+    assert download["with"] == {"pattern": "results-*", "path": "artifacts"}
+    merge = next(s["run"] for s in report["steps"] if "oota report" in s.get("run", ""))
+    assert 'args+=(--merge "${dir%/}")' in merge and '"${args[@]}"' in merge
+    assert "--format crcr" in merge
+
+
+def test_the_workflow_triggers() -> None:
+    on = triggers(workflow())
+    assert set(on) == {"workflow_dispatch", "schedule", "repository_dispatch"}
+    assert set(on["workflow_dispatch"]["inputs"]) == {"vendor", "all"}
+    assert on["schedule"][0]["cron"]
+    # The relay's event types (pytorch/test-infra cross_repo_ci_relay, RFC-0050, and
+    # pytorch-fdn/oota's relay).
+    assert {"pull_request", "push", "pytorch-pr-trigger", "pytorch-pr-event"} \
+        <= set(on["repository_dispatch"]["types"])
+
+
+def test_actions_are_pinned_to_commits() -> None:
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        for line in path.read_text().splitlines():
+            match = re.search(r"uses:\s*(\S+)", line)
+            if match and not match.group(1).startswith("./"):
+                assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", match.group(1)), line
+                assert re.search(r"# v\d+\.\d+\.\d+$", line), f"{line}: name the version"
+
+
+def test_least_privilege_and_no_event_data_in_scripts() -> None:
+    for path in sorted(WORKFLOWS.glob("*.yml")):
+        doc = yaml.safe_load(path.read_text())
+        assert doc["permissions"] == {"contents": "read"}, path
+        assert doc.get("concurrency"), path
+        for name, job in doc["jobs"].items():
+            assert job.get("timeout-minutes"), f"{path.name}: job {name} has no timeout"
+            assert "permissions" not in job or set(job["permissions"].values()) <= {"read"}
+        for name, step in steps(doc):
+            for expression in EXPRESSION.findall(step.get("run", "")):
+                assert "github.event" not in expression and "inputs." not in expression, \
+                    f"{path.name} {name}: pass {expression.strip()} through env:"
+            if "actions/checkout" in step.get("uses", ""):
+                assert step["with"]["persist-credentials"] is False
+
+
+def test_the_upstream_values_are_checked_before_use() -> None:
+    plan = workflow()["jobs"]["plan"]
+    upstream = next(s for s in plan["steps"] if s.get("id") == "upstream")
+    assert set(upstream["env"]) == {"PR", "SHA", "REPO"}
+    for name in ("PR", "SHA", "REPO"):
+        assert f'[[ "${name}" =~ ^' in upstream["run"]
+
+
+# -- the workflow's scripts, run as a runner runs them (bash -e) -----------------------------
+def step(job: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(s for s in workflow()["jobs"][job]["steps"]
+                                 if name in (s.get("id"), s.get("name")))
+    return found
+
+
+def run_step(job: str, name: str, cwd: Path, env: dict[str, str],
+             bin_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The step's script under ``bash -e`` in ``cwd``, with ``env`` as its step env and
+    ``bin_dir`` first on PATH."""
+    script = step(job, name)["run"]
+    assert "${{" not in script, "values reach scripts through env:, never as text"
+    path = os.environ["PATH"] if bin_dir is None else f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    return subprocess.run(["bash", "-e", "-c", script], cwd=cwd, capture_output=True,
+                          text=True, env={"PATH": path, **env}, timeout=120)
+
+
+def shim(bin_dir: Path, name: str, body: str) -> None:
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+    (bin_dir / name).chmod(0o755)
+
+
+def outputs(file: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in file.read_text().splitlines())
+
+
+def test_the_merge_passes_each_artifact_folder_as_one_argument(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    shim(bin_dir, "oota", 'printf "%s\\n" "$@"')
+    for name in ("results-cpu-torch2.13.0-py3.11-debian12", "results-a b; touch pwned",
+                 "not-results"):
+        (tmp_path / "artifacts" / name).mkdir(parents=True)
+    proc = run_step("report", "Merge them into one report", tmp_path, {}, bin_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "report", "--merge", "artifacts/results-a b; touch pwned",
+        "--merge", "artifacts/results-cpu-torch2.13.0-py3.11-debian12",
+        "--format", "crcr", "--out", "reports"]
+    assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize(("vendors", "everything"), [("", "false"), ("cpu,gaudi", "true"),
+                                                    ("gaudi", "")],
+                         ids=["nightly", "by-hand-all", "relayed"])
+def test_the_plan_step_hands_the_matrix_to_the_cell_job(
+        tmp_path: Path, vendors: str, everything: str) -> None:
+    # The real oota, as the plan job installs it; `python` as setup-python provides it.
+    bin_dir = tmp_path / "bin"
+    shim(bin_dir, "oota", f'PYTHONPATH="{REPO}" exec "{sys.executable}" -m oota "$@"')
+    shim(bin_dir, "python", f'exec "{sys.executable}" "$@"')
+    out = tmp_path / "output"
+    proc = run_step("plan", "plan", REPO, {"VENDORS": vendors, "ALL": everything,
+                                           "GITHUB_OUTPUT": str(out)}, bin_dir)
+    assert proc.returncode == 0, proc.stderr
+    found = outputs(out)
+    args = (["--vendor", vendors] if vendors else []) + (["--all"] if everything == "true"
+                                                        else [])
+    expected = github_matrix(*args)
+    assert json.loads(found["matrix"]) == expected
+    assert found["cells"] == str(len(expected["include"])) != "0"
+
+
+def test_the_plan_step_fails_on_a_misspelled_vendor(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    shim(bin_dir, "oota", f'PYTHONPATH="{REPO}" exec "{sys.executable}" -m oota "$@"')
+    proc = run_step("plan", "plan", REPO, {"VENDORS": "guadi", "ALL": "false",
+                                           "GITHUB_OUTPUT": str(tmp_path / "out")}, bin_dir)
+    assert proc.returncode == EXIT_BAD_INPUT
+    assert "did you mean 'gaudi'?" in proc.stderr
+
+
+def test_the_merge_fails_when_no_cell_uploaded_results(tmp_path: Path) -> None:
+    (tmp_path / "artifacts").mkdir()
+    proc = run_step("report", "Merge them into one report", tmp_path, {})
+    assert proc.returncode == 1
+    assert "::error::no cell uploaded results" in proc.stdout
+
+
+@pytest.mark.parametrize(("given", "kept"), [
+    ({"PR": "180352", "SHA": "0123456789abcdef0123456789abcdef01234567",
+      "REPO": "pytorch/pytorch"},
+     {"pr": "180352", "sha": "0123456789abcdef0123456789abcdef01234567",
+      "repo": "pytorch/pytorch"}),
+    ({"PR": "12; touch pwned", "SHA": "$(touch pwned)", "REPO": "a/b\nsha=evil"},
+     {"pr": "", "sha": "", "repo": ""}),
+    ({"PR": "", "SHA": "", "REPO": ""}, {"pr": "", "sha": "", "repo": ""}),
+], ids=["relayed-pr", "hostile", "by-hand"])
+def test_the_upstream_event_keeps_only_well_shaped_values(
+        tmp_path: Path, given: dict[str, str], kept: dict[str, str]) -> None:
+    out = tmp_path / "output"
+    proc = run_step("plan", "upstream", tmp_path, {**given, "GITHUB_OUTPUT": str(out)})
+    assert proc.returncode == 0, proc.stderr
+    assert outputs(out) == kept
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_the_pr_comment_fits_githubs_limit(tmp_path: Path) -> None:
+    (tmp_path / "reports").mkdir()
+    # Two-byte characters, so a cut by bytes can land inside one.
+    (tmp_path / "reports" / "matrix.md").write_text("| cell | é |\n" * 20000, encoding="utf-8")
+    env = {"PR": "7", "SHA": "", "REPO": "pytorch/pytorch", "LIMIT": "60000",
+           "RUN_URL": "https://github.com/lab/oota/actions/runs/1"}
+    proc = run_step("report", "Write the pull request comment", tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    body = (tmp_path / "pr-comment" / "comment.md").read_bytes().decode("utf-8")
+    assert len(body) < 65536
+    assert body.startswith("oota results for pytorch/pytorch#7 ([run](https://github.com/")
+    assert body.rstrip().endswith("(truncated to fit a comment: the whole report is in the "
+                                  "run's \"report\" artifact)")
+    assert json.loads((tmp_path / "pr-comment" / "pr.json").read_text()) == \
+        {"repo": "pytorch/pytorch", "pr": 7, "sha": ""}
+
+
+def test_a_long_summary_is_cut_at_a_whole_line(tmp_path: Path) -> None:
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "matrix.md").write_text("| é | passed |\n" * 100, encoding="utf-8")
+    summary = tmp_path / "summary.md"
+    proc = run_step("report", "Publish the matrix as the run's summary", tmp_path,
+                    {"LIMIT": "100", "GITHUB_STEP_SUMMARY": str(summary)})
+    assert proc.returncode == 0, proc.stderr
+    lines = summary.read_text(encoding="utf-8").splitlines()
+    assert lines[:-2] == ["| é | passed |"] * 6 and lines[-2] == ""
+    assert lines[-1] == '(truncated: the whole report is in the "report" artifact)'
+
+
+def test_a_short_report_is_the_whole_comment(tmp_path: Path) -> None:
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "matrix.md").write_text("# oota\n\nall passed\n")
+    env = {"PR": "7", "SHA": "0" * 40, "REPO": "pytorch/pytorch", "LIMIT": "60000",
+           "RUN_URL": "https://github.com/lab/oota/actions/runs/1"}
+    proc = run_step("report", "Write the pull request comment", tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    body = (tmp_path / "pr-comment" / "comment.md").read_text()
+    assert body.endswith("\n\n# oota\n\nall passed\n") and "truncated" not in body
+    assert f"at {'0' * 40}" in body
+
+
+def actionlint() -> str | None:
+    """The actionlint of this environment (the test extra installs it beside python)."""
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return shutil.which("actionlint", path=path)
+
+
+def test_actionlint_passes_on_the_shipped_workflows() -> None:
+    binary = actionlint()
+    if binary is None:
+        pytest.skip("actionlint is not installed (the test extra installs it; .ci/run also "
+                    "runs it directly)")
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(binary).parent),
+                                                  os.environ.get("PATH", "")])}
+    proc = subprocess.run([binary, *sorted(str(p) for p in WORKFLOWS.glob("*.yml"))],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# -- vendor.yaml ci: ------------------------------------------------------------------------
+VALIDATOR = jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text()))
+GAUDI_CI = "runs-on: [self-hosted, linux, x64, gaudi]"
+
+# (replacement of gaudi's ci.runs-on line, the problem after file:line:col, whether the
+# published schema alone rejects it)
+BAD_CI = {
+    "empty": ("runs-on: []", "ci.runs-on: must not be empty; give at least one entry", True),
+    "a-string": ("runs-on: gaudi", "ci.runs-on: expected a list of strings, got a string; "
+                 "write it as a list: [gaudi]", True),
+    "label-with-space": ("runs-on: [self hosted, gaudi]",
+                         "ci.runs-on[0]: 'self hosted' is not a runner label", True),
+    "expression": ("runs-on: ['${{ github.event.x }}']", "ci.runs-on[0]: '${{ github.event.x "
+                   "}}' is not a runner label", True),
+    "repeated": ("runs-on: [linux, gaudi, linux]", "ci.runs-on: lists 'linux' more than once",
+                 True),
+    "repeated-in-another-case": ("runs-on: [linux, Linux]", "ci.runs-on[1]: 'Linux' is the "
+                                 "label 'linux' again (GitHub compares runner labels without "
+                                 "regard to case)", False),
+    "key-typo": ("runs_on: [gaudi]", "ci.runs_on: unknown key 'runs_on'; did you mean "
+                 "'runs-on'?", True),
+    "a-number": ("runs-on: [self-hosted, 42]", "ci.runs-on[1]: expected a string, got a whole "
+                 "number", True),
+}
+
+
+def gaudi_with(tmp_path: Path, line: str) -> Path:
+    folder = tmp_path / "vendors" / "gaudi"
+    shutil.copytree(SHIPPED["gaudi"], folder)
+    file = folder / "vendor.yaml"
+    text = file.read_text()
+    assert text.count(GAUDI_CI) == 1
+    file.write_text(text.replace(GAUDI_CI, line))
+    return folder
+
+
+@pytest.mark.parametrize("case", list(BAD_CI))
+def test_a_bad_runner_label_is_one_located_problem(tmp_path: Path, case: str) -> None:
+    line, expected, by_schema = BAD_CI[case]
+    folder = gaudi_with(tmp_path, line)
+    with pytest.raises(MatrixError) as info:
+        load_vendor(folder, tmp_path)
+    assert info.value.exit_code == EXIT_BAD_INPUT
+    problems = info.value.problems
+    assert len(problems) == 1, problems
+    assert re.match(r"vendors/gaudi/vendor\.yaml:\d+:\d+: " + re.escape(expected), problems[0]), \
+        problems[0]
+    assert bool(list(VALIDATOR.iter_errors(load_yaml(folder / "vendor.yaml").data))) \
+        == by_schema
+
+
+def test_a_vendor_without_ci_runs_on_hosted_runners(tmp_path: Path) -> None:
+    folder = gaudi_with(tmp_path, "")
+    file = folder / "vendor.yaml"
+    file.write_text(file.read_text().replace("\nci:\n", "\n"))
+    assert load_vendor(folder, tmp_path).ci.runs_on == HOSTED_RUNNER == ("ubuntu-latest",)
+
+
+def test_ci_without_runs_on_is_refused(tmp_path: Path) -> None:
+    folder = gaudi_with(tmp_path, "")
+    with pytest.raises(MatrixError) as info:
+        load_vendor(folder, tmp_path)
+    assert any("ci: expected a mapping, got empty" in p for p in info.value.problems), \
+        info.value.problems
