@@ -211,12 +211,12 @@ def verify(c: Context, vendor: list[str] | None = None, cell: list[str] | None =
 
 
 @task(iterable=("vendor",), help={"vendor": "vendor name (repeatable)", "matrix": HELP_MATRIX,
-                                  "format": HELP_FORMAT})
+                                  "format": HELP_FORMAT, "hosts": _BUILD_HELP["hosts"]})
 def hosts(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.yaml",
-          format: str = "table") -> None:
-    """Probe this Docker host for each vendor's driver, devices and container runtime."""
+          format: str = "table", hosts: str | None = None) -> None:
+    """Probe each Docker host for each vendor's driver, devices and container runtime."""
     fmt = api.choice("--format", format, api.FORMATS)
-    print(api.format_hosts(api.hosts(matrix, _vendors(vendor)), fmt))
+    print(api.format_hosts(api.hosts(matrix, _vendors(vendor), Console(), hosts), fmt))
 
 
 @task(iterable=("merge",), help={

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +26,10 @@ from oota.engine.docker import DockerEngine
 from oota.errors import EXIT_FAILED, EXIT_HOST_LOST, EXIT_OK, InputError, OotaError
 from oota.execute import inplace
 from oota.execute import lock as locks
-from oota.execute.bases import parse_mirrors
+from oota.execute.bases import Base, parse_mirrors
 from oota.execute.build import BuildOptions
 from oota.execute.fleet import Down, Station, lost_hosts, run_on_stations
-from oota.execute.hosts import check_vendor
+from oota.execute.hosts import HostCheck
 from oota.lint import lint_project
 from oota.net import find_ca_bundle, redact
 from oota.plan import Cell, plan, select
@@ -340,21 +341,48 @@ def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
                         merge=[Path(m) for m in merge or []], extras=extras)
 
 
-def hosts(matrix_path: str, vendors: list[str] | None) -> list[dict[str, Any]]:
-    """Probe this host for every selected vendor's hardware; no image is built."""
+def hosts(matrix_path: str, vendors: list[str] | None, console: Console,
+          hosts_file: str | None = None) -> list[dict[str, Any]]:
+    """Probe each engine for every selected vendor's hardware, on the host that would run its
+    cells (the local engine, or each host of ``hosts_file`` that takes the vendor). No cell is
+    built; on an engine of another machine the probe runs in the vendor's base image, which is
+    made available there first."""
     matrix = load_matrix(matrix_path)
     names = vendors or list(matrix.vendors)
-    plan(matrix, names)  # validates the names
-    try:
-        docker_facts = DockerEngine().facts()
-    except OotaError as exc:
-        docker_facts = {"error": str(exc).splitlines()[0]}
-    rows = []
-    for name in names:
-        check = check_vendor(matrix.vendors[name].vendor, docker_facts)
-        rows.append({"vendor": name, "supported": check.supported, "driver": check.driver,
-                     "reasons": list(check.reasons), "facts": check.facts})
+    cells = [select(matrix, plan(matrix, [name]))[:1] or plan(matrix, [name])[:1]
+             for name in names]
+    firsts = [c[0] for c in cells if c]
+    rows: list[dict[str, Any]] = []
+    if hosts_file is None:
+        try:
+            stations = [Station("local", DockerEngine())]
+        except OotaError as exc:
+            return [_host_row("local", cell.vendor.name, None, str(exc)) for cell in firsts]
+    else:
+        fleet = load_hosts(Path(hosts_file), tuple(matrix.vendors))
+        stations, down = _stations(fleet, firsts, console)
+        rows += [_host_row(d.name, name, None, d.why) for d in down for name in names
+                 if name in d.vendors]
+    workdir = matrix.root / ".oota-cache"
+    for station in stations:
+        for cell in firsts:
+            if not station.serves(cell.vendor.name):
+                continue
+
+            def base_for(c: Cell, s: Station = station) -> Base:
+                return s.base(c, console, workdir, {})
+
+            check = station.check(cell, console, base_for, f"hosts-{uuid.uuid4().hex[:8]}")
+            rows.append(_host_row(station.name, cell.vendor.name, check, ""))
     return rows
+
+
+def _host_row(host: str, vendor: str, check: HostCheck | None, error: str) -> dict[str, Any]:
+    if check is None:
+        return {"host": host, "vendor": vendor, "supported": False, "driver": None,
+                "reasons": [error.splitlines()[0]], "facts": {}}
+    return {"host": host, "vendor": vendor, "supported": check.supported,
+            "driver": check.driver, "reasons": list(check.reasons), "facts": check.facts}
 
 
 def format_hosts(rows: list[dict[str, Any]], fmt: str) -> str:
@@ -366,7 +394,7 @@ def format_hosts(rows: list[dict[str, Any]], fmt: str) -> str:
         state = "available" if row["supported"] else "unsupported here"
         driver = f" (driver {row['driver']})" if row["driver"] else ""
         reasons = "" if row["supported"] else ": " + "; ".join(row["reasons"])
-        lines.append(f"{row['vendor']:<10} {state}{driver}{reasons}")
+        lines.append(f"{row['host']:<12} {row['vendor']:<10} {state}{driver}{reasons}")
     return "\n".join(lines)
 
 

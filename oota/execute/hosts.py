@@ -170,6 +170,9 @@ def _probe_in(engine: Engine, request: RunRequest, labels: dict[str, str],
     if outcome.exit_code in (126, 127) or "executable file not found" in outcome.output_tail:
         return "", (f"{tool} not found in a container on host {host} (the vendor's container "
                     "runtime provides it where the hardware is)")
+    if "could not select device driver" in outcome.output_tail:
+        return "", (f"the Docker daemon of host {host} cannot give containers GPUs (install "
+                    "the NVIDIA container toolkit there: `nvidia-ctk runtime configure`)")
     if outcome.exit_code != 0:
         first = f": {lines[-1]}" if lines else ""
         return "", f"{tool} exited with {outcome.exit_code} on host {host}{first}"

@@ -208,3 +208,16 @@ def test_an_engine_reports_whether_it_still_answers(engines):
         assert time.monotonic() - started < 10
     finally:
         extra.remove()
+
+
+def test_hosts_probes_each_host_of_the_file(engines, project):
+    dead = f"tcp://127.0.0.1:{free_port()}"
+    hosts = fleet_vendor.hosts_file(project, {"e1": engines["e1"].url, "gone": dead})
+    proc = subprocess.run([*OOTA, "hosts", "--matrix", str(project / "project" / "matrix.yaml"),
+                           "--hosts", str(hosts), "--format", "json"], cwd=project,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = {row["host"]: row for row in json.loads(proc.stdout)}
+    assert rows["e1"]["supported"] and rows["e1"]["vendor"] == "fleet"
+    assert not rows["gone"]["supported"]
+    assert rows["gone"]["reasons"][0].startswith("did not answer at the start")
