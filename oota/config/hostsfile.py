@@ -19,14 +19,12 @@ the matrix knows); every problem is reported at once with ``file:line:col``, exi
 
 from __future__ import annotations
 
-import functools
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
+from oota import schemas
 from oota.config.schemacheck import check_against
 from oota.config.yamlsrc import Doc, did_you_mean, load_yaml
 
@@ -54,11 +52,9 @@ class HostsFile:
         return tuple(h for h in self.hosts if vendor in h.vendors)
 
 
-@functools.cache
 def schema() -> Mapping[str, Any]:
     """schema/hosts-v1.json, the published format of hosts.yaml."""
-    loaded: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-    return MappingProxyType(loaded)
+    return schemas.load(SCHEMA_FILE.name)
 
 
 def load_hosts(file: Path, vendors: tuple[str, ...]) -> HostsFile:

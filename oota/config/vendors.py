@@ -14,14 +14,13 @@ past this module sees a raw dict.
 
 from __future__ import annotations
 
-import functools
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from oota import schemas
 from oota.config.names import NAME_PATTERN, NAME_RULE, name_problem
 from oota.config.schemacheck import check_against
 from oota.config.vendorvalues import check_values
@@ -220,11 +219,9 @@ class Vendor:
         return self.folder / "Dockerfile.j2"
 
 
-@functools.cache
 def schema() -> Mapping[str, Any]:
     """schema/vendor-v1.json, the published format of vendor.yaml."""
-    loaded: dict[str, Any] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-    return MappingProxyType(loaded)
+    return schemas.load(SCHEMA_FILE.name)
 
 
 def load_vendor(folder: Path, display_root: Path | None = None) -> Vendor:

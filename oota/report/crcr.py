@@ -21,13 +21,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Final
 from urllib.parse import urlsplit
 
-import jsonschema
-
+from oota import schemas
 from oota.errors import EnvironmentProblem, InputError
 from oota.net import redact
 from oota.report.data import Report
@@ -154,17 +152,13 @@ def payload(report: Report, ci: CiRun, artifact: str | None) -> JSONObject:
             "payload": ci.upstream, "workflow": workflow}
 
 
-@lru_cache(maxsize=1)
 def schema() -> Mapping[str, object]:
-    loaded: dict[str, object] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-    return loaded
+    return schemas.load(SCHEMA_FILE.name)
 
 
 def validation_errors(data: Mapping[str, object]) -> list[str]:
     """Every way ``data`` breaks schema/crcr-v1.json, as 'path: message'."""
-    validator = jsonschema.Draft202012Validator(schema())
-    return [f"{'/'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}"
-            for e in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))]
+    return schemas.errors(SCHEMA_FILE.name, data)
 
 
 def checked(data: JSONObject) -> JSONObject:

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from functools import lru_cache
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-import jsonschema
-
+from oota import schemas
 from oota.files import write_atomic, write_json
 from oota.results.model import SCHEMA_ID, Result, ResultFormatError, Stage, TestOutcome
 
@@ -35,17 +33,13 @@ class ResultSchemaError(ValueError):
     """A result that does not match schema/result-v1.json (a bug in oota when writing)."""
 
 
-@lru_cache(maxsize=1)
 def schema() -> Mapping[str, object]:
-    loaded: dict[str, object] = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-    return loaded
+    return schemas.load(SCHEMA_FILE.name)
 
 
 def validation_errors(data: Mapping[str, object]) -> list[str]:
     """Every way ``data`` (a result.json's content) breaks the schema, as 'path: message'."""
-    validator = jsonschema.Draft202012Validator(schema())
-    return [f"{'/'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}"
-            for e in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))]
+    return schemas.errors(SCHEMA_FILE.name, data)
 
 
 def _case(suite: ET.Element, cell: str, layer: str, name: str, status: str, duration_s: float,
