@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -23,10 +24,11 @@ from oota.engine.base import BuildRequest, Endpoint, RunOutcome, RunRequest
 from oota.errors import InputError, MatrixError, StepFailed
 from oota.execute.build import BuildOptions, CellRun, host_identity
 from oota.execute.fleet import Station, _Watch, lost_hosts, run_on_stations
+from oota.execute.interrupts import Interrupted, signals_as_interrupts
 from oota.plan import plan
 from oota.results.assemble import assemble, cell_ref, now
 from oota.results.model import Host, Image, Sealed, Stage, TestOutcome, VendorCheck
-from oota.results.store import save
+from oota.results.store import load, save
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -321,3 +323,32 @@ def test_fleet_flags_are_checked_before_docker_is_contacted(project, argv, messa
     assert proc.stderr.strip().splitlines()[0].startswith(message), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert not (project.root / "results").exists()
+
+
+def test_sigterm_in_a_parallel_run_interrupts_every_running_cell(project, tmp_path):
+    """Each running cell's docker command is stopped, its result says interrupted, and the
+    run ends with the interruption (exit 130 in the task layer)."""
+
+    class Slow(FakeEngine):
+        def __init__(self, name: str) -> None:
+            super().__init__(name)
+            self.stopped = threading.Event()
+
+        def build(self, request: BuildRequest, on_step) -> str:
+            if self.stopped.wait(30):   # a long build, until the run stops the CLI
+                raise StepFailed(f"docker build of {request.tag} exited with -15")
+            raise AssertionError("the build was never stopped")
+
+        def abort(self) -> None:
+            self.stopped.set()
+
+    a, b = Slow("a"), Slow("b")
+    stations = [Station("a", a, vendors=frozenset({"cpu"})),
+                Station("b", b, vendors=frozenset({"cpu"}))]
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    with pytest.raises(Interrupted), signals_as_interrupts():
+        _run(project, tmp_path, stations, run_id="r-stop")
+    for cell in plan(load_matrix(project.matrix), ["cpu"]):
+        result = load(tmp_path / "results" / cell.id / "result.json")
+        assert result.status == "interrupted"
+        assert result.stages["build"].message == "interrupted by SIGTERM during build"
