@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from oota.config.matrix import load_matrix
 from oota.config.vendors import load_vendor
 from oota.engine.base import Endpoint
 from oota.engine.docker import DockerEngine
+from oota.execute.bases import ensure_base
 from oota.execute.hosts import check_vendor_in
 from tests import fleet_vendor
 from tests.engines import ExtraEngine, free_port
@@ -36,8 +38,9 @@ def engines(engine, tmp_path_factory):
     why = ExtraEngine.usable()
     if why:
         pytest.skip(f"no extra Docker Engines here: {why}")
-    if engine.image_labels(BASE) is None:
-        pytest.skip(f"{BASE} is not on the first engine (the CPU cell's build makes it)")
+    # The bootstrapped Debian 12 base, made on the first engine if no earlier test made it.
+    spec = load_matrix(REPO / "matrix.yaml").os["debian12"]
+    assert ensure_base(engine, spec.image, spec, REPO / ".oota-cache").ref == BASE
     root = tmp_path_factory.mktemp("engines")
     started = []
     try:
@@ -211,13 +214,27 @@ def test_an_engine_reports_whether_it_still_answers(engines):
 
 
 def test_hosts_probes_each_host_of_the_file(engines, project):
+    """Hosts named by URL and by docker context; one that never answers is said to be so."""
     dead = f"tcp://127.0.0.1:{free_port()}"
-    hosts = fleet_vendor.hosts_file(project, {"e1": engines["e1"].url, "gone": dead})
-    proc = subprocess.run([*OOTA, "hosts", "--matrix", str(project / "project" / "matrix.yaml"),
-                           "--hosts", str(hosts), "--format", "json"], cwd=project,
-                          capture_output=True, text=True, timeout=300)
+    context = f"oota-test-{engines['e1'].port}"
+    subprocess.run(["docker", "context", "create", context, "--docker",
+                    f"host={engines['e1'].url}"], check=True, capture_output=True)
+    try:
+        hosts = project / "hosts-context.yaml"
+        hosts.write_text(f"hosts:\n"
+                         f"  e1: {{endpoint: '{engines['e1'].url}', vendors: [fleet]}}\n"
+                         f"  via-context: {{context: {context}, vendors: [fleet]}}\n"
+                         f"  gone: {{endpoint: '{dead}', vendors: [fleet]}}\n")
+        proc = subprocess.run([*OOTA, "hosts", "--matrix",
+                               str(project / "project" / "matrix.yaml"), "--hosts", str(hosts),
+                               "--format", "json"], cwd=project, capture_output=True, text=True,
+                              timeout=300)
+    finally:
+        subprocess.run(["docker", "context", "rm", "-f", context], capture_output=True)
     assert proc.returncode == 0, proc.stderr
     rows = {row["host"]: row for row in json.loads(proc.stdout)}
     assert rows["e1"]["supported"] and rows["e1"]["vendor"] == "fleet"
+    assert rows["via-context"]["supported"]
+    assert f"host via-context: context {context}" in proc.stderr
     assert not rows["gone"]["supported"]
     assert rows["gone"]["reasons"][0].startswith("did not answer at the start")
