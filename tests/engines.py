@@ -45,8 +45,10 @@ class ExtraEngine:
             return "starting a dockerd needs root"
         if shutil.which("dockerd") is None:
             return "no dockerd on PATH"
-        if subprocess.run(["ip", "link", "show", "docker0"], capture_output=True).returncode:
+        if not Path("/sys/class/net/docker0").exists():
             return "the first engine's docker0 bridge is missing"
+        if shutil.which("pkill") is None:
+            return "no pkill on PATH (procps) to stop a daemon's containerd"
         return ""
 
     def start(self, timeout_s: float = 90) -> ExtraEngine:
