@@ -234,13 +234,11 @@ class CellRun:
         """Run one stage and record it; an interrupt goes on up to :meth:`run`, which records it."""
         t0 = dt.datetime.now()
         status: Status = "passed"
-        message, detail = "", None
+        message, detail, tail = "", None, ""
         try:
             detail = body()
         except StepFailed as exc:
-            status, message = "failed", str(exc)
-            if exc.log_tail and not self._stopped_or_lost(name, str(exc)):
-                self.console.block(exc.log_tail)
+            status, message, tail = "failed", str(exc), exc.log_tail
         except OotaError as exc:
             status, message = "error", str(exc)
         except Exception as exc:  # a bug in oota must not stop the other cells
@@ -251,6 +249,8 @@ class CellRun:
             log.debug("%s", trace)
         if status != "passed" and self._stopped_or_lost(name, message):
             status, message = "error", self.lost
+        elif tail:
+            self.console.block(tail)
         self._record(name, t0, status, message, detail)
 
     def _stopped_or_lost(self, stage: str, message: str) -> bool:
