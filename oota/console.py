@@ -50,8 +50,15 @@ class Console:
 
     @contextmanager
     def status(self, text: str) -> Iterator[None]:
-        """While the body runs, show ``text`` with a live timer (TTY only)."""
-        self._status, self._since = text, time.monotonic()
+        """While the body runs, show ``text`` with a live timer (TTY only). The timer shows one
+        step: while another (a parallel run's other cell) has it, the body runs without."""
+        with self._lock:
+            taken = bool(self._status)
+            if not taken:
+                self._status, self._since = text, time.monotonic()
+        if taken:
+            yield
+            return
         if self.live:
             self._stop.clear()
             self._ticker = threading.Thread(target=self._tick, daemon=True)
