@@ -2,9 +2,10 @@
 one changed cell out of eight costs. Whole commands, as a user runs them, side by side.
 
 Needs root and the first Docker Engine (``./oota.sh`` starts it, and the CPU cell's build makes
-the bootstrapped base image). ``setup`` starts two more Engines on loopback TCP (their data is
-kept in .oota-cache/bench-fleet/, so later setups are warm), makes a project of 8 cells of the
-small ``fleet`` vendor (tests/fleet_vendor.py) and builds every cell on both Engines once.
+the bootstrapped base image). ``setup`` starts two more Engines on loopback TCP (their data in
+.oota-cache/bench-fleet/), makes a project of 8 cells of the
+small ``fleet`` vendor (tests/fleet_vendor.py) and builds every cell on both Engines once;
+``teardown`` stops them and removes all of it (about 20 GB).
 
     python benchmarks/bench_fleet.py setup
     python benchmarks/bench_fleet.py all [--runs 3]     # A B A B ...; medians and ratios
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -100,13 +102,13 @@ def _stage_naive_contexts() -> None:
 
 
 def teardown() -> None:
+    """Stop both Engines and remove everything setup made (their data is many GB)."""
     for index in (1, 2):
         pid_file = HOME / f"e{index}.pid"
         if pid_file.is_file():
             subprocess.run(["kill", pid_file.read_text().strip()], capture_output=True)
-        engine = ExtraEngine(HOME / f"e{index}", index)
-        engine.stop()
-    STATE.unlink(missing_ok=True)
+        ExtraEngine(HOME / f"e{index}", index).remove()
+    shutil.rmtree(HOME, ignore_errors=True)
 
 
 def one() -> None:
