@@ -210,6 +210,27 @@ def verify(c: Context, vendor: list[str] | None = None, cell: list[str] | None =
     _finish(out, results)
 
 
+@task(iterable=("vendor", "cell"), help={
+    **{k: _BUILD_HELP[k] for k in ("vendor", "cell", "matrix", "all", "results")},
+    "registry": "where to push: a registry host and optional path, e.g. registry.lab:5000",
+    "registry_auth": "JSON file {username, password} (default: the engine's `docker login`)",
+    "namespace": "repository prefix in the registry (default: oota): REGISTRY/NS/VENDOR:CELL"})
+def publish(c: Context, registry: str, vendor: list[str] | None = None,
+            cell: list[str] | None = None, matrix: str = "matrix.yaml", all: bool = False,
+            results: str = "results", registry_auth: str | None = None,
+            namespace: str = "oota") -> None:
+    """Push verified images (and only those) to a registry; refuse the others with the reason."""
+    out = api.publish(matrix, _vendors(vendor), api.name_list("--cell", cell), all, Console(),
+                      registry=api.registry(registry), results_dir=Path(results),
+                      namespace=api.namespace(namespace),
+                      auth=api.registry_auth(registry_auth))
+    for o in out:
+        where = f"{o.ref}@{o.digest}" if o.digest else o.reason
+        print(f"{o.status:>8}  {o.cell}  {where}")
+    if not out or any(o.status != "pushed" for o in out):
+        raise Exit(code=EXIT_FAILED)
+
+
 @task(iterable=("vendor",), help={"vendor": "vendor name (repeatable)", "matrix": HELP_MATRIX,
                                   "format": HELP_FORMAT, "hosts": _BUILD_HELP["hosts"]})
 def hosts(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.yaml",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import uuid
 from collections.abc import Mapping
@@ -21,7 +22,7 @@ from oota.config.hostsfile import HostsFile, load_hosts
 from oota.config.matrix import Matrix, load_matrix
 from oota.config.yamlsrc import did_you_mean
 from oota.console import Console
-from oota.engine.base import Endpoint, TlsFiles
+from oota.engine.base import Endpoint, RegistryAuth, TlsFiles
 from oota.engine.docker import DockerEngine
 from oota.errors import EXIT_FAILED, EXIT_HOST_LOST, EXIT_OK, InputError, OotaError
 from oota.execute import inplace
@@ -30,6 +31,8 @@ from oota.execute.bases import Base, parse_mirrors
 from oota.execute.build import BuildOptions
 from oota.execute.fleet import Down, Station, lost_hosts, run_on_stations
 from oota.execute.hosts import HostCheck
+from oota.execute.publish import Outcome as PublishOutcome
+from oota.execute.publish import publish_cells
 from oota.lint import lint_project
 from oota.net import find_ca_bundle, redact
 from oota.plan import Cell, plan, select
@@ -109,6 +112,46 @@ def ca_bundle(value: str | None) -> str | None:
     """``--ca-bundle``: an existing file (InputError otherwise), as an absolute path."""
     found = find_ca_bundle(value) if value else None
     return str(found) if found else None
+
+
+_REGISTRY = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
+
+
+def registry(value: str) -> str:
+    """``--registry``: a registry host (``registry.lab:5000``), optionally with a path, and no
+    scheme or credentials (InputError otherwise)."""
+    if not _REGISTRY.match(value):
+        raise InputError(f"--registry {redact(value)!r}: give a registry host and optional path, "
+                         "e.g. registry.lab:5000 or ghcr.io/my-lab (no https://, no user:password)")
+    return value.rstrip("/")
+
+
+_PATH = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
+
+
+def namespace(value: str) -> str:
+    """``--namespace``: the repository path before ``<vendor>:<cell>`` (``oota``, ``lab/oota``)."""
+    if not _PATH.match(value):
+        raise InputError(f"--namespace {value!r}: lower-case path components separated by '/', "
+                         "e.g. oota or my-lab/oota")
+    return value
+
+
+def registry_auth(path: str | None) -> RegistryAuth | None:
+    """``--registry-auth FILE``: a JSON file ``{"username": ..., "password": ...}`` (keep it
+    readable by you only); InputError naming what is wrong, never its content."""
+    if path is None:
+        return None
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--registry-auth {path}: not a readable JSON file "
+                         f"({type(exc).__name__})") from None
+    if not (isinstance(data, dict) and isinstance(data.get("username"), str)
+            and isinstance(data.get("password"), str) and data["username"]):
+        raise InputError(f"--registry-auth {path}: expected {{\"username\": ..., \"password\": "
+                         "...}")
+    return RegistryAuth(username=data["username"], password=data["password"])
 
 
 def check_here_flags(*, here: bool, python: str | None, cells: list[str] | None,
@@ -302,6 +345,19 @@ def _stations(fleet: HostsFile, cells: list[Cell], console: Console
         stations.append(Station(entry.name, engine, vendors=frozenset(entry.vendors),
                                 jobs=entry.jobs))
     return stations, tuple(down)
+
+
+def publish(matrix_path: str, vendors: list[str] | None, ids: list[str] | None,
+            everything: bool, console: Console, *, registry: str, results_dir: Path,
+            namespace: str = "oota", auth: RegistryAuth | None = None) -> list[PublishOutcome]:
+    """Push the selected cells' verified images to ``registry``; refuse the others."""
+    matrix, cells = cells_for(matrix_path, vendors, ids, everything)
+    if not cells:
+        console.warn("no cells selected")
+        return []
+    return publish_cells(matrix, cells, DockerEngine(), console, results_dir=results_dir,
+                         registry=registry, namespace=namespace, local_namespace="oota",
+                         auth=auth)
 
 
 def exit_code_for(ran: Ran) -> int:

@@ -49,6 +49,15 @@ class Endpoint:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class RegistryAuth:
+    """Credentials for one push (``--registry-auth``); the password never reaches a repr, a
+    log or a result. Without it the engine's own credential store is used."""
+
+    username: str
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class StepEvent:
     """One finished build step, from BuildKit's plain progress output."""
 
@@ -135,6 +144,7 @@ class Engine(Protocol):
     def image_id(self, ref: str) -> str | None: ...
     def image_digest(self, ref: str) -> str: ...
     def pull(self, ref: str) -> str | None: ...
+    def push(self, image: str, ref: str, auth: RegistryAuth | None) -> str: ...
     def tag(self, source: str, target: str) -> None: ...
     def import_rootfs(self, rootfs: Path, tag: str, labels: dict[str, str]) -> None: ...
     def build(self, request: BuildRequest, on_step: Callable[[StepEvent], None]) -> str: ...

@@ -40,6 +40,7 @@ from oota.engine.base import (
     DeviceAccess,
     Endpoint,
     Mount,
+    RegistryAuth,
     RunOutcome,
     RunRequest,
     StepEvent,
@@ -348,6 +349,25 @@ class DockerEngine:
         except self._errors.DockerException as exc:
             log.debug("pull %s failed: %s", ref, exc)
             return str(exc).splitlines()[0][:300]
+
+    def push(self, image: str, ref: str, auth: RegistryAuth | None) -> str:
+        """Tag ``image`` as ``ref`` and push it; the registry's manifest digest. Credentials are
+        ``auth``'s, else the engine's credential store's (``docker login``)."""
+        repository, tag = _split_tag(ref)
+        self.client.images.get(image).tag(repository, tag=tag)
+        config = {"username": auth.username, "password": auth.password} if auth else None
+        digest = ""
+        try:
+            for line in self.client.api.push(repository, tag=tag, stream=True, decode=True,
+                                             auth_config=config):
+                if "error" in line:
+                    raise StepFailed(f"push of {ref} failed: {line['error']}")
+                digest = str((line.get("aux") or {}).get("Digest") or digest)
+        except self._errors.DockerException as exc:
+            raise StepFailed(f"push of {ref} failed: {str(exc).splitlines()[0]}") from exc
+        if not digest.startswith("sha256:"):
+            raise StepFailed(f"push of {ref}: the registry named no digest")
+        return digest
 
     def read_file(self, image: str, path: str, *, run_id: str = "") -> bytes:
         """One file of ``image``, byte for byte, from a container that is never started;

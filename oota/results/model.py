@@ -260,27 +260,53 @@ class Sealed:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Published:
+    """Where ``invoke publish`` pushed the verified image: the reference it was pushed as, the
+    registry's manifest digest (what ``docker pull REF@DIGEST`` pins), and when."""
+
+    ref: str
+    digest: str
+    at: str
+
+    def to_json(self) -> JSONObject:
+        return {"ref": self.ref, "digest": self.digest, "at": self.at}
+
+    @classmethod
+    def from_json(cls, value: object, where: str) -> Published:
+        d = _obj(value, where)
+        return cls(ref=_str(d, "ref", where), digest=_str(d, "digest", where),
+                   at=_str(d, "at", where))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Image:
     tag: str
     id: str | None = None
     digest: str | None = None
     base: BaseImage | None = None
     sealed: Sealed | None = None
+    published: tuple[Published, ...] = ()
 
     def to_json(self) -> JSONObject:
         return _drop_empty({"tag": self.tag, "id": self.id, "digest": self.digest,
                             "base": self.base.to_json() if self.base else None,
-                            "sealed": self.sealed.to_json() if self.sealed else None})
+                            "sealed": self.sealed.to_json() if self.sealed else None,
+                            "published": [p.to_json() for p in self.published] or None})
 
     @classmethod
     def from_json(cls, value: object, where: str = "image") -> Image:
         d = _obj(value, where)
+        published = d.get("published") or []
+        if not isinstance(published, list):
+            raise ResultFormatError(f"{where}.published: expected a list")
         return cls(tag=_str(d, "tag", where), id=_opt_str(d, "id", where),
                    digest=_opt_str(d, "digest", where),
                    base=None if d.get("base") is None
                    else BaseImage.from_json(d["base"], f"{where}.base"),
                    sealed=None if d.get("sealed") is None
-                   else Sealed.from_json(d["sealed"], f"{where}.sealed"))
+                   else Sealed.from_json(d["sealed"], f"{where}.sealed"),
+                   published=tuple(Published.from_json(p, f"{where}.published[{i}]")
+                                   for i, p in enumerate(published)))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
+import time
+import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,3 +147,39 @@ def _remove_leftover_containers(run_id):
             container.remove(force=True)
     except docker.errors.DockerException:
         pass
+
+
+REGISTRY = shutil.which("docker-registry") or "/usr/bin/docker-registry"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory):
+    """A plain-HTTP registry on 127.0.0.1 (the Engine trusts loopback registries)."""
+    if not shutil.which(REGISTRY):
+        pytest.skip("docker-registry is not installed (scripts/ensure-env.sh installs it)")
+    folder = tmp_path_factory.mktemp("registry")
+    port = free_port()
+    (folder / "config.yml").write_text(
+        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {folder / 'data'}\n"
+        f"http:\n  addr: 127.0.0.1:{port}\n")
+    proc = subprocess.Popen([REGISTRY, "serve", str(folder / "config.yml")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail(f"docker-registry did not answer on 127.0.0.1:{port} within 30 s")
+            time.sleep(0.3)
+    yield f"127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=30)

@@ -4,11 +4,6 @@ it from there and tags it with the upstream name the generated Dockerfiles use."
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import time
-import urllib.request
 import uuid
 
 import pytest
@@ -18,40 +13,10 @@ from oota.execute.bases import ensure_base
 
 from .conftest import REPO
 
-REGISTRY = shutil.which("docker-registry") or "/usr/bin/docker-registry"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 @pytest.fixture(scope="module")
-def mirror(tmp_path_factory):
-    """A plain-HTTP registry on 127.0.0.1 (the Engine trusts loopback registries)."""
-    if not shutil.which(REGISTRY):
-        pytest.skip("docker-registry is not installed (scripts/ensure-env.sh installs it)")
-    folder = tmp_path_factory.mktemp("registry")
-    port = _free_port()
-    (folder / "config.yml").write_text(
-        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {folder / 'data'}\n"
-        f"http:\n  addr: 127.0.0.1:{port}\n")
-    proc = subprocess.Popen([REGISTRY, "serve", str(folder / "config.yml")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail(f"docker-registry did not answer on 127.0.0.1:{port} within 30 s")
-            time.sleep(0.3)
-    yield f"127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=30)
+def mirror(registry):
+    return registry
 
 
 def test_vendor_base_comes_from_the_labs_mirror(built, mirror, engine, docker_client, tmp_path):

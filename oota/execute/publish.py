@@ -1,0 +1,118 @@
+"""Publish: only verified images reach a registry.
+
+``invoke publish --vendor V --registry R`` pushes each selected cell's image as
+``R/<namespace>/<vendor>:<cell-id>`` when, and only when, all of this holds:
+
+* the image exists and was built from today's inputs (its fingerprint label is the cell's
+  fingerprint now: matrix, vendor folder, templates, verify/ and lock unchanged);
+* the cell's last result (``results/<cell>/result.json``) is of those inputs and its
+  verification ``passed``, or is ``unsupported-here`` (the host lacked the hardware; every test it
+  could run passed, and the image's label ``oota.verified`` says so);
+* that verification is sealed in the image (a whole run, ``/opt/oota/expected.json``), and the
+  image is still the one it sealed (no build took the tag since).
+
+Any other cell is refused with its reason; nothing is pushed for it. A pushed image's registry
+digest is added to its result (``image.published``), so the report can show
+``docker pull REF@DIGEST``. Credentials are the engine's (``docker login``) or
+``--registry-auth``'s, and reach no log and no result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
+
+from oota.config.matrix import Matrix
+from oota.console import Console
+from oota.engine.base import Engine, RegistryAuth
+from oota.errors import OotaError
+from oota.plan import Cell
+from oota.render import context_files, fingerprint, render_cell
+from oota.results.assemble import now
+from oota.results.model import Published, Result, ResultFormatError
+from oota.results.store import load, save
+
+PUBLISHABLE = ("passed", "unsupported-here")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Outcome:
+    cell: str
+    status: Literal["pushed", "refused", "failed"]
+    ref: str = ""
+    digest: str = ""
+    reason: str = ""
+
+
+def refusal(result: Result | None, labels: dict[str, str] | None, image_id: str | None,
+            current: str) -> str:
+    """Why a cell's image may not be published ('' when it may); ``current`` is the cell's
+    fingerprint from today's inputs."""
+    if labels is None or image_id is None:
+        return "no image: build and verify it first (`invoke build`)"
+    if labels.get("oota.fingerprint") != current:
+        return ("stale: the image was built from other inputs than today's (matrix, vendor "
+                "folder, templates, verify/ or lock changed); build and verify it again")
+    if result is None:
+        return "never verified: no result.json for it (`invoke verify` or `invoke build`)"
+    if result.cell.fingerprint != current:
+        return "stale: its last verification was of other inputs; verify it again"
+    if result.status not in PUBLISHABLE:
+        return f"its last verification {result.status}" + (
+            f": {result.message}" if result.message else "")
+    sealed = result.image.sealed if result.image else None
+    if sealed is None or sealed.id is None or "oota.verified" not in labels:
+        return ("unsealed: the image does not carry its verification (only a run of every "
+                "layer is sealed); `invoke verify` it")
+    if sealed.id != image_id:
+        return "the image changed since its verification (a build took the tag); verify it again"
+    return ""
+
+
+def target(registry: str, namespace: str, cell: Cell) -> str:
+    return f"{registry}/{namespace}/{cell.vendor.name}:{cell.id}"
+
+
+def publish_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Console, *,
+                  results_dir: Path, registry: str, namespace: str, local_namespace: str,
+                  auth: RegistryAuth | None) -> list[Outcome]:
+    """Push every selected cell that may be published; refuse the others, saying why."""
+    outcomes = []
+    for cell in cells:
+        outcome = _publish_one(matrix, cell, engine, results_dir, registry, namespace,
+                               local_namespace, auth)
+        kind = {"pushed": "ok", "refused": "skip", "failed": "fail"}[outcome.status]
+        text = f"{cell.id}: {outcome.status}"
+        text += f" {outcome.ref}@{outcome.digest}" if outcome.digest else f": {outcome.reason}"
+        console.line(kind, text)
+        outcomes.append(outcome)
+    return outcomes
+
+
+def _publish_one(matrix: Matrix, cell: Cell, engine: Engine, results_dir: Path,
+                 registry: str, namespace: str, local_namespace: str,
+                 auth: RegistryAuth | None) -> Outcome:
+    local = f"{local_namespace}/{cell.vendor.name}:{cell.id}"
+    folder = results_dir / cell.id
+    try:
+        result: Result | None = load(folder / "result.json")
+    except ResultFormatError as exc:
+        if (folder / "result.json").exists():
+            return Outcome(cell=cell.id, status="refused", reason=f"unreadable result: {exc}")
+        result = None
+    current = fingerprint(context_files(matrix, render_cell(matrix, cell)))
+    why = refusal(result, engine.image_labels(local), engine.image_id(local), current)
+    if why:
+        return Outcome(cell=cell.id, status="refused", reason=why)
+    assert result is not None and result.image is not None
+    ref = target(registry, namespace, cell)
+    try:
+        digest = engine.push(local, ref, auth)
+    except OotaError as exc:
+        return Outcome(cell=cell.id, status="failed", ref=ref, reason=str(exc))
+    published = tuple(p for p in result.image.published if p.ref != ref)
+    image = replace(result.image, published=(*published,
+                                             Published(ref=ref, digest=digest, at=now())))
+    save(folder, replace(result, image=image))
+    return Outcome(cell=cell.id, status="pushed", ref=ref, digest=digest)
