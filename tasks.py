@@ -297,16 +297,17 @@ def release_check(c: Context, vendor: list[str] | None = None, matrix: str = "ma
 @task(iterable=("vendor", "cell", "find_links", "registry_mirror"), help={
     **{k: _BUILD_HELP[k] for k in ("vendor", "cell", "matrix", "all", "ca_bundle", "index_url",
                                    "find_links", "no_host_pip_config", "registry_mirror")},
-    "check": "only report fresh/stale/missing per cell; exit 1 when a lock is stale"})
+    "check": "only report fresh/stale/missing per cell; exit 1 when a lock is stale",
+    "upgrade": "resolve every pin afresh (default: keep the existing lock's pins that still fit)"})
 def lock(c: Context, vendor: list[str] | None = None, cell: list[str] | None = None,
          matrix: str = "matrix.yaml", all: bool = False, check: bool = False,
          ca_bundle: str | None = None, index_url: str | None = None,
          find_links: list[str] | None = None, no_host_pip_config: bool = False,
-         registry_mirror: list[str] | None = None) -> None:
+         registry_mirror: list[str] | None = None, upgrade: bool = False) -> None:
     """Write hash-pinned locks/<vendor>/<cell>.txt (pip-compile inside each cell's builder)."""
     options = api.lock_options(ca_bundle_file=ca_bundle, index=index_url, find_links=find_links,
                                no_host_pip_config=no_host_pip_config,
-                               registry_mirror=registry_mirror)
+                               registry_mirror=registry_mirror, upgrade=upgrade)
     if check:
         rows = api.lock_status(matrix, _vendors(vendor))
         for cell_id, status, path in rows:

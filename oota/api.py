@@ -199,12 +199,13 @@ def jobs(text: str | int) -> int:
 
 def lock_options(*, ca_bundle_file: str | None = None, index: str | None = None,
                  find_links: list[str] | None = None, no_host_pip_config: bool = False,
-                 registry_mirror: list[str] | None = None) -> locks.LockOptions:
+                 registry_mirror: list[str] | None = None,
+                 upgrade: bool = False) -> locks.LockOptions:
     """The lock flags, every one checked (InputError, exit 2)."""
     return locks.LockOptions(ca_bundle=ca_bundle(ca_bundle_file), index_url=index_url(index),
                              find_links=tuple(find_links or ()),
                              use_host_pip_config=not no_host_pip_config,
-                             registry_mirrors=registry_mirrors(registry_mirror))
+                             registry_mirrors=registry_mirrors(registry_mirror), upgrade=upgrade)
 
 
 # --- What the tasks do. -------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -60,6 +61,9 @@ class LockOptions:
     timeout_s: int = 1200
     work: Path | None = None      # scratch folder (default: the run's own, removed after it)
     registry_mirrors: tuple[tuple[str, str], ...] = ()   # see BuildOptions
+    # Resolve every pin afresh; otherwise pip-compile keeps the pins of the existing lock that
+    # still satisfy the requirements (a relock does not move because PyPI did).
+    upgrade: bool = False
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -119,11 +123,15 @@ def mounts(cell: Cell, options: LockOptions, folder: Path) -> tuple[Mount, ...]:
 
 
 def compile_lock(engine: Engine, cell: Cell, builder: str, options: LockOptions,
-                 folder: Path) -> str:
-    """Run pip-compile in a container of ``builder``; return the lock text (with header)."""
+                 folder: Path, existing: Path | None = None) -> str:
+    """Run pip-compile in a container of ``builder``; return the lock text (with header).
+    ``existing`` (the current lock) is where pip-compile starts: its pins are kept where they
+    still fit, unless ``options.upgrade``."""
     job = folder / "job"
     job.mkdir(parents=True, exist_ok=True)
     (job / "requirements.in").write_text("\n".join(cell_requirements(cell)) + "\n")
+    if existing is not None and existing.is_file() and not options.upgrade:
+        shutil.copyfile(existing, job / "out.txt")
     env = {"OOTA_PIP": f"pip=={dist_version('pip')}",
            "OOTA_PIP_TOOLS": f"pip-tools=={dist_version('pip-tools')}",
            "CUSTOM_COMPILE_COMMAND": f"invoke lock --vendor={cell.vendor.name} --cell={cell.id}"}
@@ -148,7 +156,8 @@ def lock_cell(matrix: Matrix, cell: Cell, engine: Engine, console: Console,
     try:
         builder = build_builder(matrix, cell, engine, options)
         with tempfile.TemporaryDirectory(prefix=f"{cell.id}-", dir=_work(matrix, options)) as tmp:
-            text = compile_lock(engine, cell, builder, options, Path(tmp))
+            text = compile_lock(engine, cell, builder, options, Path(tmp),
+                                existing=lock_path(matrix, cell))
     except StepFailed as exc:
         if exc.log_tail:
             console.block(exc.log_tail)
