@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,26 @@ def test_compile_lock_runs_pip_compile_in_the_builder(project, tmp_path):
     read_only = {m.target for m in request.mounts if m.read_only}
     assert {"/run/secrets/pipconf", "/wheelhouse"} <= read_only
     assert request.env["CUSTOM_COMPILE_COMMAND"] == "invoke lock --vendor=cpu --cell=" + CELL
+
+
+@pytest.mark.parametrize("upgrade", [False, True])
+def test_a_relock_starts_from_the_existing_lock_unless_upgrading(project, tmp_path, upgrade):
+    """pip-compile keeps the pins of the output file it finds; --upgrade starts empty."""
+    _, cell = cell_of(project)
+    existing = tmp_path / "existing.txt"
+    existing.write_text(header(cell) + LOCKED)
+    seen: list[str | None] = []
+
+    class Seeing(FakeEngine):
+        def run(self, request: RunRequest) -> RunOutcome:
+            job = next(m.source for m in request.mounts if m.target == "/lock")
+            out = job / "out.txt"
+            seen.append(out.read_text() if out.exists() else None)
+            return super().run(request)
+
+    options = dataclasses.replace(OPTIONS, upgrade=upgrade)
+    compile_lock(Seeing(), cell, "img", options, tmp_path / "work", existing=existing)
+    assert seen == [None if upgrade else header(cell) + LOCKED]
 
 
 def test_compile_lock_failure_carries_the_log(project, tmp_path):
