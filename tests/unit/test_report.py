@@ -444,3 +444,15 @@ def test_empty_results_folder(tmp_path):
     report = write_report(tmp_path / "results", tmp_path / "reports")
     assert report.results == () and report.problems == ()
     assert "No model tests" in (tmp_path / "reports" / "matrix.md").read_text(encoding="utf-8")
+
+
+def test_a_published_cell_page_shows_the_pull_command_with_its_digest(tmp_path, results):
+    published = "sha256:" + "5e" * 32
+    first = results[0]
+    first["image"]["published"] = [{"ref": f"registry.lab:5000/oota/cpu:{first['cell']['id']}",
+                                    "digest": published, "at": "2026-11-23T12:00:00+00:00"}]
+    assert validation_errors(first) == []
+    out = tmp_path / "reports"
+    write_report(write_results(tmp_path / "results", results), out)
+    page = (out / "cells" / f"{first['cell']['id']}.html").read_text(encoding="utf-8")
+    assert f"docker pull registry.lab:5000/oota/cpu:{first['cell']['id']}@{published}" in page
