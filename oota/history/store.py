@@ -16,7 +16,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, Row, create_engine, event, func, insert, select
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Row,
+    Select,
+    create_engine,
+    event,
+    func,
+    insert,
+    select,
+)
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
@@ -36,6 +46,7 @@ CONNECT_TIMEOUT_S = 10
 ATTEMPTS = 5
 # An advisory lock key: PostgreSQL writers creating the tables at once take turns.
 _PG_SCHEMA_LOCK = 0x00_07_A0_12
+_READING = "oota_reading"
 
 
 class HistoryUnavailable(EnvironmentProblem):
@@ -87,8 +98,16 @@ def _sqlite_manual_transactions(dbapi_connection: Any, _record: Any) -> None:
 
 def _sqlite_begin_immediate(connection: Connection) -> None:
     # A deferred transaction that reads and then writes can fail at once when another writer
-    # holds the lock (no busy wait helps); IMMEDIATE waits for the lock up front.
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
+    # holds the lock (no busy wait helps); IMMEDIATE waits for the lock up front. Readers
+    # take no write lock.
+    reading = connection.get_execution_options().get(_READING, False)
+    connection.exec_driver_sql("BEGIN" if reading else "BEGIN IMMEDIATE")
+
+
+@contextmanager
+def _reading(store: Store) -> Iterator[Connection]:
+    with _problems(store, "cannot be read"), store.engine.connect() as conn:
+        yield conn.execution_options(**{_READING: True})
 
 
 @contextmanager
@@ -207,7 +226,7 @@ def write_cell(conn: Connection, run_id: int, cell: CellRecord) -> None:
 
 def read_runs(store: Store) -> list[RunRecord]:
     """Every run, oldest first, whole (for export, checks and tests; the HUD queries less)."""
-    with _problems(store, "cannot be read"), store.engine.connect() as conn:
+    with _reading(store) as conn:
         runs = conn.execute(select(t.runs).order_by(t.runs.c.started_at, t.runs.c.id)).all()
         return [_run_from(conn, row) for row in runs]
 
@@ -253,10 +272,11 @@ def _status(text: str) -> Status:
     return status_of(text, "history")
 
 
-def _extensions(conn: Connection, result_ids: list[int]
+def _extensions(conn: Connection, result_ids: list[int] | Select[tuple[int]]
                 ) -> dict[int, tuple[tuple[str, str | None], ...]]:
+    """The extensions of the results ``result_ids`` lists or selects."""
     found: dict[int, list[tuple[str, str | None]]] = {}
-    if result_ids:
+    if not isinstance(result_ids, list) or result_ids:
         rows = conn.execute(select(t.extensions).where(t.extensions.c.result_id.in_(result_ids))
                             .order_by(t.extensions.c.name))
         for row in rows:
@@ -281,9 +301,9 @@ def outcomes(store: Store, *, vendor: str | None = None, cell: str | None = None
     if cell:
         query = query.where(r.c.cell_id == cell)
     query = query.order_by(runs.c.started_at, runs.c.id, r.c.host)
-    with _problems(store, "cannot be read"), store.engine.connect() as conn:
+    with _reading(store) as conn:
         rows = conn.execute(query).all()
-        extensions = _extensions(conn, [row.id for row in rows])
+        extensions = _extensions(conn, query.with_only_columns(r.c.id).order_by(None))
     return [Point(run_key=row.run_key, origin=row.origin, started_at=row.run_started,
                   cell_id=row.cell_id, test_id=test, status=_status(row.outcome),
                   message=row.outcome_message,

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from oota.history import store as history_store
+from oota.history import tables
 from oota.history.location import locate
 from oota.history.records import run_record
-from oota.history.store import Store, append, open_store, read_runs
+from oota.history.store import HistoryUnavailable, Store, append, open_store, read_runs
 from tests.conftest import REPO
 from tests.history.helpers import MATMUL, result, typed
 
@@ -93,7 +94,7 @@ WRITER = textwrap.dedent("""\
 
 
 def test_two_writers_at_once_lose_nothing(history_url: str) -> None:
-    open_at(history_url)  # the tables exist: both writers race on the runs themselves
+    # A new store: the two writers race to create the tables, then on the runs themselves.
     path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     start = __import__("time").time() + 3
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, history_url, name, str(start)],
@@ -105,3 +106,12 @@ def test_two_writers_at_once_lose_nothing(history_url: str) -> None:
     runs = read_runs(open_at(history_url))
     assert len(runs) == 20 and sum(len(r.cells) for r in runs) == 40
     assert {r.key for r in runs} == {f"{n}-{d}" for n in "ab" for d in range(1, 11)}
+
+
+def test_a_history_from_a_newer_oota_is_refused(history_url: str) -> None:
+    store = open_at(history_url)
+    with store.engine.begin() as conn:
+        conn.execute(tables.schema_version.insert().values(version=99, applied_at="later"))
+    with pytest.raises(HistoryUnavailable, match=r"has schema version 99; this oota knows up "
+                                                 r"to 1: use a newer oota"):
+        open_at(history_url)
