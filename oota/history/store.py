@@ -72,7 +72,11 @@ class Appended:
 def open_store(location: Location) -> Store:
     """The store at ``location``, its tables created when missing (HistoryUnavailable if it
     cannot be reached, or was written by a newer oota)."""
-    engine = _engine(location)
+    try:
+        engine = _engine(location)
+    except ImportError as exc:  # a driver oota does not ship, or an installation without it
+        raise HistoryUnavailable(f"history {location.shown} cannot be opened: its driver is "
+                                 f"not installed ({exc})") from exc
     store = Store(location=location, engine=engine)
     with _problems(store, "cannot be opened"):
         _retry(lambda: _prepare(store))

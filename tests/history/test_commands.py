@@ -153,3 +153,12 @@ def test_report_merge_appends_one_run(tmp_path: Path) -> None:
     alone = invoke("report", "--results", str(a), "--out", str(tmp_path / "r2"),
                    "--history", url)
     assert alone.returncode == 2 and "--history applies to `report --merge` only" in alone.stderr
+
+
+def test_a_history_file_that_cannot_be_opened_is_exit_3(tmp_path: Path) -> None:
+    (tmp_path / "not-a-db").write_text("hello, I am text\n" * 100, encoding="utf-8")
+    for url, why in ((f"sqlite:///{tmp_path / 'missing' / 'h.db'}", "unable to open"),
+                     (f"sqlite:///{tmp_path / 'not-a-db'}", "not a database")):
+        out = invoke("history", "query", "--history", url)
+        assert out.returncode == 3 and why in out.stderr, out.stderr
+        assert f"history {url} cannot be opened" in out.stderr
