@@ -265,9 +265,6 @@ def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
     _stderr(api.record_history(kept, rep.results))
 
 
-HISTORY_ACTIONS = ("import", "query")
-
-
 @task(iterable=("dir",), help={
     "action": "import (load results folders) or query (where outcomes changed)",
     "dir": "import: a results folder, one result.json per cell folder (repeatable)",
@@ -279,7 +276,8 @@ def history(c: Context, action: str, dir: list[str] | None = None, vendor: str |
             history: str | None = None) -> None:
     """The history of runs: `import --dir results`, or `query [--vendor V] [--cell ID]
     [--test ID]`: every run where an outcome changed, newest first, with what changed."""
-    api.choice("history", action, HISTORY_ACTIONS)
+    api.check_history_flags(action, dirs=dir, selection={"vendor": vendor, "cell": cell,
+                                                         "test": test}, fmt=format)
     where = api.history_location(history)
     if action == "query":
         print(api.history_query(where, vendor=vendor, cell=cell, test=test, fmt=format))

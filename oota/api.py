@@ -505,6 +505,22 @@ def git_revision(root: Path) -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
+HISTORY_ACTIONS = ("import", "query")
+
+
+def check_history_flags(action: str, *, dirs: list[str] | None, selection: dict[str, str | None],
+                        fmt: str) -> None:
+    """``history ACTION``'s flags: each applies to one action (InputError, exit 2)."""
+    choice("history", action, HISTORY_ACTIONS)
+    given = [f"--{name}" for name, value in selection.items() if value]
+    if action == "import" and (given or fmt != "table"):
+        raise InputError(f"{(given or ['--format'])[0]} applies to `history query`; "
+                         "`history import` takes --dir")
+    if action == "query" and dirs:
+        raise InputError("--dir applies to `history import`; `history query` selects with "
+                         "--vendor, --cell and --test")
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Imported:
     """What ``history import`` did: a line per run appended, and results it could not read."""

@@ -162,3 +162,19 @@ def test_a_history_file_that_cannot_be_opened_is_exit_3(tmp_path: Path) -> None:
         out = invoke("history", "query", "--history", url)
         assert out.returncode == 3 and why in out.stderr, out.stderr
         assert f"history {url} cannot be opened" in out.stderr
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("history", "export"), "history 'export' is not one of import, query"),
+    (("history", "import", "--vendor", "cpu"), "--vendor applies to `history query`"),
+    (("history", "query", "--dir", "results"), "--dir applies to `history import`"),
+    (("history", "import"), "name a results folder to import: --dir results"),
+    (("history", "import", "--dir", "/nowhere/at/all"), "--dir /nowhere/at/all: no such folder"),
+    (("history", "query", "--format", "yaml"), "--format 'yaml' is not one of table, json"),
+    (("build", "--history", "sqlite:///x.db", "--no-history"), "exclude each other"),
+], ids=["action", "query-flag-on-import", "dir-on-query", "no-dir", "missing-dir", "format",
+        "history-and-no-history"])
+def test_history_flags_are_checked(args: tuple[str, ...], says: str, tmp_path: Path) -> None:
+    out = invoke(*args, "--history", f"sqlite:///{tmp_path / 'h.db'}") \
+        if "--history" not in args else invoke(*args)
+    assert out.returncode == 2 and says in out.stderr, out.stderr
