@@ -98,8 +98,8 @@ def test_oota_history_names_a_bad_url_too(tmp_path: Path) -> None:
 
 def test_an_unreachable_server_is_exit_3_for_history_tasks(tmp_path: Path) -> None:
     url = f"postgresql://oota:s3cret@127.0.0.1:{closed_port()}/history"
-    for action in ("query", "import"):
-        out = invoke("history", action, "--dir", str(tmp_path), "--history", url)
+    for args in (("query",), ("import", "--dir", str(tmp_path))):
+        out = invoke("history", *args, "--history", url)
         assert out.returncode == 3, out.stderr
         assert "history postgresql+psycopg://oota:***@127.0.0.1:" in out.stderr
         assert "cannot be opened" in out.stderr and "s3cret" not in out.stderr
