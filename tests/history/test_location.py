@@ -43,3 +43,9 @@ def test_what_changed_names_each_input_old_and_new() -> None:
         "toolkit 12.8 -> 12.9", "fingerprint f1 -> f2", "host lab-a -> lab-b",
         "intel_ext - -> 1.0", "torch_npu 2.13.0rc1 -> -"]
     assert before.differences(before) == []
+
+
+def test_a_file_store_is_shown_as_given() -> None:
+    # redact() once turned sqlite:////abs/h.db into sqlite://abs/h.db (a host named 'abs').
+    assert locate("sqlite:////srv/oota/history.db", {}, Path.cwd()).shown \
+        == "sqlite:////srv/oota/history.db"
