@@ -37,6 +37,8 @@ from oota.net import redact_text
 
 HELP_MATRIX = "matrix file (default: matrix.yaml)"
 HELP_FORMAT = "table or json"
+HELP_HISTORY = ("where runs are kept: a database URL (sqlite:///file, postgresql://user@host/db; "
+                "default: OOTA_HISTORY, else history.db beside matrix.yaml)")
 # Where the traceback of an unexpected error goes, so the user sees one line, not a traceback.
 ERROR_LOG = Path(__file__).resolve().parent / ".oota-cache" / "last-error.log"
 
@@ -137,12 +139,18 @@ def generate(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.
     print(f"{len(written)} file(s) changed")
 
 
-def _finish(ran: api.Ran, results_dir: str) -> None:
+def _stderr(lines: list[str]) -> None:
+    for line in lines:
+        print(line, file=sys.stderr)
+
+
+def _finish(ran: api.Ran, results_dir: str, history: api.History) -> None:
     # Each cell's outcome first: a report that cannot be written must not hide them.
     for r in ran.results:
         print(f"{r.status:>16}  {r.cell.id}" + (f"  ({r.message})" if r.message else ""))
     for lost in ran.lost:
         print(f"{'host lost':>16}  {lost}")
+    _stderr(api.record_history(history, ran.results))
     report = api.report(results_dir, "reports")
     print(f"report: reports/matrix.md, reports/index.html ({len(report.results)} cells)")
     code = api.exit_code_for(ran)
@@ -165,6 +173,7 @@ _BUILD_HELP = {
     "hosts": "hosts.yaml: run the cells on its Docker Engines (schema/hosts-v1.json)",
     "jobs": "cells the local engine runs at once (default 1; with --hosts: each host's jobs)",
     "reverify": "verify up-to-date images even when their last verification still holds",
+    "history": HELP_HISTORY, "no_history": "do not append this run to the history",
 }
 
 
@@ -175,8 +184,9 @@ def build(c: Context, vendor: list[str] | None = None, cell: list[str] | None = 
           no_host_pip_config: bool = False, rebuild: bool = False, results: str = "results",
           layer: str = "", no_verify: bool = False,
           registry_mirror: list[str] | None = None, hosts: str | None = None, jobs: str = "1",
-          reverify: bool = False) -> None:
+          reverify: bool = False, history: str | None = None, no_history: bool = False) -> None:
     """Build each selected cell's image with BuildKit, verify it, and write the report."""
+    kept = api.history_target(history, no_history, "build", Path(matrix).parent)
     options = api.build_options(results=results, layer=layer, ca_bundle_file=ca_bundle,
                                 index=index_url, find_links=find_links,
                                 no_host_pip_config=no_host_pip_config, rebuild=rebuild,
@@ -184,19 +194,21 @@ def build(c: Context, vendor: list[str] | None = None, cell: list[str] | None = 
                                 reverify=reverify)
     out = api.build(matrix, _vendors(vendor), api.name_list("--cell", cell), all, options,
                     Console(), hosts_file=hosts, jobs=api.jobs(jobs))
-    _finish(out, results)
+    _finish(out, results, kept)
 
 
 @task(iterable=("vendor", "cell"),
       help={**{k: _BUILD_HELP[k] for k in ("vendor", "cell", "matrix", "all", "results", "layer",
-                                           "hosts", "jobs")},
+                                           "hosts", "jobs", "history", "no_history")},
             "here": "verify a Python environment and this host's devices, without Docker",
             "python": "with --here: the interpreter whose torch is verified (default: this one)"})
 def verify(c: Context, vendor: list[str] | None = None, cell: list[str] | None = None,
            matrix: str = "matrix.yaml", all: bool = False, results: str = "results",
            layer: str = "", here: bool = False, python: str | None = None,
-           hosts: str | None = None, jobs: str = "1") -> None:
+           hosts: str | None = None, jobs: str = "1", history: str | None = None,
+           no_history: bool = False) -> None:
     """Verify already built images (no build), or the current environment with --here."""
+    kept = api.history_target(history, no_history, "verify", Path(matrix).parent)
     options = api.build_options(results=results, layer=layer)
     cells = api.name_list("--cell", cell)
     api.check_here_flags(here=here, python=python, cells=cells, everything=all, hosts=hosts,
@@ -207,7 +219,7 @@ def verify(c: Context, vendor: list[str] | None = None, cell: list[str] | None =
     else:
         out = api.build(matrix, _vendors(vendor), cells, all, options, Console(),
                         build_images=False, hosts_file=hosts, jobs=api.jobs(jobs))
-    _finish(out, results)
+    _finish(out, results, kept)
 
 
 @task(iterable=("vendor", "cell"), help={
@@ -248,11 +260,14 @@ def hosts(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.yam
     "format": "extra outputs, a comma list: crcr (crcr.json, the callback payload of "
               "PyTorch's cross-repository CI relay)",
     "artifact_url": "where the results can be downloaded, for crcr.json (default in GitHub "
-                    "Actions: the run's page)"})
+                    "Actions: the run's page)",
+    "history": "with --merge: " + HELP_HISTORY, "no_history": _BUILD_HELP["no_history"]})
 def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
            compare: str | None = None, merge: list[str] | None = None,
-           format: str | None = None, artifact_url: str | None = None) -> None:
+           format: str | None = None, artifact_url: str | None = None,
+           history: str | None = None, no_history: bool = False) -> None:
     """Write reports/ (matrix.md, results.json, index.html, cells/) from result files only."""
+    kept = api.history_target(history, no_history, "merge", Path.cwd(), used=bool(merge))
     rep = api.report(results, out, compare, merge=merge, formats=format,
                      artifact_url=artifact_url, env=os.environ)
     extra = "".join(f", {out}/{name}.json" for name in api.report_formats(format))
@@ -268,6 +283,30 @@ def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
         print(rep.comparison.text())
     for problem in rep.problems:
         print(f"warning: {problem}", file=sys.stderr)
+    _stderr(api.record_history(kept, rep.results))
+
+
+@task(iterable=("dir",), help={
+    "action": "import (load results folders) or query (where outcomes changed)",
+    "dir": "import: a results folder, one result.json per cell folder (repeatable)",
+    "vendor": "query: one vendor's cells", "cell": "query: one cell id",
+    "test": "query: one test id (e.g. test_device.py::test_matmul)", "format": HELP_FORMAT,
+    "history": HELP_HISTORY})
+def history(c: Context, action: str, dir: list[str] | None = None, vendor: str | None = None,
+            cell: str | None = None, test: str | None = None, format: str = "table",
+            history: str | None = None) -> None:
+    """The history of runs: `import --dir results`, or `query [--vendor V] [--cell ID]
+    [--test ID]`: every run where an outcome changed, newest first, with what changed."""
+    api.check_history_flags(action, dirs=dir, selection={"vendor": vendor, "cell": cell,
+                                                         "test": test}, fmt=format)
+    where = api.history_location(history)
+    if action == "query":
+        print(api.history_query(where, vendor=vendor, cell=cell, test=test, fmt=format))
+        return
+    done = api.history_import(where, dir)
+    for run in done.appended:
+        print(f"run {run.run_key}: {run.added} cell(s) added, {run.already} already there")
+    _stderr([f"warning: {problem}" for problem in done.problems])
 
 
 @task(iterable=("vendor",), help={

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import subprocess
 import sys
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,10 @@ from oota.execute.fleet import Down, Station, lost_hosts, run_on_stations
 from oota.execute.hosts import HostCheck
 from oota.execute.publish import Outcome as PublishOutcome
 from oota.execute.publish import publish_cells
+from oota.history import changes as history_changes
+from oota.history import store as history_store
+from oota.history.location import Location, locate
+from oota.history.records import Origin, group_by_run, run_record
 from oota.lint import lint_project
 from oota.net import find_ca_bundle, redact
 from oota.plan import Cell, plan, select
@@ -44,6 +50,7 @@ from oota.report import crcr
 from oota.report.data import Report
 from oota.report.write import EXTRA_FORMATS, Extras, write_report
 from oota.results.model import Result
+from oota.results.store import load_all
 from oota.vocab import BAD, LAYERS
 
 # Output formats of `matrix` and `hosts`.
@@ -490,3 +497,127 @@ def lock(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, eve
          console: Console, options: locks.LockOptions) -> list[locks.LockOutcome]:
     matrix, cells = cells_for(matrix_path, vendors, ids, everything)
     return locks.lock_cells(matrix, cells, console, options)
+
+
+# --- History: every run kept (oota/history). ----------------------------------------------
+
+HISTORY_FORMATS = FORMATS
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class History:
+    """Where a run is appended (``location`` None: ``--no-history``), as what, and the project
+    whose git revision it records."""
+
+    location: Location | None
+    origin: Origin
+    root: Path
+
+
+def history_location(flag: str | None, *, off: bool = False, root: Path | None = None,
+                     env: Mapping[str, str] | None = None) -> Location | None:
+    """The store ``--history``/``OOTA_HISTORY`` name (default: history.db in ``root``), or
+    None with ``--no-history``. A URL that cannot be a store is InputError (exit 2)."""
+    if off and flag:
+        raise InputError("--history and --no-history exclude each other")
+    if off:
+        return None
+    return locate(flag, os.environ if env is None else env, root or Path.cwd())
+
+
+def history_target(flag: str | None, off: bool, origin: Origin, root: Path, *,
+                   used: bool = True, env: Mapping[str, str] | None = None) -> History:
+    """The flags of a task that appends its run (checked before the run starts). ``used``
+    False: this invocation appends nothing (a report without --merge)."""
+    if flag and not used:
+        raise InputError("--history applies to `report --merge` only: a report of one folder "
+                         "adds no run (its build or verify added it already)")
+    return History(location=history_location(flag, off=off or not used, root=root, env=env),
+                   origin=origin, root=root)
+
+
+def record_history(target: History, results: Sequence[Result]) -> list[str]:
+    """Append ``results`` as one run (lines for stderr). A history that cannot be written is a
+    warning: the results are on disk already, and the run's exit code is its own."""
+    location = target.location
+    if location is None or not results:
+        return []
+    run = run_record(results, target.origin, git_revision(target.root))
+    try:
+        done = history_store.append(history_store.open_store(location), run)
+    except history_store.HistoryUnavailable as exc:
+        return [f"warning: {exc}; the results are in their folder (import them later with "
+                "`invoke history import`)"]
+    return [f"history: run {done.run_key} ({target.origin}, {done.added} cell(s) added) in "
+            f"{location.shown}"]
+
+
+def git_revision(root: Path) -> str | None:
+    """The commit the project is at (None outside a git checkout, or without git)."""
+    try:
+        proc = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], text=True,
+                              capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() or None if proc.returncode == 0 else None
+
+
+HISTORY_ACTIONS = ("import", "query")
+
+
+def check_history_flags(action: str, *, dirs: list[str] | None, selection: dict[str, str | None],
+                        fmt: str) -> None:
+    """``history ACTION``'s flags: each applies to one action (InputError, exit 2)."""
+    choice("history", action, HISTORY_ACTIONS)
+    given = [f"--{name}" for name, value in selection.items() if value]
+    if action == "import" and (given or fmt != "table"):
+        raise InputError(f"{(given or ['--format'])[0]} applies to `history query`; "
+                         "`history import` takes --dir")
+    if action == "query" and dirs:
+        raise InputError("--dir applies to `history import`; `history query` selects with "
+                         "--vendor, --cell and --test")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Imported:
+    """What ``history import`` did: a line per run appended, and results it could not read."""
+
+    appended: tuple[history_store.Appended, ...]
+    problems: tuple[str, ...]
+
+
+def history_import(location: Location | None, folders: list[str] | None) -> Imported:
+    """Load result folders (``results/<cell>/result.json``) into the history, a run per run
+    id they carry; results already there are left alone."""
+    if location is None:
+        raise InputError("history import with --no-history has nowhere to write")
+    if not folders:
+        raise InputError("name a results folder to import: --dir results (repeatable)")
+    missing = [f for f in folders if not Path(f).is_dir()]
+    if missing:
+        raise InputError(f"--dir {missing[0]}: no such folder; name a results folder (one "
+                         "result.json per cell folder in it)")
+    store = history_store.open_store(location)
+    appended: list[history_store.Appended] = []
+    problems: list[str] = []
+    for folder in folders:
+        results, bad = load_all(Path(folder))
+        problems += bad or ([] if results else [f"{folder}: no */result.json in it"])
+        appended += [history_store.append(store, run_record(group, "import", None))
+                     for group in group_by_run(results)]
+    return Imported(appended=tuple(appended), problems=tuple(problems))
+
+
+def history_query(location: Location | None, *, vendor: str | None, cell: str | None,
+                  test: str | None, fmt: str) -> str:
+    """Every run where the selection changed outcome, newest first, with what changed in
+    its inputs: a table, or JSON (``fmt`` is one of :data:`HISTORY_FORMATS`)."""
+    if location is None:
+        raise InputError("history query with --no-history has nothing to read")
+    choice("--format", fmt, HISTORY_FORMATS)
+    store = history_store.open_store(location)
+    found = history_changes.changes(history_store.outcomes(store, vendor=vendor, cell=cell,
+                                                           test=test))
+    if fmt == "json":
+        return json.dumps([c.to_json() for c in found], indent=2)
+    return history_changes.table(found)

@@ -45,6 +45,8 @@ def redact(url: str) -> str:
         if any(_SECRET_QUERY.match(k) for k, _ in pairs):
             query = urlencode([(k, "***" if _SECRET_QUERY.match(k) else v) for k, v in pairs],
                               safe="*")
+    if netloc == parts.netloc and query == parts.query:
+        return url  # nothing secret; geturl() would also drop an empty netloc (sqlite:///f)
     return parts._replace(netloc=netloc, query=query).geturl()
 
 

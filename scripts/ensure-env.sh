@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Make this host ready for oota, idempotently: a running Docker Engine with a BuildKit-capable
 # CLI, debootstrap (to build base images where no registry answers), Chromium (report tests),
-# docker-registry (registry-mirror tests), procps (fleet tests) and the project's virtual
-# environment in .venv.
+# docker-registry (registry-mirror tests), procps (fleet tests), PostgreSQL's server (history
+# tests) and the project's virtual environment in .venv.
 # On a host that already has all of it, this does nothing.
 #
 # Installs only on Debian/Ubuntu as root (apt-get); elsewhere it says what is missing.
@@ -65,7 +65,13 @@ if ! command -v pkill >/dev/null && can_install; then
   apt_install procps
 fi
 
-# 6. The virtual environment, reinstalled when pyproject.toml changes.
+# 6. Debian's postgresql: the history tests start a throw-away server (initdb, pg_ctl) to
+#    check the shared store the same way as the default SQLite file.
+if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null && can_install; then
+  apt_install postgresql
+fi
+
+# 7. The virtual environment, reinstalled when pyproject.toml changes.
 stamp=.venv/.oota-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -x .venv/bin/python ] || [ ! -x .venv/bin/oota ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then

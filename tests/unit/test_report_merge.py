@@ -209,7 +209,7 @@ def test_merge_through_the_command(tmp_path: Path) -> None:
     (b / OTHER).mkdir()
     (b / OTHER / "result.json").write_text(json.dumps(broken)[:-20], encoding="utf-8")
     out = tmp_path / "reports"
-    proc = oota("report", "--merge", str(a), "--merge", str(b), "--out", str(out))
+    proc = oota("report", "--merge", str(a), "--merge", str(b), "--out", str(out), "--no-history")
     assert proc.returncode == 0, proc.stderr
     assert "2 cells" in proc.stdout and "disagreeing: 1" in proc.stdout
     assert f"{CELL}: status: passed on lab-a, failed on lab-b" in proc.stdout

@@ -1,0 +1,203 @@
+"""One run as the history stores it, built from :class:`~oota.results.model.Result` objects.
+
+A run is what one command appended: a build, a verify, a merged report, or the results of one
+earlier run found by ``history import``. Its key is the run id the results carry, so appending
+the same results again finds the run already there; results written before run ids existed
+get a key derived from what they hold, stable across imports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from oota.results.model import JSON, Result
+from oota.vocab import Status
+
+Origin = Literal["build", "verify", "merge", "import"]
+ORIGINS: tuple[Origin, ...] = ("build", "verify", "merge", "import")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Figure:
+    """One measurement a test recorded (a model's seconds, peak bytes, max difference...)."""
+
+    test_id: str
+    name: str
+    number: float | None = None
+    text: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TestRow:
+    __test__ = False  # not a pytest test class, despite its name
+
+    test_id: str
+    layer: str
+    status: Status
+    duration_s: float
+    message: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Inputs:
+    """What a cell's outcome depends on, as resolved in the image: a change here between two
+    runs is what ``history query`` (and the blame to come) names."""
+
+    torch: str | None = None
+    torch_git: str | None = None
+    toolkit: str | None = None
+    base: str | None = None
+    fingerprint: str = ""
+    host: str = ""
+    suite: str = ""  # oota's version: the verify suite that judged the cell
+    extensions: tuple[tuple[str, str | None], ...] = ()  # requested packages and versions
+
+    def differences(self, before: Inputs) -> list[str]:
+        """'torch 2.5.0 -> 2.5.1' for every input that differs from ``before``."""
+        pairs = (("torch", before.torch, self.torch), ("torch commit", before.torch_git,
+                 self.torch_git), ("toolkit", before.toolkit, self.toolkit),
+                 ("base image", before.base, self.base),
+                 ("fingerprint", before.fingerprint, self.fingerprint),
+                 ("host", before.host, self.host), ("oota", before.suite, self.suite))
+        found = [f"{name} {old or '-'} -> {new or '-'}" for name, old, new in pairs
+                 if old != new]
+        old_ext, new_ext = dict(before.extensions), dict(self.extensions)
+        for name in sorted(old_ext.keys() | new_ext.keys()):
+            if name != "torch" and old_ext.get(name) != new_ext.get(name):
+                found.append(f"{name} {old_ext.get(name) or '-'} -> {new_ext.get(name) or '-'}")
+        return found
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CellRecord:
+    """One cell's result in a run: coordinates, outcome, where it ran, what it resolved to.
+    Tests and figures are in id order, one of each (the first, if a suite reported one twice),
+    as the store gives them back."""
+
+    cell_id: str
+    vendor: str
+    os: str
+    python: str
+    torch: str
+    toolkit: str | None
+    toolkit_version: str | None
+    status: Status
+    message: str
+    host: str
+    engine: str | None
+    hostname: str | None
+    started_at: str
+    finished_at: str
+    image_tag: str | None
+    image_id: str | None
+    image_digest: str | None
+    base_ref: str | None
+    inputs: Inputs
+    tests: tuple[TestRow, ...]
+    figures: tuple[Figure, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunRecord:
+    key: str
+    origin: Origin
+    started_at: str
+    finished_at: str
+    oota_version: str
+    git_revision: str | None
+    hosts: tuple[str, ...]
+    cells: tuple[CellRecord, ...]
+
+
+def place(result: Result) -> str:
+    """The host a result was made on: its hosts.yaml name, or for the default engine ('local'
+    everywhere) and older results the machine's name (as the report's Origin.place)."""
+    engine, hostname = result.host.text("engine"), result.host.text("hostname")
+    if engine and engine != "local":
+        return engine
+    return hostname or engine or "unknown host"
+
+
+def run_key(results: Sequence[Result]) -> str:
+    """The run id all ``results`` share; else a digest of which results they are."""
+    ids = {r.run_id for r in results}
+    if len(ids) == 1 and None not in ids:
+        return str(next(iter(ids)))
+    members = sorted(f"{r.cell.id}|{place(r)}|{r.run_id or ''}|{r.started_at}" for r in results)
+    return "sha256:" + hashlib.sha256("\n".join(members).encode()).hexdigest()[:24]
+
+
+def group_by_run(results: Iterable[Result]) -> list[list[Result]]:
+    """``results`` split by the run that made them (those without a run id: one group)."""
+    groups: dict[str, list[Result]] = {}
+    for result in results:
+        groups.setdefault(result.run_id or "", []).append(result)
+    return [groups[k] for k in sorted(groups)]
+
+
+def run_record(results: Sequence[Result], origin: Origin, git_revision: str | None) -> RunRecord:
+    """The run that ``results`` (not empty) make up."""
+    cells = tuple(cell_record(r) for r in results)
+    return RunRecord(key=run_key(results), origin=origin,
+                     started_at=min(r.started_at for r in results),
+                     finished_at=max(r.finished_at for r in results),
+                     oota_version=results[0].oota_version, git_revision=git_revision,
+                     hosts=tuple(sorted({c.host for c in cells})), cells=cells)
+
+
+def cell_record(result: Result) -> CellRecord:
+    cell, image = result.cell, result.image
+    return CellRecord(
+        cell_id=cell.id, vendor=cell.vendor, os=cell.os, python=cell.python, torch=cell.torch,
+        toolkit=cell.toolkit, toolkit_version=cell.toolkit_version, status=result.status,
+        message=result.message, host=place(result), engine=result.host.text("engine"),
+        hostname=result.host.text("hostname"), started_at=result.started_at,
+        finished_at=result.finished_at, image_tag=image.tag if image else None,
+        image_id=image.id if image else None, image_digest=image.digest if image else None,
+        base_ref=image.base.ref if image and image.base else None, inputs=inputs_of(result),
+        tests=tuple(sorted({t.id: TestRow(test_id=t.id, layer=t.layer, status=t.status,
+                                          duration_s=t.duration_s, message=t.message)
+                            for t in reversed(result.tests)}.values(),
+                           key=lambda t: t.test_id)),
+        figures=tuple(sorted({(f.test_id, f.name): f for f in reversed(figures_of(result))}
+                             .values(), key=lambda f: (f.test_id, f.name))))
+
+
+def inputs_of(result: Result) -> Inputs:
+    installed, image = result.installed, result.image
+    torch = installed.torch if installed else None
+    toolkit = (torch.cuda or torch.hip) if torch else None
+    declared = f"{result.cell.toolkit} {result.cell.toolkit_version}" \
+        if result.cell.toolkit and result.cell.toolkit_version else None
+    extensions = tuple(sorted((name, p.version) for name, p in installed.packages.items()
+                              if p.requested)) if installed else ()
+    return Inputs(torch=(torch.version if torch else None) or result.cell.torch,
+                  torch_git=torch.git_version if torch else None,
+                  toolkit=toolkit or declared,
+                  base=image.base.ref if image and image.base else None,
+                  fingerprint=result.cell.fingerprint, host=place(result),
+                  suite=result.oota_version, extensions=extensions)
+
+
+def figures_of(result: Result) -> list[Figure]:
+    """Every scalar a test recorded in its data, nested keys joined with dots."""
+    found: list[Figure] = []
+    for test in result.tests:
+        for name, value in _leaves(test.data, ""):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                found.append(Figure(test_id=test.id, name=name, number=float(value)))
+            elif value is not None:
+                found.append(Figure(test_id=test.id, name=name, text=str(value)))
+    return found
+
+
+def _leaves(value: JSON, prefix: str) -> list[tuple[str, JSON]]:
+    if isinstance(value, dict):
+        return [leaf for k, v in value.items()
+                for leaf in _leaves(v, f"{prefix}.{k}" if prefix else k)]
+    if isinstance(value, list):
+        return [leaf for i, v in enumerate(value) for leaf in _leaves(v, f"{prefix}[{i}]")]
+    return [(prefix, value)]

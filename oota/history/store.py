@@ -1,0 +1,315 @@
+"""Writing runs into the history and reading them back (SQLAlchemy Core, SQLite or PostgreSQL).
+
+A run is written in one transaction: it is in the history whole or not at all. A run already
+there (same key and origin) is completed with the cells it lacks and otherwise left alone, so
+importing a folder twice changes nothing. Two writers at once lose nothing: SQLite takes the
+write lock when the transaction begins (``BEGIN IMMEDIATE``) and waits for it (busy timeout),
+PostgreSQL's unique constraints settle a race, and a transaction that lost one is run again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Row,
+    Select,
+    create_engine,
+    event,
+    func,
+    insert,
+    select,
+)
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.pool import NullPool
+
+from oota.errors import EnvironmentProblem
+from oota.history import tables as t
+from oota.history.changes import Point
+from oota.history.location import Location
+from oota.history.records import CellRecord, Figure, Inputs, RunRecord, TestRow
+from oota.results.model import status_of
+from oota.vocab import Status
+
+T = TypeVar("T")
+# SQLite's busy timeout (seconds): how long a writer waits for another's transaction.
+BUSY_TIMEOUT_S = 30
+CONNECT_TIMEOUT_S = 10
+# Transactions that lost a race (a lock, a unique key taken meanwhile) are run again.
+ATTEMPTS = 5
+# An advisory lock key: PostgreSQL writers creating the tables at once take turns.
+_PG_SCHEMA_LOCK = 0x00_07_A0_12
+_READING = "oota_reading"
+
+
+class HistoryUnavailable(EnvironmentProblem):
+    """The history cannot be opened, read or written (exit 3); the message names the store."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Store:
+    location: Location
+    engine: Engine
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Appended:
+    """What an append did: the run's key, and how many of its cells were new."""
+
+    run_key: str
+    origin: str
+    added: int
+    already: int
+
+
+def open_store(location: Location) -> Store:
+    """The store at ``location``, its tables created when missing (HistoryUnavailable if it
+    cannot be reached, or was written by a newer oota)."""
+    try:
+        engine = _engine(location)
+    except ImportError as exc:  # a driver oota does not ship, or an installation without it
+        raise HistoryUnavailable(f"history {location.shown} cannot be opened: its driver is "
+                                 f"not installed ({exc})") from exc
+    store = Store(location=location, engine=engine)
+    with _problems(store, "cannot be opened"):
+        _retry(lambda: _prepare(store))
+    return store
+
+
+def _engine(location: Location) -> Engine:
+    if location.is_sqlite:
+        # One connection per use: two processes' writers then only meet in SQLite's own lock.
+        engine = create_engine(location.url, poolclass=NullPool,
+                               connect_args={"timeout": BUSY_TIMEOUT_S})
+        event.listen(engine, "connect", _sqlite_manual_transactions)
+        event.listen(engine, "begin", _sqlite_begin_immediate)
+        return engine
+    return create_engine(location.url, poolclass=NullPool,
+                         connect_args={"connect_timeout": CONNECT_TIMEOUT_S})
+
+
+def _sqlite_manual_transactions(dbapi_connection: Any, _record: Any) -> None:
+    # pysqlite would begin transactions itself, deferred; SQLAlchemy's begin event does it.
+    dbapi_connection.isolation_level = None
+
+
+def _sqlite_begin_immediate(connection: Connection) -> None:
+    # A deferred transaction that reads and then writes can fail at once when another writer
+    # holds the lock (no busy wait helps); IMMEDIATE waits for the lock up front. Readers
+    # take no write lock.
+    reading = connection.get_execution_options().get(_READING, False)
+    connection.exec_driver_sql("BEGIN" if reading else "BEGIN IMMEDIATE")
+
+
+@contextmanager
+def _reading(store: Store) -> Iterator[Connection]:
+    with _problems(store, "cannot be read"), store.engine.connect() as conn:
+        yield conn.execution_options(**{_READING: True})
+
+
+@contextmanager
+def _problems(store: Store, doing: str) -> Iterator[None]:
+    try:
+        yield
+    except HistoryUnavailable:
+        raise
+    except SQLAlchemyError as exc:
+        why = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [type(exc).__name__]
+        raise HistoryUnavailable(f"history {store.location.shown} {doing}: {why[0]}") from exc
+
+
+def _retry(work: Callable[[], T]) -> T:
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return work()
+        except (OperationalError, IntegrityError) as exc:
+            if attempt == ATTEMPTS or not _lost_a_race(exc):
+                raise
+            time.sleep(0.2 * attempt)
+    raise AssertionError("unreachable")
+
+
+def _lost_a_race(exc: DBAPIError) -> bool:
+    if isinstance(exc, IntegrityError):
+        return True
+    text = str(exc.orig).lower()
+    return any(word in text for word in ("locked", "busy", "deadlock", "could not serialize"))
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _prepare(store: Store) -> None:
+    with store.engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(select(func.pg_advisory_xact_lock(_PG_SCHEMA_LOCK)))
+        t.metadata.create_all(conn)
+        found = conn.execute(select(func.max(t.schema_version.c.version))).scalar()
+        if found is None:
+            conn.execute(insert(t.schema_version).values(version=t.SCHEMA_VERSION,
+                                                         applied_at=_now()))
+        elif found > t.SCHEMA_VERSION:
+            raise HistoryUnavailable(
+                f"history {store.location.shown} has schema version {found}; this oota knows "
+                f"up to {t.SCHEMA_VERSION}: use a newer oota with it")
+
+
+# -- writing ----------------------------------------------------------------------------------
+
+def append(store: Store, run: RunRecord) -> Appended:
+    """Add ``run`` (the cells of it not yet there) in one transaction."""
+    with _problems(store, "cannot be written"):
+        return _retry(lambda: _append_once(store, run))
+
+
+def _append_once(store: Store, run: RunRecord) -> Appended:
+    with store.engine.begin() as conn:
+        run_id = _run_row(conn, run)
+        present = {(row.cell_id, row.host) for row in conn.execute(
+            select(t.results.c.cell_id, t.results.c.host).where(t.results.c.run_id == run_id))}
+        new = [c for c in run.cells if (c.cell_id, c.host) not in present]
+        for cell in new:
+            write_cell(conn, run_id, cell)
+        hosts = {h for (h,) in conn.execute(select(t.run_hosts.c.host)
+                                            .where(t.run_hosts.c.run_id == run_id))}
+        for host in sorted(set(run.hosts) - hosts):
+            conn.execute(insert(t.run_hosts).values(run_id=run_id, host=host))
+    return Appended(run_key=run.key, origin=run.origin, added=len(new),
+                    already=len(run.cells) - len(new))
+
+
+def _run_row(conn: Connection, run: RunRecord) -> int:
+    found = conn.execute(select(t.runs.c.id).where(t.runs.c.run_key == run.key,
+                                                   t.runs.c.origin == run.origin)).scalar()
+    if found is not None:
+        return int(found)
+    inserted = conn.execute(insert(t.runs).values(
+        run_key=run.key, origin=run.origin, started_at=run.started_at,
+        finished_at=run.finished_at, recorded_at=_now(), oota_version=run.oota_version,
+        git_revision=run.git_revision).returning(t.runs.c.id)).scalar_one()
+    return int(inserted)
+
+
+def write_cell(conn: Connection, run_id: int, cell: CellRecord) -> None:
+    """One cell's rows (result, tests, figures, extensions) inside the run's transaction."""
+    i = cell.inputs
+    result_id = conn.execute(insert(t.results).values(
+        run_id=run_id, cell_id=cell.cell_id, vendor=cell.vendor, os=cell.os,
+        python=cell.python, torch=cell.torch, toolkit=cell.toolkit,
+        toolkit_version=cell.toolkit_version, fingerprint=i.fingerprint, status=cell.status,
+        message=cell.message, host=cell.host, engine=cell.engine, hostname=cell.hostname,
+        started_at=cell.started_at, finished_at=cell.finished_at, torch_version=i.torch,
+        torch_git=i.torch_git, toolkit_resolved=i.toolkit, base_ref=cell.base_ref,
+        image_tag=cell.image_tag, image_id=cell.image_id, image_digest=cell.image_digest,
+    ).returning(t.results.c.id)).scalar_one()
+    if cell.tests:
+        conn.execute(insert(t.tests), [
+            {"result_id": result_id, "test_id": x.test_id, "layer": x.layer,
+             "status": x.status, "duration_s": x.duration_s, "message": x.message}
+            for x in cell.tests])
+    if cell.figures:
+        conn.execute(insert(t.figures), [
+            {"result_id": result_id, "test_id": f.test_id, "name": f.name,
+             "number": f.number, "text": f.text}
+            for f in cell.figures])
+    if i.extensions:
+        conn.execute(insert(t.extensions), [
+            {"result_id": result_id, "name": name, "version": version}
+            for name, version in i.extensions])
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+def read_runs(store: Store) -> list[RunRecord]:
+    """Every run, oldest first, whole (for export, checks and tests; the HUD queries less)."""
+    with _reading(store) as conn:
+        runs = conn.execute(select(t.runs).order_by(t.runs.c.started_at, t.runs.c.id)).all()
+        return [_run_from(conn, row) for row in runs]
+
+
+def _run_from(conn: Connection, run: Row[Any]) -> RunRecord:
+    hosts = conn.execute(select(t.run_hosts.c.host).where(t.run_hosts.c.run_id == run.id)
+                         .order_by(t.run_hosts.c.host)).scalars().all()
+    rows = conn.execute(select(t.results).where(t.results.c.run_id == run.id)
+                        .order_by(t.results.c.id)).all()
+    extensions = _extensions(conn, [r.id for r in rows])
+    cells = tuple(_cell_from(conn, r, run.oota_version, extensions.get(r.id, ())) for r in rows)
+    return RunRecord(key=run.run_key, origin=run.origin, started_at=run.started_at,
+                     finished_at=run.finished_at, oota_version=run.oota_version,
+                     git_revision=run.git_revision, hosts=tuple(hosts), cells=cells)
+
+
+def _cell_from(conn: Connection, r: Row[Any], suite: str,
+               extensions: tuple[tuple[str, str | None], ...]) -> CellRecord:
+    tests = conn.execute(select(t.tests).where(t.tests.c.result_id == r.id)
+                         .order_by(t.tests.c.test_id)).all()
+    figures = conn.execute(select(t.figures).where(t.figures.c.result_id == r.id)
+                           .order_by(t.figures.c.test_id, t.figures.c.name)).all()
+    return CellRecord(
+        cell_id=r.cell_id, vendor=r.vendor, os=r.os, python=r.python, torch=r.torch,
+        toolkit=r.toolkit, toolkit_version=r.toolkit_version, status=_status(r.status),
+        message=r.message, host=r.host, engine=r.engine, hostname=r.hostname,
+        started_at=r.started_at, finished_at=r.finished_at, image_tag=r.image_tag,
+        image_id=r.image_id, image_digest=r.image_digest, base_ref=r.base_ref,
+        inputs=_inputs(r, suite, extensions),
+        tests=tuple(TestRow(test_id=x.test_id, layer=x.layer, status=_status(x.status),
+                            duration_s=x.duration_s, message=x.message) for x in tests),
+        figures=tuple(Figure(test_id=f.test_id, name=f.name, number=f.number, text=f.text)
+                      for f in figures))
+
+
+def _inputs(r: Row[Any], suite: str, extensions: tuple[tuple[str, str | None], ...]) -> Inputs:
+    return Inputs(torch=r.torch_version, torch_git=r.torch_git, toolkit=r.toolkit_resolved,
+                  base=r.base_ref, fingerprint=r.fingerprint, host=r.host, suite=suite,
+                  extensions=extensions)
+
+
+def _status(text: str) -> Status:
+    return status_of(text, "history")
+
+
+def _extensions(conn: Connection, result_ids: list[int] | Select[tuple[int]]
+                ) -> dict[int, tuple[tuple[str, str | None], ...]]:
+    """The extensions of the results ``result_ids`` lists or selects."""
+    found: dict[int, list[tuple[str, str | None]]] = {}
+    if not isinstance(result_ids, list) or result_ids:
+        rows = conn.execute(select(t.extensions).where(t.extensions.c.result_id.in_(result_ids))
+                            .order_by(t.extensions.c.name))
+        for row in rows:
+            found.setdefault(row.result_id, []).append((row.name, row.version))
+    return {k: tuple(v) for k, v in found.items()}
+
+
+def outcomes(store: Store, *, vendor: str | None = None, cell: str | None = None,
+             test: str | None = None) -> list[Point]:
+    """The selected cells' (or, with ``test``, that test's) outcomes, oldest run first."""
+    r, runs = t.results, t.runs
+    status, message = (t.tests.c.status, t.tests.c.message) if test else (r.c.status,
+                                                                          r.c.message)
+    query = select(r, runs.c.run_key, runs.c.origin, runs.c.oota_version,
+                   runs.c.started_at.label("run_started"), status.label("outcome"),
+                   message.label("outcome_message")).join(runs, runs.c.id == r.c.run_id)
+    if test:
+        query = query.join(t.tests, t.tests.c.result_id == r.c.id).where(
+            t.tests.c.test_id == test)
+    if vendor:
+        query = query.where(r.c.vendor == vendor)
+    if cell:
+        query = query.where(r.c.cell_id == cell)
+    query = query.order_by(runs.c.started_at, runs.c.id, r.c.host)
+    with _reading(store) as conn:
+        rows = conn.execute(query).all()
+        extensions = _extensions(conn, query.with_only_columns(r.c.id).order_by(None))
+    return [Point(run_key=row.run_key, origin=row.origin, started_at=row.run_started,
+                  cell_id=row.cell_id, test_id=test, status=_status(row.outcome),
+                  message=row.outcome_message,
+                  inputs=_inputs(row, row.oota_version, extensions.get(row.id, ())))
+            for row in rows]
