@@ -223,10 +223,10 @@ def _first_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
-def _outcome(op: Any, device: Any, dtype: Any, tol: dict[str, float]) -> oota_ops.Outcome:
+def _outcome(op: Any, device: Any, dtype: Any, tol: dict[str, float],
+             cpu_only: bool) -> oota_ops.Outcome:
     import torch
 
-    cpu_only = device.type == "cpu"
     samples = ran = cpu_errors = 0
     for index, sample in enumerate(op.sample_inputs(device, dtype)):
         samples += 1
@@ -270,7 +270,7 @@ def _check(op_name: str, op_dtype: str, device: Any, tolerance: Any, record_data
     if skipped:
         pytest.skip(skipped)
     tol, source = _tolerance(decorators, dtype, tolerance(op_dtype))
-    outcome = _outcome(op, device, dtype, tol)
+    outcome = _outcome(op, device, dtype, tol, cpu_only=device.type == "cpu")
     status, message = oota_ops.verdict(outcome, op=op_name, dtype=op_dtype, device=device.type,
                                        must_pass=must)
     record_data(op=op_name, dtype=op_dtype, must_pass=must, tried=True, samples=outcome.samples,

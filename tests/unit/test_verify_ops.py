@@ -12,6 +12,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "verify"))
 import oota_ops  # noqa: E402
+import oota_summary  # noqa: E402
 
 # op_db's full names in torch 2.13.0 (verify/test_ops.py names variants 'name.variant').
 OPINFO_NAMES = [line for line in (Path(__file__).parent / "data" / "opinfo-names.txt")
@@ -120,3 +121,14 @@ MISMATCH = oota_ops.Mismatch(sample=3, description="Tensor[3, 4] float32, dim=1"
 def test_each_outcome_becomes_one_status_and_message(outcome, must, status, message):
     assert oota_ops.verdict(outcome, op="add", dtype="float32", device="refdev",
                             must_pass=must) == (status, message)
+
+
+def test_oota_verify_counts_the_ops_layers_skips_instead_of_listing_them():
+    tests = [{"id": f"test_ops.py::test_op_runs[op{i}-float32]", "layer": "ops",
+              "status": "skipped", "message": "time budget of 180 s spent"} for i in range(3)]
+    tests.append({"id": "test_ops.py::test_op_runs[add-float16]", "layer": "ops",
+                  "status": "failed", "message": "sample 0 differs"})
+    text = oota_summary.report({"id": "cpu"}, tests)
+    assert "op0" not in text and "- test_ops.py::test_op_runs[add-float16]: failed" in text
+    assert "- ops layer: 3 operator x dtype pairs skipped (each reason is in tests.json)" in text
+    assert "| ops | ✗ | 0 | 3 | 0 | 1 |" in text
