@@ -170,7 +170,7 @@ class Outcome:
     cpu_only: bool = False  # the CPU vendor: the device is the CPU, nothing is compared
     mismatch: Mismatch | None = None
     not_implemented: str = ""  # the device's NotImplementedError, first line
-    error: str = ""  # anything else the device raised where the CPU did not
+    error: str = ""  # anything else the device raised (on a sample the CPU ran, or making one)
 
 
 def verdict(outcome: Outcome, *, op: str, dtype: str, device: str,
@@ -185,7 +185,7 @@ def verdict(outcome: Outcome, *, op: str, dtype: str, device: str,
         text = f"{pair} is not implemented on {device}: {outcome.not_implemented}"
         return ("failed", f"must-pass operator: {text}") if must_pass else ("skipped", text)
     if outcome.error:
-        return "failed", f"{pair} raised on {device} where the CPU did not: {outcome.error}"
+        return "failed", f"{pair} raised on {device}: {outcome.error}"
     if outcome.mismatch is not None:
         return "failed", mismatch_message(outcome.mismatch, device)
     if outcome.samples == 0:

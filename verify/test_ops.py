@@ -182,6 +182,8 @@ def _leaf_difference(got: Any, want: Any, tol: dict[str, float]) -> tuple[float,
     import torch
 
     if not isinstance(want, torch.Tensor):
+        if isinstance(got, torch.Tensor):
+            return math.inf, math.inf
         same = got == want or (isinstance(got, float) and isinstance(want, float)
                                and math.isnan(got) and math.isnan(want))
         return None if same else (math.inf, math.inf)
@@ -228,7 +230,15 @@ def _outcome(op: Any, device: Any, dtype: Any, tol: dict[str, float],
     import torch
 
     samples = ran = cpu_errors = 0
-    for index, sample in enumerate(op.sample_inputs(device, dtype)):
+    try:
+        # Made on the device, as PyTorch's test does; a device that cannot even make them
+        # fails (or lacks) the operator like one that cannot run it.
+        made = list(op.sample_inputs(device, dtype))
+    except Exception as exc:  # noqa: BLE001 - the device's failure is the finding
+        if _not_implemented(exc):
+            return oota_ops.Outcome(not_implemented=f"making samples: {_first_line(exc)}")
+        return oota_ops.Outcome(error=f"making samples: {_first_line(exc)}")
+    for index, sample in enumerate(made):
         samples += 1
         cpu_sample = sample.transform(
             lambda t: t.to("cpu") if isinstance(t, torch.Tensor) else t)
@@ -247,7 +257,8 @@ def _outcome(op: Any, device: Any, dtype: Any, tol: dict[str, float],
                 return oota_ops.Outcome(samples=samples, ran=ran,
                                         not_implemented=_first_line(exc))
             return oota_ops.Outcome(samples=samples, ran=ran,
-                                    error=f"sample {index}: {_first_line(exc)}")
+                                    error=f"sample {index}: {_first_line(exc)} (the CPU "
+                                          "ran it)")
         found = _first_mismatch(got, want, tol)
         if found is not None:
             return oota_ops.Outcome(samples=samples, ran=ran, mismatch=oota_ops.Mismatch(
