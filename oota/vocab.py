@@ -24,7 +24,8 @@ STATUSES: Final[frozenset[str]] = frozenset(STATUS_ORDER)
 BAD: Final[frozenset[str]] = frozenset({"interrupted", "error", "failed"})
 
 # The in-image suite's layers, in report order (verify/oota_suite.py, oota-verify).
-LAYERS: Final[tuple[str, ...]] = ("install", "compat", "device", "models", "vendor", "skips")
+LAYERS: Final[tuple[str, ...]] = (
+    "install", "compat", "device", "ops", "models", "vendor", "skips")
 
 # How the suite words a skip caused by the host check (no hardware here), so that oota can
 # give it its own status instead of 'skipped'.

@@ -3,7 +3,7 @@
 Loaded through ``pytest_plugins`` in ``conftest.py``, so it applies to the vendor's tests in
 ``/opt/oota/vendor-verify`` as well (hooks and fixtures of a conftest only reach its own folder).
 
-Every test belongs to a layer (install, compat, device, models): a module sets
+Every test belongs to a layer (install, compat, device, ops, models): a module sets
 ``LAYER = "..."``; vendor modules default to ``vendor``. ``OOTA_VERIFY_LAYERS`` (comma list)
 selects layers; the ``skips`` layer (expired skip-list entries) always runs, because an expired
 entry must fail every run until it is renewed or removed. Each test's outcome is written to
@@ -78,11 +78,14 @@ SKIPS_KEY = pytest.StashKey[SkipState]()
 
 def _names_of(item: pytest.Item) -> set[str]:
     """What a skip entry may name: the node id (with or without its folder), the test's own
-    name with parameters, and the model a models-layer test runs."""
+    name with parameters, the model a models-layer test runs and the operator an ops-layer
+    test runs (an entry 'nn.functional.conv2d' skips it in every dtype)."""
     names = {item.nodeid, item.nodeid.rsplit("/", 1)[-1], item.name}
     params = getattr(getattr(item, "callspec", None), "params", {})
     if "model_name" in params:
         names.add(str(params["model_name"]))
+    if "op_name" in params:
+        names.add(str(params["op_name"]))
     return names
 
 

@@ -34,7 +34,7 @@ from oota.results.model import (
     TorchInfo,
 )
 from oota.results.store import RESULT_FILE, load, load_found
-from oota.vocab import LAYERS, worst
+from oota.vocab import BAD, LAYERS, worst
 
 # The report's columns: the build stage, then the suite's layers (oota.vocab.LAYERS).
 COLUMNS = ("build", *LAYERS)
@@ -44,6 +44,7 @@ WORD = {"passed": "passed", "failed": "failed", "error": "error", "interrupted":
         "skipped": "skipped", "unsupported-here": "n/a here", "": "not run"}
 CELL_FILES = (RESULT_FILE, "junit.xml", "build.log", "verify.log")
 EXPIRY_WINDOW_DAYS = 30
+OPS_REASONS_SHOWN = 3  # the ops layer's reasons in its table entry
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -117,6 +118,10 @@ class CellRow:
 
     def model_tests(self) -> list[TestRow]:
         return [t for t in self.tests if t.model is not None]
+
+    @property
+    def ops(self) -> OpsSummary | None:
+        return ops_summary(self.id, [self])
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -286,6 +291,66 @@ class SkipDebt:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class OpsFailure:
+    """One operator × dtype of the ops layer that did not pass (or the layer's own failure)."""
+
+    cell: str
+    test: str  # 'add-float16', or the test's id when it is not an operator's
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OpsSummary:
+    """The ops layer (PyTorch's OpInfo tests, verify/test_ops.py) of one cell or one vendor.
+
+    ``tried`` counts the operator × dtype pairs that ran (including those the device does not
+    implement, which count as not passed) and those that failed; ``not_run`` the pairs skipped
+    before running (time budget spent, dtype unsupported, skip list)."""
+
+    label: str  # the vendor, or the cell
+    cells: int
+    passed: int
+    tried: int
+    not_run: int
+    failures: tuple[OpsFailure, ...]
+
+    @property
+    def text(self) -> str:
+        cells = f"; {self.cells} cells" if self.cells > 1 else ""
+        return (f"ops: {self.passed} of {self.tried} operator×dtype pairs pass "
+                f"({self.not_run} not run{cells})")
+
+    def to_json(self) -> JSONObject:
+        return {"label": self.label, "cells": self.cells, "passed": self.passed,
+                "tried": self.tried, "not_run": self.not_run,
+                "failures": [{"cell": f.cell, "test": f.test, "message": f.message}
+                             for f in self.failures]}
+
+
+def _ops_pair(test: TestRow) -> str:
+    op, dtype = test.data.get("op"), test.data.get("dtype")
+    return f"{op}-{dtype}" if op and dtype else test.id
+
+
+def ops_summary(label: str, rows: Sequence[CellRow]) -> OpsSummary | None:
+    """The ops layer's counts and failures over ``rows`` (None when none of them ran it)."""
+    ran = [(row.id, t) for row in rows for t in row.tests if t.layer == "ops"]
+    if not ran:
+        return None
+    # Pairs: the tests that ran an operator, and those skipped before running one; a passing
+    # test of the layer itself (the must-pass list's names) is not a pair.
+    pairs = [t for _, t in ran if t.data.get("op") or t.status != "passed"]
+    bad = [(cell, t) for cell, t in ran if t.status in BAD]
+    tried = [t for t in pairs if t.data.get("tried") or t.status in BAD]
+    return OpsSummary(
+        label=label, cells=len({cell for cell, _ in ran}), tried=len(tried),
+        passed=sum(t.status == "passed" for t in tried), not_run=len(pairs) - len(tried),
+        failures=tuple(OpsFailure(cell=cell, test=_ops_pair(t),
+                                  message=t.message.strip().removeprefix("Failed: "))
+                       for cell, t in bad))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Report:
     generated_at: str
     results: tuple[Result, ...]
@@ -297,6 +362,7 @@ class Report:
     counts: dict[str, int] = field(default_factory=dict)  # per cell, not per copy
     groups: tuple[CellGroup, ...] = ()
     sources: tuple[str, ...] = ()  # the folders merged (--merge); empty for one folder
+    ops: tuple[OpsSummary, ...] = ()  # per vendor that ran the ops layer
 
     @property
     def vendors(self) -> list[str]:
@@ -326,12 +392,15 @@ class Report:
 
 # -- building the data ------------------------------------------------------------------------
 
-def _mark(items: Sequence[tuple[str, str]]) -> Mark:
-    """One mark for several (status, message): the worst status, the messages that explain it."""
+def _mark(items: Sequence[tuple[str, str]], most: int | None = None) -> Mark:
+    """One mark for several (status, message): the worst status, the messages that explain it
+    (the first ``most`` of them, when given)."""
     status = worst(s for s, _ in items)
     if status == "passed":
         return Mark(status=status)
     reasons = sorted({m.strip() for s, m in items if s == status and m and m.strip()})
+    if most is not None and len(reasons) > most:
+        reasons = [*reasons[:most], f"and {len(reasons) - most} more (see the operators' list)"]
     return Mark(status=status, reason="; ".join(reasons))
 
 
@@ -339,7 +408,9 @@ def layer_mark(result: Result, layer: str) -> Mark:
     if layer == "build":
         stage = result.stages.get("build")
         return _mark([(stage.status, stage.message)]) if stage else Mark()
-    return _mark([(t.status, t.message) for t in result.tests if t.layer == layer])
+    # The ops layer has a test per operator × dtype: its failures are listed on their own.
+    return _mark([(t.status, t.message) for t in result.tests if t.layer == layer],
+                 OPS_REASONS_SHOWN if layer == "ops" else None)
 
 
 def _vendor_mark(per_cell: dict[str, Mark], noun: str = "cells") -> Mark:
@@ -503,16 +574,23 @@ def build_from(loaded: Sequence[Loaded], problems: Sequence[str], *,
     for item in ordered:
         by_cell.setdefault(item.result.cell.id, []).append(item)
     groups = tuple(_group(copies, known) for copies in by_cell.values())
+    rows = tuple(row for g in groups for row in g.copies)
     counts: dict[str, int] = {}
     for group in groups:
         counts[group.status] = counts.get(group.status, 0) + 1
     return Report(
         generated_at=generated_at, results=tuple(results), problems=tuple(problems),
-        rows=tuple(row for g in groups for row in g.copies), groups=groups,
+        rows=rows, groups=groups,
         models=_model_rows(results, vendors), comparison=comparison, counts=counts,
-        sources=tuple(sources),
+        sources=tuple(sources), ops=_vendor_ops(groups, vendors),
         skip_debt=tuple(skip_debt(v, [r for r in results if r.cell.vendor == v], today)
                         for v in vendors))
+
+
+def _vendor_ops(groups: Sequence[CellGroup], vendors: Sequence[str]) -> tuple[OpsSummary, ...]:
+    """Per vendor, over the worst copy of each cell (copies from several hosts count once)."""
+    found = (ops_summary(v, [g.worst_copy for g in groups if g.vendor == v]) for v in vendors)
+    return tuple(summary for summary in found if summary is not None)
 
 
 # -- reading ----------------------------------------------------------------------------------

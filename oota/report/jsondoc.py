@@ -57,6 +57,7 @@ def to_json(report: Report, results_href: str | Links = "../results") -> JSONObj
                    for m in report.models],
         "cells": [_cell(g, results, links, report.merged) for g in report.groups],
         "skip_debt": [d.to_json() for d in report.skip_debt],
+        "ops": [summary.to_json() for summary in report.ops],
         "comparison": report.comparison.to_json() if report.comparison else None}
     if report.merged:
         data["merged_from"] = list(report.sources)

@@ -27,6 +27,8 @@ from oota.report.text import md_code, md_text
 from oota.results.model import TorchInfo
 
 MARKDOWN_LIMIT = 1024 * 1024
+# Failures of the ops layer listed per vendor; the cell pages list every one.
+OPS_FAILURES_SHOWN = 20
 
 
 # -- the view: marks with their footnote numbers ----------------------------------------------
@@ -144,5 +146,6 @@ def _fit(text: str, limit: int) -> str:
 def to_markdown(report: Report, *, limit: int = MARKDOWN_LIMIT) -> str:
     template = markdown_environment().get_template("matrix.md.j2")
     text = template.render(report=report, view=markdown_view(report), version=__version__,
-                           columns=COLUMNS, word=WORD, window=EXPIRY_WINDOW_DAYS)
+                           columns=COLUMNS, word=WORD, window=EXPIRY_WINDOW_DAYS,
+                           ops_shown=OPS_FAILURES_SHOWN)
     return _fit(text, limit)

@@ -1,0 +1,116 @@
+"""The ops layer in the report: per vendor 'ops: N of M operator×dtype pairs pass' with its
+failures (matrix.md, results.json), a section on each cell page, and operator changes seen by
+``--compare`` as test changes. Results are synthetic, as verify/test_ops.py writes them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from oota.report.compare import compare
+from oota.report.data import build_report
+from oota.report.markdown import OPS_FAILURES_SHOWN, to_markdown
+from oota.report.text import md_text
+from oota.report.write import write_report
+from tests.unit.test_report import NOW, case, make_result, typed, write_results
+
+MISMATCH = ("sample 2 (Tensor[3, 4] float16): output on refdev differs from the CPU: max abs "
+            "diff 0.25, max rel diff 0.5 (atol 0.001, rtol 0.001)")
+
+
+def op_test(op: str, dtype: str, status: str = "passed", message: str = "",
+            tried: bool = True, name: str = "test_op_matches_cpu") -> dict[str, Any]:
+    """An ops-layer test; pairs skipped before running (budget, dtype, skip list) have no data."""
+    data = {"op": op, "dtype": dtype, "tried": True, "samples": 4, "ran": 4} if tried else None
+    return case(f"test_ops.py::{name}[{op}-{dtype}]", "ops", status, message, data)
+
+
+def reference(*tests: dict[str, Any], torch: str = "2.13.0") -> dict[str, Any]:
+    return make_result("reference", torch=torch, tests=[
+        case("test_install.py::test_imports", "install"),
+        case("test_ops.py::test_must_pass_names_are_operators", "ops"), *tests])
+
+
+OPS = [op_test("add", "float32"), op_test("add", "float16", "failed", MISMATCH),
+       op_test("matmul", "float32"),
+       op_test("cumsum", "float32", "skipped", "cumsum (float32) is not implemented on refdev: "
+               "NotImplementedError: no kernel"),
+       op_test("sort", "float32", "skipped", "time budget of 180 s spent (OOTA_OPS_BUDGET_S)",
+               tried=False),
+       op_test("sort", "int64", "skipped", "the OpInfo of sort does not support int64 on the "
+               "CPU", tried=False)]
+
+
+def test_a_vendor_line_counts_pairs_tried_and_lists_failures():
+    report = build_report(typed([reference(*OPS), make_result("cpu", tests=[
+        op_test("add", "float32", name="test_op_runs")])]), [], generated_at=NOW)
+    ops = {s.label: s for s in report.ops}
+    assert ops["reference"].text == "ops: 2 of 4 operator×dtype pairs pass (2 not run)"
+    assert [(f.test, f.message) for f in ops["reference"].failures] == [("add-float16", MISMATCH)]
+    assert ops["cpu"].text == "ops: 1 of 1 operator×dtype pairs pass (0 not run)"
+    text = to_markdown(report)
+    assert "## Operators: PyTorch's OpInfo tests on each device" in text
+    assert "- reference: ops: 2 of 4 operator×dtype pairs pass (2 not run)\n" \
+           f"  - `add-float16`: {md_text(MISMATCH)}\n" in text
+    assert "- cpu: ops: 1 of 1 operator×dtype pairs pass (0 not run)\n" in text
+    assert "| cell | build | install | compat | device | ops | models |" in text
+
+
+def test_a_vendor_with_several_cells_names_the_cell_of_each_failure():
+    report = build_report(typed([reference(*OPS), reference(*OPS, torch="2.14.0")]), [],
+                          generated_at=NOW)
+    (ops,) = report.ops
+    assert ops.text == "ops: 4 of 8 operator×dtype pairs pass (4 not run; 2 cells)"
+    assert "  - `add-float16` (`reference-torch2.14.0-py3.11-debian12`): " in to_markdown(report)
+
+
+def test_no_ops_section_without_ops_results():
+    report = build_report(typed([make_result("cpu", tests=[
+        case("test_install.py::test_imports", "install")])]), [], generated_at=NOW)
+    assert report.ops == ()
+    assert "## Operators" not in to_markdown(report)
+
+
+def test_a_long_failure_list_is_cut_in_markdown_only():
+    failing = [op_test(f"op{i}", "float32", "failed", f"boom {i}") for i in range(25)]
+    report = build_report(typed([reference(*failing)]), [], generated_at=NOW)
+    text = to_markdown(report)
+    section = text[text.index("## Operators"):]
+    assert section.count("boom ") == OPS_FAILURES_SHOWN
+    assert "and 22 more (see the operators' list)" in text  # the layers table's note
+    assert f"  - and {25 - OPS_FAILURES_SHOWN} more failures (each cell's page lists them all)" \
+        in text
+    assert len(report.ops[0].failures) == 25
+
+
+def test_the_layers_own_failure_is_listed_by_test_id():
+    broken = case("test_ops.py::test_op_matches_cpu[op_db]", "ops", "failed",
+                  "Failed: cannot import PyTorch's OpInfo database: ModuleNotFoundError: numpy")
+    (ops,) = build_report(typed([reference(broken)]), [], generated_at=NOW).ops
+    assert ops.text == "ops: 0 of 1 operator×dtype pairs pass (0 not run)"
+    assert [(f.test, f.message) for f in ops.failures] == [
+        ("test_ops.py::test_op_matches_cpu[op_db]",
+         "cannot import PyTorch's OpInfo database: ModuleNotFoundError: numpy")]
+
+
+def test_cell_page_and_json_carry_the_ops_summary(tmp_path):
+    out = tmp_path / "reports"
+    write_report(write_results(tmp_path / "results", [reference(*OPS)]), out)
+    page = (out / "cells" / "reference-torch2.13.0-py3.11-debian12.html").read_text()
+    assert "Operators (PyTorch's OpInfo tests)" in page
+    assert "ops: 2 of 4 operator×dtype pairs pass (2 not run)" in page
+    assert "<code>add-float16</code>" in page and "max abs diff 0.25" in page
+    data = json.loads((out / "results.json").read_text())
+    assert data["ops"] == [{"label": "reference", "cells": 1, "passed": 2, "tried": 4,
+                            "not_run": 2, "failures": [{
+                                "cell": "reference-torch2.13.0-py3.11-debian12",
+                                "test": "add-float16", "message": MISMATCH}]}]
+
+
+def test_compare_sees_an_operator_that_broke_as_a_test_change():
+    before = reference(*OPS)
+    after = reference(*[op_test("matmul", "float32", "failed", MISMATCH) if t["id"].endswith(
+        "[matmul-float32]") else t for t in OPS])
+    (cell,) = compare(typed([before]), typed([after])).cells
+    assert [t.id for t in cell.newly_failing] == [
+        "test_ops.py::test_op_matches_cpu[matmul-float32]"]

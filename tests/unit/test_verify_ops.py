@@ -1,0 +1,134 @@
+"""The ops layer's decisions without torch (verify/oota_ops.py): the must-pass list, the order
+operators run in, the time budget, and how one operator × dtype ends."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "verify"))
+import oota_ops  # noqa: E402
+import oota_summary  # noqa: E402
+
+# op_db's full names in torch 2.13.0 (verify/test_ops.py names variants 'name.variant').
+OPINFO_NAMES = [line for line in (Path(__file__).parent / "data" / "opinfo-names.txt")
+                .read_text().splitlines() if line and not line.startswith("#")]
+# The operators the models layer cannot do without: the list must keep covering them.
+MODEL_CORE = {"matmul", "nn.functional.linear", "addmm", "nn.functional.conv2d", "softmax",
+              "nn.functional.layer_norm", "nn.functional.embedding", "nn.functional.gelu",
+              "nn.functional.silu", "add", "mul", "sum", "mean"}
+
+
+def test_the_must_pass_file_names_known_operators_each_with_a_reason():
+    entries = oota_ops.load_must_pass()
+    assert {e.op for e in entries} >= MODEL_CORE
+    assert all(len(e.reason) > 10 for e in entries)
+    assert oota_ops.unknown_names(entries, OPINFO_NAMES) == []
+
+
+def test_the_parser_reads_the_file_as_yaml_does():
+    text = oota_ops.MUST_PASS_FILE.read_text()
+    parsed = [{"op": e.op, "reason": e.reason} for e in oota_ops.parse_must_pass(text)]
+    assert parsed == yaml.safe_load(text)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("- op: add\n  reason: x\nfoo: bar\n", "must.yaml:3: expected '- op: NAME'"),
+    ("- op: add\n", "must.yaml:1: entry lacks reason"),
+    ("- op: add\n  reason: x\n  reason: y\n",
+     "must.yaml:3: 'reason' outside an entry or given twice"),
+    ("  reason: x\n", "must.yaml:1: 'reason' outside an entry"),
+    ("- name: add\n", "must.yaml:1: expected '- op: NAME'"),
+], ids=["unknown-key", "no-reason", "twice", "no-entry", "wrong-key"])
+def test_a_malformed_must_pass_file_is_refused_naming_the_line(text, message):
+    with pytest.raises(oota_ops.MustPassError, match="^" + message.replace("(", r"\(")):
+        oota_ops.parse_must_pass(text, "must.yaml")
+
+
+def test_comments_and_quotes_are_read():
+    text = "# head\n- op: 'add'  # the op\n  reason: \"residuals: everywhere\"\n\n"
+    assert oota_ops.parse_must_pass(text) == [
+        oota_ops.MustPass(op="add", reason="residuals: everywhere", line=2)]
+
+
+def test_unknown_and_repeated_names_are_named_with_a_suggestion():
+    entries = oota_ops.parse_must_pass("- op: div\n  reason: a\n- op: add\n  reason: b\n"
+                                       "- op: add\n  reason: c\n- op: nn.functional.conv2\n"
+                                       "  reason: d\n", "m.yaml")
+    assert oota_ops.unknown_names(entries, OPINFO_NAMES, "m.yaml") == [
+        "m.yaml:1: 'div' is not an operator of PyTorch's OpInfo database; it has variants, name "
+        "one: div.floor_rounding, div.no_rounding_mode, div.trunc_rounding",
+        "m.yaml:5: 'add' is listed twice",
+        "m.yaml:7: 'nn.functional.conv2' is not an operator of PyTorch's OpInfo database; did "
+        "you mean 'nn.functional.conv2d'?"]
+
+
+def test_must_pass_operators_run_first_in_the_files_order():
+    assert oota_ops.ordered(["a", "b", "c", "d"], ["c", "zz", "a", "c"]) == ["c", "a", "b", "d"]
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("", 180.0), ("30", 30.0), (" 0 ", 0.0),
+                                                ("2.5", 2.5)])
+def test_the_budget_comes_from_the_environment(value, seconds):
+    assert oota_ops.budget_seconds({"OOTA_OPS_BUDGET_S": value}) == seconds
+    assert oota_ops.budget_seconds({}) == 180.0
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "nan"])
+def test_a_bad_budget_says_which_variable(value):
+    with pytest.raises(ValueError, match=f"OOTA_OPS_BUDGET_S='{value}' is not a number"):
+        oota_ops.budget_seconds({"OOTA_OPS_BUDGET_S": value})
+
+
+def test_the_budget_starts_at_the_first_operator_and_spares_must_pass_ones():
+    times = iter([100.0, 104.0, 105.0, 106.0])
+    budget = oota_ops.Budget(5, clock=lambda: next(times))
+    assert budget.skip_reason(must_pass=False) is None  # t=0: the clock starts here
+    assert budget.skip_reason(must_pass=False) is None  # t=4
+    assert budget.skip_reason(must_pass=False) == "time budget of 5 s spent (OOTA_OPS_BUDGET_S)"
+    assert budget.skip_reason(must_pass=True) is None  # must-pass runs whatever is left
+
+
+MISMATCH = oota_ops.Mismatch(sample=3, description="Tensor[3, 4] float32, dim=1",
+                             where="output[1]", max_abs=0.25, max_rel=0.5, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("outcome", "must", "status", "message"), [
+    (oota_ops.Outcome(samples=4, ran=4), False, "passed",
+     "4 samples of add (float32) match the CPU"),
+    (oota_ops.Outcome(samples=4, ran=4, cpu_only=True), False, "passed",
+     "ran 4 samples of add (float32) on the CPU; the CPU vendor's device is the CPU, so nothing "
+     "was compared"),
+    (oota_ops.Outcome(samples=4, ran=1, mismatch=MISMATCH), False, "failed",
+     "sample 3 (Tensor[3, 4] float32, dim=1): output[1] on refdev differs from the CPU: max abs "
+     "diff 0.25, max rel diff 0.5 (atol 1e-05, rtol 1e-05)"),
+    (oota_ops.Outcome(samples=2, ran=1, not_implemented="NotImplementedError: no kernel"), False,
+     "skipped", "add (float32) is not implemented on refdev: NotImplementedError: no kernel"),
+    (oota_ops.Outcome(samples=2, ran=1, not_implemented="NotImplementedError: no kernel"), True,
+     "failed", "must-pass operator: add (float32) is not implemented on refdev: "
+               "NotImplementedError: no kernel"),
+    (oota_ops.Outcome(samples=2, ran=1, error="sample 0: RuntimeError: boom"), False, "failed",
+     "add (float32) raised on refdev: sample 0: RuntimeError: boom"),
+    (oota_ops.Outcome(), False, "skipped", "the OpInfo of add has no sample inputs for float32"),
+    (oota_ops.Outcome(samples=3, cpu_errors=3), False, "skipped",
+     "every one of the 3 samples of add (float32) raised on the CPU too: nothing to compare"),
+], ids=["match", "cpu-only", "mismatch", "not-implemented", "not-implemented-must-pass",
+        "device-error", "no-samples", "cpu-refuses"])
+def test_each_outcome_becomes_one_status_and_message(outcome, must, status, message):
+    assert oota_ops.verdict(outcome, op="add", dtype="float32", device="refdev",
+                            must_pass=must) == (status, message)
+
+
+def test_oota_verify_counts_the_ops_layers_skips_instead_of_listing_them():
+    tests = [{"id": f"test_ops.py::test_op_runs[op{i}-float32]", "layer": "ops",
+              "status": "skipped", "message": "time budget of 180 s spent"} for i in range(3)]
+    tests.append({"id": "test_ops.py::test_op_runs[add-float16]", "layer": "ops",
+                  "status": "failed", "message": "sample 0 differs"})
+    text = oota_summary.report({"id": "cpu"}, tests)
+    assert "op0" not in text and "- test_ops.py::test_op_runs[add-float16]: failed" in text
+    assert "- ops layer: 3 operator x dtype pairs skipped (each reason is in tests.json)" in text
+    assert "| ops | ✗ | 0 | 3 | 0 | 1 |" in text

@@ -1,0 +1,205 @@
+"""The ops layer's decisions, kept free of torch so the toolkit's unit tests can check them:
+the must-pass list (``ops-must-pass.yaml``), the order operators run in, the time budget, and
+how one operator × dtype ends (passed / failed / skipped, with the message a reader sees).
+
+Standard library only, like ``oota_summary.py``: the must-pass file is read by a small parser of
+its one documented shape (a list of ``op``/``reason`` entries), because not every image has
+PyYAML; the toolkit's unit tests check that the parser and PyYAML read the file alike.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+MUST_PASS_FILE = Path(__file__).resolve().with_name("ops-must-pass.yaml")
+BUDGET_VARIABLE = "OOTA_OPS_BUDGET_S"
+DEFAULT_BUDGET_S = 180.0
+ENTRY_KEYS = ("op", "reason")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MustPass:
+    """One operator every backend must get right, and why (the models layer needs it)."""
+
+    op: str
+    reason: str
+    line: int  # 1-based line of its '- op:' in the file, for messages
+
+
+class MustPassError(ValueError):
+    """The must-pass file is not in its shape; the message names file:line."""
+
+
+def _scalar(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def parse_must_pass(text: str, source: str = "ops-must-pass.yaml") -> list[MustPass]:
+    """The entries of a must-pass file: ``- op: NAME`` then ``  reason: TEXT``, one line each;
+    ``#`` comments and blank lines anywhere. Anything else is a :class:`MustPassError`."""
+    entries: list[dict[str, str]] = []
+    starts: list[int] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split(" #", 1)[0].rstrip() if not raw.lstrip().startswith("#") else ""
+        if not line:
+            continue
+        item = line.startswith("- ")
+        key, sep, value = (line[2:] if item else line).strip().partition(":")
+        if not sep or key not in ENTRY_KEYS or (not item and not raw.startswith("  ")):
+            raise MustPassError(f"{source}:{number}: expected '- op: NAME' or '  reason: TEXT', "
+                                f"got {raw.strip()!r}")
+        if item:
+            entries.append({})
+            starts.append(number)
+        elif not entries or key in entries[-1]:
+            raise MustPassError(f"{source}:{number}: '{key}' outside an entry or given twice")
+        entries[-1][key] = _scalar(value)
+    return [_entry(e, line, source) for e, line in zip(entries, starts, strict=True)]
+
+
+def _entry(values: Mapping[str, str], line: int, source: str) -> MustPass:
+    missing = [k for k in ENTRY_KEYS if not values.get(k)]
+    if missing:
+        raise MustPassError(f"{source}:{line}: entry lacks {', '.join(missing)} "
+                            "(every must-pass operator says why it is on the list)")
+    return MustPass(op=values["op"], reason=values["reason"], line=line)
+
+
+def load_must_pass(path: Path = MUST_PASS_FILE) -> list[MustPass]:
+    return parse_must_pass(path.read_text(encoding="utf-8"), path.name)
+
+
+def unknown_names(entries: Iterable[MustPass], known: Iterable[str],
+                  source: str = "ops-must-pass.yaml") -> list[str]:
+    """One message per entry that names no operator of ``known``, with a did-you-mean, and
+    per operator listed twice."""
+    names = sorted(set(known))
+    problems: list[str] = []
+    seen: set[str] = set()
+    for entry in entries:
+        if entry.op in seen:
+            problems.append(f"{source}:{entry.line}: '{entry.op}' is listed twice")
+        seen.add(entry.op)
+        if entry.op not in names:
+            problems.append(f"{source}:{entry.line}: '{entry.op}' is not an operator of "
+                            f"PyTorch's OpInfo database{_hint(entry.op, names)}")
+    return problems
+
+
+def _hint(op: str, names: list[str]) -> str:
+    """Its variants when the OpInfo has several ('div' -> 'div.trunc_rounding', ...), else
+    the closest name."""
+    variants = [n for n in names if n.startswith(op + ".")]
+    if variants:
+        return f"; it has variants, name one: {', '.join(variants)}"
+    close = difflib.get_close_matches(op, names, n=1)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+def ordered(names: Sequence[str], must: Sequence[str]) -> list[str]:
+    """``names`` (the database's order) with the must-pass ones first, in the file's order:
+    when the budget runs out, what is left unrun is never a must-pass operator."""
+    present = set(names)
+    first = [n for n in dict.fromkeys(must) if n in present]
+    chosen = set(first)
+    return first + [n for n in names if n not in chosen]
+
+
+def budget_seconds(environ: Mapping[str, str] = os.environ) -> float:
+    """``OOTA_OPS_BUDGET_S`` as seconds (default 180); a bad value is a ValueError that says
+    which variable and what it holds."""
+    text = environ.get(BUDGET_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_BUDGET_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value < 0 or value != value:  # NaN too
+        raise ValueError(f"{BUDGET_VARIABLE}={text!r} is not a number of seconds >= 0")
+    return value
+
+
+class Budget:
+    """The layer's time budget. The clock starts at the first operator (not at collection, so
+    the layers before ops do not use it up); must-pass operators run whatever is left."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds = seconds
+        self.clock = clock
+        self.started: float | None = None
+
+    def skip_reason(self, must_pass: bool) -> str | None:
+        """Why this operator is not run (None: run it)."""
+        now = self.clock()
+        if self.started is None:
+            self.started = now
+        if must_pass or now - self.started < self.seconds:
+            return None
+        return f"time budget of {self.seconds:g} s spent ({BUDGET_VARIABLE})"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Mismatch:
+    """The first sample whose device result differs from the CPU's."""
+
+    sample: int
+    description: str  # the sample's inputs in short ("Tensor[3, 4] float32, dim=1")
+    where: str  # which output ("output", "output[1]")
+    max_abs: float
+    max_rel: float
+    atol: float
+    rtol: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Outcome:
+    """What happened to one operator × dtype's samples (filled by verify/test_ops.py)."""
+
+    samples: int = 0  # sample inputs the OpInfo gave
+    ran: int = 0  # samples run on the device (and compared, unless cpu_only)
+    cpu_errors: int = 0  # samples the CPU itself refused (nothing to compare with)
+    cpu_only: bool = False  # the CPU vendor: the device is the CPU, nothing is compared
+    mismatch: Mismatch | None = None
+    not_implemented: str = ""  # the device's NotImplementedError, first line
+    error: str = ""  # anything else the device raised (on a sample the CPU ran, or making one)
+
+
+def verdict(outcome: Outcome, *, op: str, dtype: str, device: str,
+            must_pass: bool) -> tuple[str, str]:
+    """(status, message) of one operator × dtype.
+
+    An operator the device does not implement fails when it is on the must-pass list (the
+    models layer needs it) and is skipped otherwise: a backend may leave operators to others
+    (a CPU fallback, or no support), and the report counts such a skip as not passed."""
+    pair = f"{op} ({dtype})"
+    if outcome.not_implemented:
+        text = f"{pair} is not implemented on {device}: {outcome.not_implemented}"
+        return ("failed", f"must-pass operator: {text}") if must_pass else ("skipped", text)
+    if outcome.error:
+        return "failed", f"{pair} raised on {device}: {outcome.error}"
+    if outcome.mismatch is not None:
+        return "failed", mismatch_message(outcome.mismatch, device)
+    if outcome.samples == 0:
+        return "skipped", f"the OpInfo of {op} has no sample inputs for {dtype}"
+    if outcome.ran == 0:
+        return "skipped", (f"every one of the {outcome.samples} samples of {pair} raised on the "
+                           "CPU too: nothing to compare")
+    if outcome.cpu_only:
+        return "passed", (f"ran {outcome.ran} samples of {pair} on the CPU; the CPU vendor's "
+                          "device is the CPU, so nothing was compared")
+    return "passed", f"{outcome.ran} samples of {pair} match the CPU"
+
+
+def mismatch_message(m: Mismatch, device: str) -> str:
+    return (f"sample {m.sample} ({m.description}): {m.where} on {device} differs from the CPU: "
+            f"max abs diff {m.max_abs:.3g}, max rel diff {m.max_rel:.3g} "
+            f"(atol {m.atol:g}, rtol {m.rtol:g})")
