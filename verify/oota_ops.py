@@ -113,6 +113,11 @@ def ordered(names: Sequence[str], must: Sequence[str]) -> list[str]:
     return first + [n for n in names if n not in chosen]
 
 
+# On the CPU vendor the device is the CPU: an operator's samples are only run, to show that they
+# run, and this many of each operator's are enough for that.
+CPU_ONLY_SAMPLES = 8
+
+
 def budget_seconds(environ: Mapping[str, str] = os.environ) -> float:
     """``OOTA_OPS_BUDGET_S`` as seconds (default 180); a bad value is a ValueError that says
     which variable and what it holds."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +43,16 @@ class VerifyOutcome:
     log_tail: str = ""
 
 
+# Settings of the suite a user may give oota's own environment for the verify container.
+FORWARDED = ("OOTA_OPS_BUDGET_S",)
+
+
+def forwarded_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The suite settings set in oota's environment (e.g. ``OOTA_OPS_BUDGET_S=60 invoke
+    build``), passed on into the verify container."""
+    return {name: environ[name] for name in FORWARDED if environ.get(name, "").strip()}
+
+
 def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id: str,
                  layers: tuple[str, ...] = (), timeout_s: int = 1800,
                  unsupported: str = "") -> VerifyOutcome:
@@ -56,8 +68,9 @@ def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id
     collected = folder / "verify"
     for stale in ("tests.json", "junit.xml", "installed.json"):
         (collected / stale).unlink(missing_ok=True)
+    request = device_request(cell.vendor, image, command, unsupported)
     run = engine.run(dataclasses.replace(
-        device_request(cell.vendor, image, command, unsupported),
+        request, env={**request.env, **forwarded_env()},
         labels={RUN_LABEL: run_id, "oota.cell": cell.id}, collect=RESULTS_IN_CONTAINER,
         collect_to=collected, log_path=folder / "verify.log", timeout_s=timeout_s))
     try:

@@ -35,6 +35,10 @@ DEFAULT_CELL = "cpu-torch2.13.0-py3.11-debian12"
 NAMESPACE = "oota-test"
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # the Ryuk image cannot be pulled
+# Every verification here runs the ops layer; 20 s of it (after the must-pass operators) is
+# enough to show it works, and keeps the many verifications of this suite short. oota passes
+# the variable on into each verify container (oota.execute.verify.FORWARDED).
+os.environ.setdefault("OOTA_OPS_BUDGET_S", "20")
 
 
 def pytest_collection_modifyitems(items):

@@ -25,6 +25,7 @@ from oota.errors import InputError, MatrixError, StepFailed
 from oota.execute.build import BuildOptions, CellRun, host_identity
 from oota.execute.fleet import Station, _Watch, lost_hosts, run_on_stations
 from oota.execute.interrupts import Interrupted, signals_as_interrupts
+from oota.execute.verify import forwarded_env
 from oota.plan import plan
 from oota.results.assemble import assemble, cell_ref, now
 from oota.results.model import Host, Image, Sealed, Stage, TestOutcome, VendorCheck
@@ -352,3 +353,9 @@ def test_sigterm_in_a_parallel_run_interrupts_every_running_cell(project, tmp_pa
         result = load(tmp_path / "results" / cell.id / "result.json")
         assert result.status == "interrupted"
         assert result.stages["build"].message == "interrupted by SIGTERM during build"
+
+
+def test_suite_settings_are_passed_on_into_the_verify_container():
+    assert forwarded_env({"OOTA_OPS_BUDGET_S": "30", "HOME": "/root"}) == {
+        "OOTA_OPS_BUDGET_S": "30"}
+    assert forwarded_env({"OOTA_OPS_BUDGET_S": " "}) == {}
