@@ -22,11 +22,6 @@ import pytest
 PG_USER = "postgres"
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "postgresql: starts a throw-away PostgreSQL server "
-                                       "(Debian's postgresql package; skipped without it)")
-
-
 def _pg_bin() -> Path | None:
     found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"),
                    key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit()
