@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
-from oota.results.model import JSON, Result
+from oota.results.model import JSON, Result, TestOutcome
 from oota.vocab import Status
 
 Origin = Literal["build", "verify", "merge", "import"]
@@ -28,17 +28,6 @@ class Figure:
     name: str
     number: float | None = None
     text: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TestRow:
-    __test__ = False  # not a pytest test class, despite its name
-
-    test_id: str
-    layer: str
-    status: Status
-    duration_s: float
-    message: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -96,7 +85,7 @@ class CellRecord:
     image_digest: str | None
     base_ref: str | None
     inputs: Inputs
-    tests: tuple[TestRow, ...]
+    tests: tuple[TestOutcome, ...]   # without their data: figures hold the numbers
     figures: tuple[Figure, ...]
 
 
@@ -113,12 +102,8 @@ class RunRecord:
 
 
 def place(result: Result) -> str:
-    """The host a result was made on: its hosts.yaml name, or for the default engine ('local'
-    everywhere) and older results the machine's name (as the report's Origin.place)."""
-    engine, hostname = result.host.text("engine"), result.host.text("hostname")
-    if engine and engine != "local":
-        return engine
-    return hostname or engine or "unknown host"
+    """The host a result was made on (as the report names it)."""
+    return result.host.place()
 
 
 def run_key(results: Sequence[Result]) -> str:
@@ -158,10 +143,8 @@ def cell_record(result: Result) -> CellRecord:
         finished_at=result.finished_at, image_tag=image.tag if image else None,
         image_id=image.id if image else None, image_digest=image.digest if image else None,
         base_ref=image.base.ref if image and image.base else None, inputs=inputs_of(result),
-        tests=tuple(sorted({t.id: TestRow(test_id=t.id, layer=t.layer, status=t.status,
-                                          duration_s=t.duration_s, message=t.message)
-                            for t in reversed(result.tests)}.values(),
-                           key=lambda t: t.test_id)),
+        tests=tuple(sorted({t.id: replace(t, data={}) for t in reversed(result.tests)}.values(),
+                           key=lambda t: t.id)),
         figures=tuple(sorted({(f.test_id, f.name): f for f in reversed(figures_of(result))}
                              .values(), key=lambda f: (f.test_id, f.name))))
 

@@ -34,8 +34,8 @@ from oota.errors import EnvironmentProblem
 from oota.history import tables as t
 from oota.history.changes import Point
 from oota.history.location import Location
-from oota.history.records import CellRecord, Figure, Inputs, RunRecord, TestRow
-from oota.results.model import status_of
+from oota.history.records import CellRecord, Figure, Inputs, RunRecord
+from oota.results.model import TestOutcome, status_of
 from oota.vocab import Status
 
 T = TypeVar("T")
@@ -212,7 +212,7 @@ def write_cell(conn: Connection, run_id: int, cell: CellRecord) -> None:
     ).returning(t.results.c.id)).scalar_one()
     if cell.tests:
         conn.execute(insert(t.tests), [
-            {"result_id": result_id, "test_id": x.test_id, "layer": x.layer,
+            {"result_id": result_id, "test_id": x.id, "layer": x.layer,
              "status": x.status, "duration_s": x.duration_s, "message": x.message}
             for x in cell.tests])
     if cell.figures:
@@ -260,8 +260,8 @@ def _cell_from(conn: Connection, r: Row[Any], suite: str,
         started_at=r.started_at, finished_at=r.finished_at, image_tag=r.image_tag,
         image_id=r.image_id, image_digest=r.image_digest, base_ref=r.base_ref,
         inputs=_inputs(r, suite, extensions),
-        tests=tuple(TestRow(test_id=x.test_id, layer=x.layer, status=_status(x.status),
-                            duration_s=x.duration_s, message=x.message) for x in tests),
+        tests=tuple(TestOutcome(id=x.test_id, layer=x.layer, status=_status(x.status),
+                                duration_s=x.duration_s, message=x.message) for x in tests),
         figures=tuple(Figure(test_id=f.test_id, name=f.name, number=f.number, text=f.text)
                       for f in figures))
 

@@ -32,6 +32,7 @@ from oota.results.model import (
     SkipRule,
     Stage,
     TorchInfo,
+    place_name,
 )
 from oota.results.store import RESULT_FILE, load, load_found
 from oota.vocab import BAD, LAYERS, worst
@@ -156,10 +157,8 @@ class Origin:
     @property
     def place(self) -> str:
         """The engine's name; for the default engine ('local' on every CI runner) and for
-        older results, the machine's name."""
-        if self.engine and self.engine != "local":
-            return self.engine
-        return self.hostname or self.engine or "unknown host"
+        older results, the machine's name (:func:`oota.results.model.place_name`)."""
+        return place_name(self.engine, self.hostname)
 
     def to_json(self) -> JSONObject:
         return {"engine": self.engine, "endpoint": self.endpoint, "hostname": self.hostname,

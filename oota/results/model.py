@@ -196,6 +196,14 @@ class VendorCheck:
         return cls(supported=bool(supported), reasons=reasons, facts=facts)
 
 
+def place_name(engine: str | None, hostname: str | None) -> str:
+    """The host's name in hosts.yaml; for the default engine (called 'local' on every machine)
+    and for results older than engines, the machine's name."""
+    if engine and engine != "local":
+        return engine
+    return hostname or engine or "unknown host"
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Host:
     """The machine the result was made on: Docker's and the platform's facts as recorded
@@ -207,6 +215,10 @@ class Host:
     def text(self, key: str) -> str | None:
         value = self.facts.get(key)
         return None if value is None else str(value)
+
+    def place(self) -> str:
+        """Where the result was made, as people name it (:func:`place_name`)."""
+        return place_name(self.text("engine"), self.text("hostname"))
 
     def to_json(self) -> JSONObject:
         check = {"vendor_check": self.vendor_check.to_json()} if self.vendor_check else {}

@@ -35,7 +35,7 @@ def test_a_run_is_read_back_whole(history_url: str) -> None:
     assert back == run
     cell = back.cells[1]
     assert cell.inputs.extensions == (("torch", "2.13.0+cpu"), ("torch_ext", "1.2.0"))
-    assert {t.test_id: t.status for t in cell.tests}[MATMUL] == "passed"
+    assert {t.id: t.status for t in cell.tests}[MATMUL] == "passed"
     assert any(f.name == "seconds" and f.number == 1.5 for f in cell.figures)
     assert back.hosts == ("lab-a",) and back.git_revision == "0123abcd"
 
