@@ -30,6 +30,9 @@ LAYERS: Final[tuple[str, ...]] = (
 # How the suite words a skip caused by the host check (no hardware here), so that oota can
 # give it its own status instead of 'skipped'.
 UNSUPPORTED_PREFIX: Final = "unsupported-here: "
+# How a test the ops layer's time budget left unrun begins its skip reason. Which operators a
+# budget reaches depends on the host's speed, so two runs are not compared on those tests.
+BUDGET_PREFIX: Final = "time budget of "
 
 
 def worst(statuses: Iterable[str]) -> str:

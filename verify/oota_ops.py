@@ -16,6 +16,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import oota_summary  # noqa: F401 - first: it makes oota_vocab importable in a checkout too
+from oota_vocab import BUDGET_PREFIX
+
 MUST_PASS_FILE = Path(__file__).resolve().with_name("ops-must-pass.yaml")
 BUDGET_VARIABLE = "OOTA_OPS_BUDGET_S"
 DEFAULT_BUDGET_S = 180.0
@@ -149,7 +152,7 @@ class Budget:
             self.started = now
         if must_pass or now - self.started < self.seconds:
             return None
-        return f"time budget of {self.seconds:g} s spent ({BUDGET_VARIABLE})"
+        return f"{BUDGET_PREFIX}{self.seconds:g} s spent ({BUDGET_VARIABLE})"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import tarfile
 
 from testcontainers.core.container import DockerContainer
@@ -100,7 +101,12 @@ def test_user_can_reverify_the_image_by_hand(built, engine, docker_client):
     text = output.decode()
     assert f"oota-verify report: {DEFAULT_CELL} (torch 2.13.0, Python 3.11, device cpu): ✓" in text
     assert "| device | ✓ |" in text and "| llama | ✓ |" in text
-    assert f"every one of the {len(result['tests'])} tests ended the same way" in text
+    # The ops layer's time budget reaches a host-speed-dependent set of operators: pairs it
+    # left unrun in either run are not compared, and the comparison counts them.
+    same = re.search(r"every one of the (\d+) tests ended the same way", text)
+    assert same, text[-3000:]
+    not_ops = [t for t in result["tests"] if t["layer"] != "ops"]
+    assert len(not_ops) <= int(same.group(1)) <= len(result["tests"])
 
 
 def test_a_run_that_differs_from_the_verification_says_which_tests(built, docker_client):

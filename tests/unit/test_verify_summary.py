@@ -122,3 +122,24 @@ def test_in_an_image_the_copy_beside_the_suite_is_used(tmp_path):
                             capture_output=True, text=True, check=False, cwd=tmp_path)
     assert layers.returncode == 2
     assert "layers: install, compat, device, ops, models, vendor, skips" in layers.stderr
+
+
+def test_tests_the_ops_budget_left_unrun_are_not_compared():
+    """Which operators a time budget reaches depends on the host's speed: a pair unrun in
+    either run is no difference between them, and the comparison says how many it left out."""
+    budget = "time budget of 20 s spent (OOTA_OPS_BUDGET_S)"
+    ops = "test_ops.py::test_op_runs[{}-float32]"
+    expected = {"verified_by": "oota", "verified_at": "then", "status": "passed",
+                "host": {"hardware": True}, "tests": [
+                    {"id": ops.format("add"), "status": "passed"},
+                    {"id": ops.format("mul"), "status": "skipped", "message": budget},
+                    {"id": ops.format("sub"), "status": "passed"}]}
+    now = [{"id": ops.format("add"), "status": "passed"},
+           {"id": ops.format("mul"), "status": "passed"},
+           {"id": ops.format("sub"), "status": "skipped", "message": budget}]
+    text = oota_summary.compare(expected, now)
+    assert "every one of the 1 tests ended the same way" in text
+    assert "2 ops-layer tests not compared: the time budget left them unrun" in text
+    now[0] = {"id": ops.format("add"), "status": "failed", "message": "mismatch"}
+    assert f"- {ops.format('add')}: passed then, failed now (mismatch)" in oota_summary.compare(
+        expected, now)
