@@ -180,7 +180,8 @@ def device(cell, device_type):
             pytest.fail(f"cannot import {name}, which registers the device: "
                         f"{type(exc).__name__}: {exc}")
     if device_type == "cpu":
-        return torch.device("cpu")
+        yield torch.device("cpu")
+        return
     module = getattr(torch, device_type, None)
     # The host check (oota/hosts.py) already knows when this host lacks the hardware: then the
     # device tests are "unsupported here", not skipped by choice and never passed.
@@ -194,9 +195,14 @@ def device(cell, device_type):
     # or (on CUDA/ROCm) cuDNN convolutions, which would differ from the CPU by ~1e-3.
     torch.set_float32_matmul_precision("highest")
     cudnn = getattr(torch.backends, "cudnn", None)
-    if cudnn is not None:
-        cudnn.allow_tf32 = False
-    return torch.device(device_type)
+    if cudnn is None:
+        yield torch.device(device_type)
+        return
+    # PyTorch's test utilities (which the ops layer imports for op_db) forbid setting cuDNN's
+    # flags directly once imported; its flags() context manager works either way.
+    with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark,
+                     deterministic=cudnn.deterministic, allow_tf32=False):
+        yield torch.device(device_type)
 
 
 @pytest.fixture(scope="session")

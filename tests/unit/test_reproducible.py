@@ -16,7 +16,7 @@ from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL, SEALED_FROM_LABEL
 from oota.execute.bases import Base
-from oota.execute.build import BuildOptions, CellRun, source_stamp
+from oota.execute.build import BuildOptions, CellRun, same_verification, source_stamp
 from oota.execute.sources import resolve_sources
 from oota.execute.verify import EXPECTED_IN_IMAGE, expected_results
 from oota.plan import plan
@@ -154,3 +154,17 @@ def test_a_different_outcome_is_sealed_anew(project, tmp_path):
     run._seal()
     assert engine.seals and engine.seals[0]["oota.verified"] == "passed"
     assert run.image.sealed is not None and run.image.sealed.id == "sha256:resealed"
+
+
+def test_a_verification_differing_only_in_what_the_ops_budget_reached_keeps_the_seal():
+    budget = {"status": "skipped", "message": "time budget of 20 s spent (OOTA_OPS_BUDGET_S)"}
+    base = {"schema": "oota.expected/v1", "cell": "c", "status": "passed", "run_id": "r1",
+            "verified_at": "then", "summary": {"passed": 2, "skipped": 1}}
+    sealed = {**base, "tests": [{"id": "a", "status": "passed"},
+                                {"id": "op[mul]", **budget}, {"id": "op[add]", "status": "passed"}]}
+    now = {**base, "run_id": "r2", "verified_at": "now", "summary": {"passed": 2, "skipped": 1},
+           "tests": [{"id": "a", "status": "passed"}, {"id": "op[mul]", "status": "passed"},
+                     {"id": "op[add]", **budget}]}
+    assert same_verification(sealed, now)
+    failed = {**now, "tests": [{"id": "a", "status": "failed"}, *now["tests"][1:]]}
+    assert not same_verification(sealed, failed)
