@@ -195,7 +195,7 @@ def verdict(outcome: Outcome, *, op: str, dtype: str, device: str,
     if outcome.error:
         return "failed", f"{pair} raised on {device}: {outcome.error}"
     if outcome.mismatch is not None:
-        return "failed", mismatch_message(outcome.mismatch, device)
+        return "failed", f"{pair}: {mismatch_message(outcome.mismatch, device)}"
     if outcome.samples == 0:
         return "skipped", f"the OpInfo of {op} has no sample inputs for {dtype}"
     if outcome.ran == 0:

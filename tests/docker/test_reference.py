@@ -88,3 +88,24 @@ def test_abi_mismatch_is_caught_by_the_compat_layer(reference_built, cuda_built,
     loading = [m for i, m in failed.items() if "test_extension_native_modules_load" in i]
     assert pairing and "2.15.0" in pairing[0], failed
     assert loading and "built against torch 2.13.0" in loading[0], failed
+
+
+def test_ops_layer_catches_an_operator_broken_on_purpose(reference_built, docker_client,
+                                                        tmp_path):
+    """refdev with tanh made wrong (REFDEV_WRONG_OP): the ops layer fails tanh, and only it.
+    A budget of 0 s runs the must-pass operators only (tanh is one), which keeps this short."""
+    tmp_path.chmod(0o777)  # the image's user writes the results
+    docker_client.containers.run(
+        reference_built.tag, ["bash", "-c", "oota-verify --layer ops --out /x/out -q; true"],
+        environment={"REFDEV_WRONG_OP": "tanh", "OOTA_OPS_BUDGET_S": "0"}, remove=True,
+        volumes={str(tmp_path): {"bind": "/x", "mode": "rw"}},
+        labels={"oota.run": reference_built.options.run_id})
+    tests = json.loads((tmp_path / "out" / "tests.json").read_text())["tests"]
+    failed = {t["id"]: t["message"] for t in tests if t["status"] == "failed"}
+    assert failed, "the ops layer missed the broken operator"
+    assert {i.split("[", 1)[1].split("-", 1)[0] for i in failed} == {"tanh"}, failed
+    message = next(iter(failed.values()))
+    assert "tanh" in message and "differs from the CPU" in message
+    assert "max abs diff 1" in message
+    passed = [t for t in tests if t["status"] == "passed" and "test_op_matches_cpu" in t["id"]]
+    assert len(passed) > 30  # the other must-pass operators still match

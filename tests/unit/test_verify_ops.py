@@ -104,8 +104,8 @@ MISMATCH = oota_ops.Mismatch(sample=3, description="Tensor[3, 4] float32, dim=1"
      "ran 4 samples of add (float32) on the CPU; the CPU vendor's device is the CPU, so nothing "
      "was compared"),
     (oota_ops.Outcome(samples=4, ran=1, mismatch=MISMATCH), False, "failed",
-     "sample 3 (Tensor[3, 4] float32, dim=1): output[1] on refdev differs from the CPU: max abs "
-     "diff 0.25, max rel diff 0.5 (atol 1e-05, rtol 1e-05)"),
+     "add (float32): sample 3 (Tensor[3, 4] float32, dim=1): output[1] on refdev differs from "
+     "the CPU: max abs diff 0.25, max rel diff 0.5 (atol 1e-05, rtol 1e-05)"),
     (oota_ops.Outcome(samples=2, ran=1, not_implemented="NotImplementedError: no kernel"), False,
      "skipped", "add (float32) is not implemented on refdev: NotImplementedError: no kernel"),
     (oota_ops.Outcome(samples=2, ran=1, not_implemented="NotImplementedError: no kernel"), True,

@@ -4,6 +4,7 @@ import copy
 import gc
 import importlib.metadata
 import io
+import json
 import os
 import subprocess
 import sys
@@ -395,7 +396,7 @@ def test_memory_stats():
 
 def test_memory_limit_raises_oom():
     code = (
-        "import torch, torch_refdev\n"
+        "import json, torch, torch_refdev\n"
         "try:\n"
         "    torch.empty(1 << 20, device='refdev')\n"
         "except torch.OutOfMemoryError as exc:\n"
@@ -665,3 +666,23 @@ def test_pinned_memory_and_accelerator():
     assert torch.ones(3).pin_memory().is_pinned()
     assert torch.accelerator.current_accelerator().type == "refdev"
     assert torch.accelerator.device_count() == torch.refdev.device_count()
+
+
+def test_sparse_layouts_are_not_implemented():
+    # NotImplementedError (a feature refdev lacks), not a RuntimeError (a bug)
+    with pytest.raises(NotImplementedError, match="only supports strided"):
+        torch.zeros(2, 2, device=DEV).to_sparse()
+
+
+def test_wrong_op_on_purpose_only_changes_that_operator():
+    code = (
+        "import json, torch, torch_refdev\n"
+        "x = torch.linspace(-1, 1, 5)\n"
+        "d = x.to('refdev')\n"
+        "print(json.dumps((torch.tanh(d).cpu() - torch.tanh(x)).tolist()))\n"
+        "print((torch.sin(d).cpu() - torch.sin(x)).abs().max().item())\n"
+    )
+    tanh_diff, sin_diff = run_python(code, REFDEV_WRONG_OP="tanh").split("\n")[:2]
+    assert json.loads(tanh_diff) == pytest.approx([1.0] * 5)
+    assert float(sin_diff) == 0.0
+    assert run_python(code).split("\n")[0] == str([0.0] * 5)

@@ -287,3 +287,8 @@ def _register():
 
 
 _register()
+
+# Testing aid, off unless REFDEV_WRONG_OP names an operator (see _faults.py).
+from . import _faults  # noqa: E402
+
+_faults.install_from_environment()
