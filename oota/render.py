@@ -89,6 +89,8 @@ def _verify_manifest(cell: Cell, spec: VerifySpec) -> dict[str, Any]:
                         "torch": cell.format(ext.torch, "verify.extensions[].torch")}
                        for ext in spec.extensions],
         "toolkit_version": spec.toolkit_version,
+        # Only where the vendor asks for it: the other vendors' cell.json stay as they were.
+        **({"workload": spec.workload.to_json()} if spec.workload else {}),
     }
 
 
