@@ -40,13 +40,13 @@ class TrainingRun:
     batch: dict[str, Any]
 
 
-def _sync(device_module) -> None:
+def _sync(device_module: Any) -> None:
     if device_module is not None and hasattr(device_module, "synchronize"):
         device_module.synchronize()
 
 
-def _train(case: ModelCase, dtype, inputs: dict[str, Any], device, device_module,
-           steps: int) -> TrainingRun:
+def _train(case: ModelCase, dtype: Any, inputs: dict[str, Any], device: Any,
+           device_module: Any, steps: int) -> TrainingRun:
     """``steps`` SGD steps on one batch from the suite's seed; each step timed to the end of
     its device work, its loss read back after the clock stops."""
     import torch
@@ -68,7 +68,7 @@ def _train(case: ModelCase, dtype, inputs: dict[str, Any], device, device_module
     return TrainingRun(losses=losses, step_seconds=seconds, model=model, batch=batch)
 
 
-def _forward_seconds(model, batch: dict[str, Any], device_module, warmup: int,
+def _forward_seconds(model: Any, batch: dict[str, Any], device_module: Any, warmup: int,
                      timed: int) -> list[float]:
     """Seconds of each timed inference forward, after ``warmup`` untimed ones."""
     import torch
@@ -87,7 +87,8 @@ def _forward_seconds(model, batch: dict[str, Any], device_module, warmup: int,
     return seconds
 
 
-def test_workload(workload_model, workload, device, device_module, spec, record_data):
+def test_workload(workload_model: str, workload: dict[str, Any], device: Any,
+                  device_module: Any, spec: dict[str, Any], record_data: Any) -> None:
     import torch
 
     case = MODELS.get(workload_model)
