@@ -64,7 +64,7 @@ def _train(case: ModelCase, dtype: Any, inputs: dict[str, Any], device: Any,
         optimizer.step()
         _sync(device_module)
         seconds.append(time.perf_counter() - started)
-        losses.append(float(loss.detach().double().cpu()))
+        losses.append(float(loss.detach().cpu()))  # some devices have no float64
     return TrainingRun(losses=losses, step_seconds=seconds, model=model, batch=batch)
 
 
