@@ -57,9 +57,9 @@ def cell_manifest(cell: Cell) -> dict[str, Any]:
     """What the verify suite inside the image expects of itself (written as cell.json).
 
     ``verify`` is the vendor's ``verify:`` section (dtypes, tolerances, models, extensions,
-    toolkit_version; every key, defaults filled in) with each extension's torch requirement
-    formatted with the cell; ``skips`` is the vendor's validated ``skips.yaml``
-    (oota/config/skips.py), applied in the image.
+    toolkit_version; every key, defaults filled in; ``workload`` only where the vendor runs
+    it) with each extension's torch requirement formatted with the cell; ``skips`` is the
+    vendor's validated ``skips.yaml`` (oota/config/skips.py), applied in the image.
     """
     v = cell.vendor
     shown = f"{v.folder.parent.name}/{v.folder.name}/{SKIPS_FILE}"
@@ -89,6 +89,8 @@ def _verify_manifest(cell: Cell, spec: VerifySpec) -> dict[str, Any]:
                         "torch": cell.format(ext.torch, "verify.extensions[].torch")}
                        for ext in spec.extensions],
         "toolkit_version": spec.toolkit_version,
+        # Only where the vendor asks for it: the other vendors' cell.json stay as they were.
+        **({"workload": spec.workload.to_json()} if spec.workload else {}),
     }
 
 

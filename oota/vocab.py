@@ -23,9 +23,10 @@ STATUSES: Final[frozenset[str]] = frozenset(STATUS_ORDER)
 # Statuses that make a run's exit code 1 (README: exit codes).
 BAD: Final[frozenset[str]] = frozenset({"interrupted", "error", "failed"})
 
-# The in-image suite's layers, in report order (verify/oota_suite.py, oota-verify).
+# The in-image suite's layers, in report order (verify/oota_suite.py, oota-verify). 'workload'
+# (training stability, latency, throughput) runs only for vendors that ask for it.
 LAYERS: Final[tuple[str, ...]] = (
-    "install", "compat", "device", "ops", "models", "vendor", "skips")
+    "install", "compat", "device", "ops", "models", "workload", "vendor", "skips")
 
 # How the suite words a skip caused by the host check (no hardware here), so that oota can
 # give it its own status instead of 'skipped'.

@@ -3,15 +3,15 @@
 Loaded through ``pytest_plugins`` in ``conftest.py``, so it applies to the vendor's tests in
 ``/opt/oota/vendor-verify`` as well (hooks and fixtures of a conftest only reach its own folder).
 
-Every test belongs to a layer (install, compat, device, ops, models): a module sets
+Every test belongs to a layer (install, compat, device, ops, models, workload): a module sets
 ``LAYER = "..."``; vendor modules default to ``vendor``. ``OOTA_VERIFY_LAYERS`` (comma list)
 selects layers; the ``skips`` layer (expired skip-list entries) always runs, because an expired
 entry must fail every run until it is renewed or removed. Each test's outcome is written to
 ``$OOTA_VERIFY_OUT/tests.json``; a test adds measurements to its entry with ``record_data``.
 
 The cell file (``/opt/oota/cell.json``, or ``OOTA_CELL_FILE``) says what to expect: the torch
-release, the vendor's ``verify`` section (dtypes, tolerances, models, extensions) and its skip
-list. No test fetches anything: the Hugging Face libraries are forced offline here.
+release, the vendor's ``verify`` section (dtypes, tolerances, models, extensions, workload) and
+its skip list. No test fetches anything: the Hugging Face libraries are forced offline here.
 """
 
 from __future__ import annotations
@@ -78,12 +78,14 @@ SKIPS_KEY = pytest.StashKey[SkipState]()
 
 def _names_of(item: pytest.Item) -> set[str]:
     """What a skip entry may name: the node id (with or without its folder), the test's own
-    name with parameters, the model a models-layer test runs and the operator an ops-layer
-    test runs (an entry 'nn.functional.conv2d' skips it in every dtype)."""
+    name with parameters, the model a models-layer or workload-layer test runs (an entry
+    'llama' skips both) and the operator an ops-layer test runs (an entry
+    'nn.functional.conv2d' skips it in every dtype)."""
     names = {item.nodeid, item.nodeid.rsplit("/", 1)[-1], item.name}
     params = getattr(getattr(item, "callspec", None), "params", {})
-    if "model_name" in params:
-        names.add(str(params["model_name"]))
+    for key in ("model_name", "workload_model"):
+        if key in params:
+            names.add(str(params[key]))
     if "op_name" in params:
         names.add(str(params["op_name"]))
     return names
@@ -122,7 +124,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_generate_tests(metafunc):
-    """Parameters that come from the cell's data: the vendor's dtypes and models."""
+    """Parameters that come from the cell's data: the vendor's dtypes, models and workload."""
     spec = verify_spec()
     if "dtype_name" in metafunc.fixturenames:
         metafunc.parametrize("dtype_name", list(spec.get("dtypes") or ["float32"]))
@@ -130,6 +132,10 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("model_name", _or_skip(
             [pytest.param(m, id=str(m)) for m in spec.get("models") or []],
             "the vendor declares no models (verify.models in vendor.yaml)"))
+    if "workload_model" in metafunc.fixturenames:
+        metafunc.parametrize("workload_model", _or_skip(
+            [pytest.param(m, id=str(m)) for m in (spec.get("workload") or {}).get("models") or []],
+            "the vendor runs no workload (verify.workload in vendor.yaml; off by default)"))
     if "extension" in metafunc.fixturenames:
         metafunc.parametrize("extension", _or_skip(
             [pytest.param(e, id=str(e.get("import", i)))
@@ -211,6 +217,12 @@ def device_module(device):
     import torch
 
     return getattr(torch, device.type)
+
+
+@pytest.fixture(scope="session")
+def workload(spec) -> dict[str, Any]:
+    """The vendor's ``verify.workload`` as cell.json holds it: every default filled in."""
+    return spec.get("workload") or {}
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,8 @@ with the verification the image was published with.
 
 The report has the same content as the cell's part of oota's compatibility report: one line
 per layer, the models with their time, peak device memory and largest difference from the CPU,
-and every test that did not pass with its reason. An image that oota verified carries that
+the workload figures (loss curve, latency, throughput, peak memory) where the vendor runs that
+layer, and every test that did not pass with its reason. An image that oota verified carries that
 verification in ``/opt/oota/expected.json`` (format ``oota.expected/v1``); the comparison says
 which tests now end differently, so a user sees at once whether their host behaves like the
 one the image was verified on. Standard library only: it must work in any image.
@@ -69,7 +70,7 @@ def report(cell: dict[str, Any], tests: list[dict[str, Any]]) -> str:
             lines.append(f"| {layer} | {MARK.get(worst(states), '?')} | {states.count('passed')} | "
                          f"{states.count('skipped')} | {states.count('unsupported-here')} | "
                          f"{failed} |")
-    lines += _models(tests) + _not_passed(tests)
+    lines += _models(tests) + _workload(tests) + _not_passed(tests)
     return "\n".join(lines)
 
 
@@ -84,6 +85,36 @@ def _models(tests: list[dict[str, Any]]) -> list[str]:
         out.append(f"| {data['model']} | {MARK.get(normalized(test)[0], '?')} | "
                    f"{data.get('seconds', '–')} | {data.get('peak_bytes') or '–'} | "
                    f"{data.get('max_abs_diff', '–')} |")
+    return out
+
+
+def _figure(value: Any, fmt: str) -> str:
+    """A recorded number, or '–' where the test recorded none (absent is not zero)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return format(value, fmt) if ok else "–"
+
+
+def _workload(tests: list[dict[str, Any]]) -> list[str]:
+    rows = [t for t in tests
+            if t.get("layer") == "workload" and (t.get("data") or {}).get("model")]
+    if not rows:
+        return []
+    out = ["", "| workload | result | loss first → final | max loss diff vs CPU | "
+           "latency median s | latency p90 s | train steps/s | peak device bytes |",
+           "|---|---|---|---|---|---|---|---|"]
+    for test in rows:
+        data = test["data"]
+        # No CPU curve on the CPU vendor: the test says why (vs_cpu), shown instead of '–'.
+        versus = _figure(data.get("loss_max_dev_vs_cpu"), ".3g")
+        if versus == "–" and str(data.get("vs_cpu", "")).startswith("n/a"):
+            versus = str(data["vs_cpu"])
+        out.append(f"| {data['model']} | {MARK.get(normalized(test)[0], '?')} | "
+                   f"{_figure(data.get('loss_first'), '.4g')} → "
+                   f"{_figure(data.get('loss_final'), '.4g')} | {versus} | "
+                   f"{_figure(data.get('latency_median_s'), '.3g')} | "
+                   f"{_figure(data.get('latency_p90_s'), '.3g')} | "
+                   f"{_figure(data.get('train_steps_per_s'), '.3g')} | "
+                   f"{_figure(data.get('peak_device_bytes'), '.0f')} |")
     return out
 
 

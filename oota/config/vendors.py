@@ -68,6 +68,31 @@ class Extension:
     torch: str = ""    # a specifier with placeholders, e.g. "=={torch}" ("" pairs with any)
 
 
+# The workload layer's loss curves: the device's loss at each step against the CPU's. Looser
+# than one operation's tolerance: a difference grows over the steps of a training run.
+WORKLOAD_LOSS_TOLERANCE = Tolerance(rtol=1e-3, atol=1e-4)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WorkloadSpec:
+    """The workload layer (``verify.workload``; off when absent): per model, a training run
+    from a fixed seed on the device and on the CPU, timed inference forwards, throughput and
+    peak device memory (verify/test_workload.py)."""
+
+    models: tuple[str, ...]
+    train_steps: int = 20
+    timed_forwards: int = 30
+    warmup_forwards: int = 3
+    loss_tolerance: Tolerance = WORKLOAD_LOSS_TOLERANCE
+
+    def to_json(self) -> dict[str, Any]:
+        """The cell.json form, every default filled in (the suite has no defaults of its own)."""
+        return {"models": list(self.models), "train_steps": self.train_steps,
+                "timed_forwards": self.timed_forwards, "warmup_forwards": self.warmup_forwards,
+                "loss_tolerance": {"rtol": self.loss_tolerance.rtol,
+                                   "atol": self.loss_tolerance.atol}}
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class VerifySpec:
     """What the in-image suite checks (``verify:``), shipped in each image's cell.json."""
@@ -79,6 +104,7 @@ class VerifySpec:
     model_tolerances: Mapping[str, Tolerance] = field(default_factory=_empty)
     extensions: tuple[Extension, ...] = ()
     toolkit_version: str | None = None   # where torch reports it, e.g. "torch.version.cuda"
+    workload: WorkloadSpec | None = None  # None: the workload layer is off
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -298,7 +324,19 @@ def _verify(data: dict[str, Any]) -> VerifySpec:
         extensions=tuple(Extension(import_name=e["import"], distribution=e["distribution"],
                                    torch=e.get("torch", ""))
                          for e in data.get("extensions", ())),
-        toolkit_version=data.get("toolkit_version"))
+        toolkit_version=data.get("toolkit_version"), workload=_workload(data.get("workload")))
+
+
+def _workload(data: dict[str, Any] | None) -> WorkloadSpec | None:
+    if data is None:
+        return None
+    # The counts' defaults are WorkloadSpec's own: only the keys the file gives are passed.
+    counts = {k: data[k] for k in ("train_steps", "timed_forwards", "warmup_forwards")
+              if k in data}
+    tolerance = data.get("loss_tolerance")
+    return WorkloadSpec(models=tuple(data["models"]), **counts, loss_tolerance=(
+        WORKLOAD_LOSS_TOLERANCE if tolerance is None
+        else Tolerance(rtol=float(tolerance["rtol"]), atol=float(tolerance["atol"]))))
 
 
 def _facts(data: dict[str, Any]) -> Facts:

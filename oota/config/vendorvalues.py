@@ -205,13 +205,17 @@ def _dict(value: Any) -> dict[str, Any]:
 
 def _verify(check: _Checker) -> None:
     verify = _dict(check.data.get("verify"))
-    for table in ("tolerances", "model_tolerances"):
-        for dtype, pair in _dict(verify.get(table)).items():
-            for key, value in _dict(pair).items():
-                path: Path_ = ("verify", table, dtype, key)
-                if isinstance(value, str) and not check.skip(path) and not _unit(value):
-                    check.doc.error(path, f"'{value}' is not a number from 0 to 1",
-                                    "a tolerance above 1 lets every result pass")
+    pairs: list[tuple[Path_, Any]] = [
+        (("verify", table, dtype), pair) for table in ("tolerances", "model_tolerances")
+        for dtype, pair in _dict(verify.get(table)).items()]
+    pairs.append((("verify", "workload", "loss_tolerance"),
+                  _dict(verify.get("workload")).get("loss_tolerance")))
+    for where, pair in pairs:
+        for key, value in _dict(pair).items():
+            path: Path_ = (*where, key)
+            if isinstance(value, str) and not check.skip(path) and not _unit(value):
+                check.doc.error(path, f"'{value}' is not a number from 0 to 1",
+                                "a tolerance above 1 lets every result pass")
     dtypes, tolerances = verify.get("dtypes"), verify.get("tolerances")
     if check.skip(("verify",)) or not isinstance(dtypes, list) \
             or not isinstance(tolerances, dict):

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from oota.report.compare import Comparison, compare, known_models, load_previous, model_of
+from oota.report.workload import LAYER as WORKLOAD_LAYER
+from oota.report.workload import WorkloadRow
 from oota.results.assemble import now
 from oota.results.model import (
     Host,
@@ -119,6 +121,12 @@ class CellRow:
 
     def model_tests(self) -> list[TestRow]:
         return [t for t in self.tests if t.model is not None]
+
+    def workload(self) -> list[WorkloadRow]:
+        """The workload layer's figures, one row per model (none where it did not run)."""
+        rows = (WorkloadRow.of(t.status, t.message, t.data) for t in self.tests
+                if t.layer == WORKLOAD_LAYER)
+        return [row for row in rows if row is not None]
 
     @property
     def ops(self) -> OpsSummary | None:

@@ -1,0 +1,97 @@
+"""``verify.workload`` in vendor.yaml: opt-in, checked at every key like the rest of the file,
+and shipped in cell.json with every default filled in (the in-image suite has no defaults)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from oota.config.vendors import WORKLOAD_LOSS_TOLERANCE, WorkloadSpec, load_vendor
+from oota.config.yamlsrc import load_yaml
+from tests.unit.test_vendor_schema import REPO, SHIPPED, VALIDATOR, copy_vendor, problems_of
+
+CPU_CELL = REPO / "images" / "cpu" / "cpu-torch2.13.0-py3.11-debian12" / "cell.json"
+WORKLOAD = """  workload:
+    models:
+      - llama
+      - resnet
+    train_steps: 20
+    timed_forwards: 30
+    warmup_forwards: 3
+    loss_tolerance: {rtol: 1.0e-3, atol: 1.0e-4}
+"""
+
+
+@pytest.mark.parametrize("name", ["cpu", "reference"])
+def test_cpu_and_reference_run_the_workload(name: str) -> None:
+    workload = load_vendor(SHIPPED[name], REPO).verify.workload
+    assert workload == WorkloadSpec(models=("llama", "resnet"), train_steps=20,
+                                    timed_forwards=30, warmup_forwards=3,
+                                    loss_tolerance=WORKLOAD_LOSS_TOLERANCE)
+
+
+@pytest.mark.parametrize("name", sorted(set(SHIPPED) - {"cpu", "reference"}))
+def test_it_is_off_unless_a_vendor_asks(name: str) -> None:
+    assert load_vendor(SHIPPED[name], REPO).verify.workload is None
+    cells = sorted((REPO / "images" / name).glob("*/cell.json"))
+    assert cells and all("workload" not in json.loads(c.read_text())["verify"] for c in cells)
+
+
+def test_cell_json_carries_every_setting() -> None:
+    assert json.loads(CPU_CELL.read_text())["verify"]["workload"] == {
+        "models": ["llama", "resnet"], "train_steps": 20, "timed_forwards": 30,
+        "warmup_forwards": 3, "loss_tolerance": {"rtol": 0.001, "atol": 0.0001}}
+
+
+def test_only_models_is_required_the_rest_has_defaults(tmp_path: Path) -> None:
+    folder = copy_vendor(tmp_path, "cpu", (WORKLOAD, "  workload: {models: [gemma]}\n"))
+    workload = load_vendor(folder, tmp_path).verify.workload
+    assert workload is not None
+    assert workload.to_json() == {
+        "models": ["gemma"], "train_steps": 20, "timed_forwards": 30, "warmup_forwards": 3,
+        "loss_tolerance": {"rtol": 1e-3, "atol": 1e-4}}
+
+
+# (replacement of WORKLOAD in cpu's vendor.yaml, the problem after file:line:col, whether
+# the published schema alone rejects it too)
+BAD = {
+    "key-typo": (WORKLOAD.replace("train_steps:", "train_step:"),
+                 "verify.workload.train_step: unknown key 'train_step'; did you mean "
+                 "'train_steps'?", True),
+    "model-typo": (WORKLOAD.replace("- resnet", "- resnte"),
+                   "verify.workload.models[1]: 'resnte' is not a model of the suite "
+                   "(verify/test_models.py MODELS); did you mean 'resnet'?", True),
+    "no-models": ("  workload: {train_steps: 20}\n",
+                  "verify.workload: missing required key 'models'", True),
+    "empty-models": ("  workload: {models: []}\n",
+                     "verify.workload.models: must not be empty", True),
+    "one-step": (WORKLOAD.replace("train_steps: 20", "train_steps: 1"),
+                 "verify.workload.train_steps: 1 is not a whole number from 2 to 1000", True),
+    "steps-as-text": (WORKLOAD.replace("train_steps: 20", "train_steps: twenty"),
+                      "verify.workload.train_steps: expected a whole number, got a string",
+                      True),
+    "no-forwards": (WORKLOAD.replace("timed_forwards: 30", "timed_forwards: 0"),
+                    "verify.workload.timed_forwards: 0 is not a whole number from 1 to 10000",
+                    True),
+    "tolerance-loosened-by-typo": (WORKLOAD.replace("rtol: 1.0e-3", "rtol: 1.0e+3"),
+                                   "verify.workload.loss_tolerance.rtol: '1.0e+3' is not a "
+                                   "number from 0 to 1; a tolerance above 1 lets every result "
+                                   "pass", False),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_a_bad_workload_is_one_located_problem(tmp_path: Path, case: str) -> None:
+    replacement, expected, _ = BAD[case]
+    problems = problems_of(copy_vendor(tmp_path, "cpu", (WORKLOAD, replacement)), tmp_path)
+    pattern = r"vendors/cpu/vendor\.yaml:\d+:\d+: " + re.escape(expected)
+    assert [p for p in problems if re.match(pattern, p)], "\n".join(problems)
+
+
+@pytest.mark.parametrize("case", [c for c, (*_, by_schema) in BAD.items() if by_schema])
+def test_the_published_schema_rejects_it_too(tmp_path: Path, case: str) -> None:
+    folder = copy_vendor(tmp_path, "cpu", (WORKLOAD, BAD[case][0]))
+    assert list(VALIDATOR.iter_errors(load_yaml(folder / "vendor.yaml").data)), case

@@ -1,0 +1,138 @@
+"""The workload layer's figures where a user reads them: the cell page, results.json and
+oota-verify's text; and the layer's own arithmetic (verify/oota_workload.py: percentiles,
+throughput, the judgement of loss curves), which needs no torch. Results are synthetic, as
+verify/test_workload.py writes them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oota.report.data import build_report
+from oota.report.write import write_report
+from tests.unit.test_report import NOW, case, make_result, typed, write_results
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "verify"))
+import oota_summary  # noqa: E402
+import oota_workload  # noqa: E402
+
+
+def workload_test(model: str, status: str = "passed", message: str = "",
+                  **figures: Any) -> dict[str, Any]:
+    data = {"model": model, "dtype": "float32", "train_steps": 20, "timed_forwards": 30,
+            "loss_first": 4.7908806800842285, "loss_final": 2.19769549369812,
+            "loss_max_dev_vs_cpu": 3.5e-6, "vs_cpu": "compared", "loss_rtol": 0.001,
+            "loss_atol": 0.0001, "latency_median_s": 0.0486, "latency_p90_s": 0.0611,
+            "train_steps_per_s": 4.48, "peak_device_bytes": 3 * 1024 ** 2, **figures}
+    return case(f"test_workload.py::test_workload[{model}]", "workload", status, message, data)
+
+
+ON_CPU: dict[str, Any] = {"loss_max_dev_vs_cpu": None, "vs_cpu": oota_workload.CPU_IS_DEVICE,
+          "peak_device_bytes": None}
+NO_WORKLOAD = case("test_workload.py::test_workload[none]", "workload", "skipped",
+                   "the vendor runs no workload (verify.workload in vendor.yaml; off by default)")
+
+
+def results() -> list[dict[str, Any]]:
+    return [make_result("reference", tests=[
+                case("test_install.py::test_imports", "install"),
+                workload_test("llama"),
+                workload_test("resnet", "failed", "step 3: the device's loss 2.5 is not within "
+                              "rtol 0.001 / atol 0.0001 of the CPU's 2.4",
+                              loss_max_dev_vs_cpu=0.1)]),
+            make_result("cpu", tests=[workload_test("llama", **ON_CPU)]),
+            make_result("cuda", toolkit="cuda", toolkit_version="13.0", tests=[NO_WORKLOAD])]
+
+
+def test_rows_are_typed_and_absent_figures_stay_absent() -> None:
+    report = build_report(typed(results()), [], generated_at=NOW)
+    rows = {r.vendor: r.workload() for r in report.rows}
+    llama, resnet = rows["reference"]
+    assert (llama.model, llama.status, llama.train_steps) == ("llama", "passed", 20)
+    assert llama.loss_first == pytest.approx(4.79088) and llama.peak_device_bytes == 3145728
+    assert llama.versus_cpu == "3.5e-06"
+    assert resnet.status == "failed" and resnet.message.startswith("step 3:")
+    (on_cpu,) = rows["cpu"]
+    assert on_cpu.peak_device_bytes is None and on_cpu.loss_max_dev_vs_cpu is None
+    assert on_cpu.versus_cpu == "n/a: the device is the CPU"
+    assert rows["cuda"] == []  # the placeholder of a vendor without a workload is no row
+
+
+def test_cell_page_has_the_workload_table(tmp_path: Path) -> None:
+    out = tmp_path / "reports"
+    write_report(write_results(tmp_path / "results", results()), out)
+    page = (out / "cells" / "reference-torch2.13.0-py3.11-debian12.html").read_text()
+    table = page[page.index('id="workload"'):]
+    table = table[:table.index("</table>")]
+    for expected in ("<td>llama</td>", "<td>20</td>", "4.791 → 2.198", "3.5e-06", "0.0486 s",
+                     "0.0611 s", "<td>4.48</td>", "3.0 MiB", "<td>resnet</td>", "0.1",
+                     "step 3: the device&#39;s loss 2.5 is not within"):
+        assert expected in table, expected
+    cpu = (out / "cells" / "cpu-torch2.13.0-py3.11-debian12.html").read_text()
+    row = cpu[cpu.index("<td>llama</td>", cpu.index('id="workload"')):]
+    row = row[:row.index("</tr>")]
+    assert "n/a: the device is the CPU" in row and row.endswith("<td>–</td>")
+    cuda = (out / "cells" / "cuda-torch2.13.0-cu13.0-py3.11-debian12.html").read_text()
+    assert 'id="workload"' not in cuda
+
+
+def test_results_json_carries_each_cells_figures(tmp_path: Path) -> None:
+    out = tmp_path / "reports"
+    write_report(write_results(tmp_path / "results", results()), out)
+    cells = {c["vendor"]: c for c in json.loads((out / "results.json").read_text())["cells"]}
+    llama = cells["reference"]["workload"][0]
+    assert llama["latency_p90_s"] == 0.0611 and llama["peak_device_bytes"] == 3145728
+    assert cells["cpu"]["workload"][0]["peak_device_bytes"] is None
+    assert cells["cuda"]["workload"] == []
+
+
+def test_oota_verify_prints_the_workload_table() -> None:
+    tests = results()[0]["tests"] + results()[1]["tests"]
+    text = oota_summary.report({"id": "x", "torch": "2.13.0", "python": "3.11",
+                                "device": "refdev"}, tests)
+    assert "| workload | ✗ | 2 | 0 | 0 | 1 |" in text
+    assert "| llama | ✓ | 4.791 → 2.198 | 3.5e-06 | 0.0486 | 0.0611 | 4.48 | 3145728 |" in text
+    assert "| llama | ✓ | 4.791 → 2.198 | n/a: the device is the CPU | 0.0486 | 0.0611 | 4.48 " \
+           "| – |" in text
+    assert "- test_workload.py::test_workload[resnet]: failed: step 3:" in text
+
+
+def test_no_workload_table_without_workload_figures() -> None:
+    text = oota_summary.report({"id": "x"}, [NO_WORKLOAD])
+    assert "| workload | skip | 0 | 1 | 0 | 0 |" in text
+    assert "latency median" not in text
+
+
+# -- the layer's arithmetic -----------------------------------------------------------------
+def test_latency_is_median_and_p90_of_the_timed_forwards() -> None:
+    seconds = [0.01 * n for n in range(1, 11)]  # 0.01 .. 0.10
+    assert oota_workload.latency(seconds) == {"latency_median_s": pytest.approx(0.055),
+                                              "latency_p90_s": pytest.approx(0.091)}
+    assert oota_workload.latency([0.2]) == {"latency_median_s": 0.2, "latency_p90_s": 0.2}
+
+
+def test_throughput_leaves_the_first_step_out() -> None:
+    assert oota_workload.steps_per_second([5.0, 0.5, 0.5, 0.5, 0.5]) == pytest.approx(2.0)
+    assert oota_workload.steps_per_second([0.25]) == pytest.approx(4.0)
+    assert oota_workload.steps_per_second([0.0, 0.0]) is None  # no figure, not infinity
+
+
+@pytest.mark.parametrize(("device", "cpu", "problems", "max_diff"), [
+    ([4.0, 3.0, 2.0], [4.0, 3.0, 2.0], [], 0.0),
+    ([4.0, 3.0, 2.0], None, [], None),
+    ([4.0, 4.5, 4.0], None, ["the loss did not fall: 4 at step 0, 4 at step 2"], None),
+    ([4.0, float("nan"), 2.0], None, ["step 1: the loss is nan"], None),
+    ([4.0, 3.0, 2.0], [4.0, 3.0, 2.5],
+     ["step 2: the device's loss 2 is not within rtol 0.001 / atol 0.0001 of the CPU's 2.5"],
+     0.5),
+    ([4.0, 3.0015, 2.0], [4.0, 3.0, 2.0], [], pytest.approx(0.0015)),  # inside rtol
+], ids=["same-curves", "cpu-only", "did-not-fall", "nan", "left-the-cpu-curve", "within"])
+def test_curves_are_judged(device: list[float], cpu: list[float] | None, problems: list[str],
+                           max_diff: Any) -> None:
+    curves = oota_workload.Curves(device=device, cpu=cpu, rtol=1e-3, atol=1e-4)
+    assert curves.problems() == problems
+    assert curves.max_diff == max_diff
