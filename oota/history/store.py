@@ -35,7 +35,7 @@ from oota.history import tables as t
 from oota.history.changes import Point
 from oota.history.location import Location
 from oota.history.records import CellRecord, Figure, Inputs, RunRecord
-from oota.results.model import TestOutcome, status_of
+from oota.results.model import CellRef, TestOutcome, status_of
 from oota.vocab import Status
 
 T = TypeVar("T")
@@ -175,7 +175,7 @@ def _append_once(store: Store, run: RunRecord) -> Appended:
         run_id = _run_row(conn, run)
         present = {(row.cell_id, row.host) for row in conn.execute(
             select(t.results.c.cell_id, t.results.c.host).where(t.results.c.run_id == run_id))}
-        new = [c for c in run.cells if (c.cell_id, c.host) not in present]
+        new = [c for c in run.cells if (c.cell.id, c.host) not in present]
         for cell in new:
             write_cell(conn, run_id, cell)
         hosts = {h for (h,) in conn.execute(select(t.run_hosts.c.host)
@@ -200,11 +200,11 @@ def _run_row(conn: Connection, run: RunRecord) -> int:
 
 def write_cell(conn: Connection, run_id: int, cell: CellRecord) -> None:
     """One cell's rows (result, tests, figures, extensions) inside the run's transaction."""
-    i = cell.inputs
+    i, ref = cell.inputs, cell.cell
     result_id = conn.execute(insert(t.results).values(
-        run_id=run_id, cell_id=cell.cell_id, vendor=cell.vendor, os=cell.os,
-        python=cell.python, torch=cell.torch, toolkit=cell.toolkit,
-        toolkit_version=cell.toolkit_version, fingerprint=i.fingerprint, status=cell.status,
+        run_id=run_id, cell_id=ref.id, vendor=ref.vendor, os=ref.os, python=ref.python,
+        torch=ref.torch, toolkit=ref.toolkit, toolkit_version=ref.toolkit_version,
+        fingerprint=ref.fingerprint, status=cell.status,
         message=cell.message, host=cell.host, engine=cell.engine, hostname=cell.hostname,
         started_at=cell.started_at, finished_at=cell.finished_at, torch_version=i.torch,
         torch_git=i.torch_git, toolkit_resolved=i.toolkit, base_ref=cell.base_ref,
@@ -254,8 +254,7 @@ def _cell_from(conn: Connection, r: Row[Any], suite: str,
     figures = conn.execute(select(t.figures).where(t.figures.c.result_id == r.id)
                            .order_by(t.figures.c.test_id, t.figures.c.name)).all()
     return CellRecord(
-        cell_id=r.cell_id, vendor=r.vendor, os=r.os, python=r.python, torch=r.torch,
-        toolkit=r.toolkit, toolkit_version=r.toolkit_version, status=_status(r.status),
+        cell=cell_ref(r), status=_status(r.status),
         message=r.message, host=r.host, engine=r.engine, hostname=r.hostname,
         started_at=r.started_at, finished_at=r.finished_at, image_tag=r.image_tag,
         image_id=r.image_id, image_digest=r.image_digest, base_ref=r.base_ref,
@@ -264,6 +263,13 @@ def _cell_from(conn: Connection, r: Row[Any], suite: str,
                                 duration_s=x.duration_s, message=x.message) for x in tests),
         figures=tuple(Figure(test_id=f.test_id, name=f.name, number=f.number, text=f.text)
                       for f in figures))
+
+
+def cell_ref(r: Row[Any]) -> CellRef:
+    """The cell a ``results`` row is about."""
+    return CellRef(id=r.cell_id, vendor=r.vendor, os=r.os, python=r.python, torch=r.torch,
+                   toolkit=r.toolkit, toolkit_version=r.toolkit_version,
+                   fingerprint=r.fingerprint)
 
 
 def _inputs(r: Row[Any], suite: str, extensions: tuple[tuple[str, str | None], ...]) -> Inputs:
