@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -35,6 +35,15 @@ from oota.history import tables as t
 from oota.history.changes import Point
 from oota.history.location import Location
 from oota.history.records import CellRecord, Figure, Inputs, RunRecord
+from oota.history.timeline import (
+    CellSeries,
+    MetricPoint,
+    MetricSeries,
+    Outcome,
+    RunHead,
+    Timeline,
+    deciding,
+)
 from oota.results.model import CellRef, TestOutcome, status_of
 from oota.vocab import Status
 
@@ -47,6 +56,8 @@ ATTEMPTS = 5
 # An advisory lock key: PostgreSQL writers creating the tables at once take turns.
 _PG_SCHEMA_LOCK = 0x00_07_A0_12
 _READING = "oota_reading"
+# The verify layer whose figures are workload metrics (trends and regression verdicts).
+WORKLOAD_LAYER = "workload"
 
 
 class HistoryUnavailable(EnvironmentProblem):
@@ -319,3 +330,56 @@ def outcomes(store: Store, *, vendor: str | None = None, cell: str | None = None
                   message=row.outcome_message,
                   inputs=_inputs(row, row.oota_version, extensions.get(row.id, ())))
             for row in rows]
+
+
+# -- the HUD's reading: the whole history in one query per table ------------------------------
+
+def read_timeline(store: Store, *, metrics_layer: str = WORKLOAD_LAYER) -> Timeline:
+    """Every cell's outcomes run by run, and the figures of its ``metrics_layer`` tests."""
+    with _reading(store) as conn:
+        heads = {row.id: (RunHead(id=row.id, key=row.run_key, origin=row.origin,
+                                  started_at=row.started_at), row.oota_version)
+                 for row in conn.execute(select(t.runs.c.id, t.runs.c.run_key, t.runs.c.origin,
+                                                t.runs.c.started_at, t.runs.c.oota_version))}
+        rows = conn.execute(select(t.results).order_by(t.results.c.id)).all()
+        extensions = _extensions(conn, select(t.results.c.id))
+        figures = conn.execute(
+            select(t.figures.c.result_id, t.figures.c.test_id, t.figures.c.name,
+                   t.figures.c.number, t.tests.c.status)
+            .join(t.tests, (t.tests.c.result_id == t.figures.c.result_id)
+                  & (t.tests.c.test_id == t.figures.c.test_id))
+            .where(t.tests.c.layer == metrics_layer, t.figures.c.number.is_not(None))).all()
+    order = sorted(heads.values(), key=lambda h: (h[0].started_at, h[0].id))
+    return Timeline(runs=tuple(h for h, _ in order),
+                    cells=_series(rows, heads, extensions),
+                    metrics=_metric_series(figures, {r.id: r for r in rows}, heads))
+
+
+def _series(rows: Sequence[Row[Any]], heads: dict[int, tuple[RunHead, str]],
+            extensions: dict[int, tuple[tuple[str, str | None], ...]]
+            ) -> tuple[CellSeries, ...]:
+    refs: dict[str, CellRef] = {}
+    by_cell: dict[str, dict[int, list[Outcome]]] = {}
+    for r in rows:
+        head, suite = heads[r.run_id]
+        refs[r.cell_id] = cell_ref(r)  # the newest row's coordinates (rows are in id order)
+        by_cell.setdefault(r.cell_id, {}).setdefault(r.run_id, []).append(Outcome(
+            run=head, status=_status(r.status), message=r.message,
+            inputs=_inputs(r, suite, extensions.get(r.id, ()))))
+    series = [CellSeries(cell=refs[cell], outcomes=tuple(sorted(
+        (deciding(found) for found in runs.values()),
+        key=lambda o: (o.run.started_at, o.run.id)))) for cell, runs in by_cell.items()]
+    return tuple(sorted(series, key=lambda s: (s.cell.vendor, s.cell.id)))
+
+
+def _metric_series(figures: Sequence[Row[Any, Any, Any, Any, Any]], results: dict[int, Row[Any]],
+                   heads: dict[int, tuple[RunHead, str]]) -> tuple[MetricSeries, ...]:
+    found: dict[tuple[str, str, str, str], list[MetricPoint]] = {}
+    for f in figures:
+        r = results[f.result_id]
+        found.setdefault((r.cell_id, r.host, f.test_id, f.name), []).append(MetricPoint(
+            run=heads[r.run_id][0], value=float(f.number), good=f.status == "passed"))
+    return tuple(MetricSeries(cell_id=cell, host=host, test_id=test, name=name,
+                              points=tuple(sorted(points, key=lambda p: (p.run.started_at,
+                                                                         p.run.id))))
+                 for (cell, host, test, name), points in sorted(found.items()))
