@@ -221,9 +221,10 @@ def to_html(page: HudPage) -> str:
 
 
 def to_markdown(found: Digest, regressions: Sequence[tuple[str, Trend]] = ()) -> str:
-    return markdown_environment().get_template("hud.md.j2").render(
+    text = markdown_environment().get_template("hud.md.j2").render(
         d=found, start=_utc(found.start), window=_window(found.since),
         overdue_h=_hours(OVERDUE), regressions=regressions, now=_utc(found.now))
+    return text.rstrip("\n") + "\n"
 
 
 def _hours(delta: dt.timedelta) -> int:
