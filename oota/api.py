@@ -535,8 +535,8 @@ def history_target(flag: str | None, off: bool, origin: Origin, root: Path, *,
     """The flags of a task that appends its run (checked before the run starts). ``used``
     False: this invocation appends nothing (a report without --merge: its build or verify
     added the run already; it still reads the history for its HUD)."""
-    return History(location=history_location(flag, off=off or not used, root=root, env=env),
-                   origin=origin, root=root)
+    location = history_location(flag, off=off, root=root, env=env)
+    return History(location=location if used else None, origin=origin, root=root)
 
 
 def record_history(target: History, results: Sequence[Result]) -> list[str]:

@@ -8,17 +8,12 @@ from dataclasses import replace
 
 import pytest
 
+from oota.history.policy import Policy
 from oota.history.timeline import Timeline, digest, judge
 from oota.report import hud
-from oota.history.policy import Policy
 from tests.history.synthetic import BASE, day, timeline
 
 TORCH_BUMP = replace(BASE, torch="2.13.1+cpu")
-
-
-def state(marks: str, **inputs: object):  # type: ignore[no-untyped-def]
-    found = timeline({"cpu-a": marks}, inputs={"cpu-a": inputs} if inputs else None)
-    return judge(found.cells[0])
 
 
 def test_blame_names_the_first_bad_run_and_what_changed_since_the_last_pass() -> None:
