@@ -396,7 +396,8 @@ def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
            artifact_url: str | None = None, env: Mapping[str, str] | None = None,
            history: Callable[[Report], HudInput | None] | None = None) -> Report:
     """Write the report from ``results_dir``, or from every ``merge`` folder; ``formats`` adds
-    outputs (crcr.json, described by the CI run of ``env``: GitHub Actions' variables)."""
+    outputs (crcr.json, described by the CI run of ``env``: GitHub Actions' variables);
+    ``history`` gives, once the results are read, what the HUD shows (None: no HUD)."""
     if merge and results_dir != DEFAULT_RESULTS:
         raise InputError(f"--merge and --results {results_dir} exclude each other: name every "
                          "folder to merge with --merge")

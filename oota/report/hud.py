@@ -125,7 +125,7 @@ class HudPage:
 
 
 def parse_since(text: str) -> dt.timedelta:
-    """``--since 24h`` / ``3d``; None when ``text`` is neither."""
+    """``--since 24h`` / ``3d`` as a window (ValueError for anything else, or zero)."""
     found = _SINCE.match(text)
     if not found or int(found.group(1)) == 0:
         raise ValueError(text)

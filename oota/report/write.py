@@ -88,12 +88,13 @@ def _links(report: Report, results_dir: Path, start: Path) -> Links:
 
 def _write_files(report: Report, folder: Path, results_dir: Path, out_dir: Path,
                  extras: Extras, history: hud.HudInput | None) -> None:
-    """Every file of the report into ``folder``; links are made for where it will end up."""
+    """Every file of the report into ``folder``; links are made for where it will end up.
+    ``history``: what the HUD (hud.html, hud.md) shows; None writes none."""
     links = _links(report, results_dir, out_dir)
     if history is not None:
         _write_hud(folder, history, {r.cell.id: r.run_id for r in report.results})
     write_atomic(folder / "matrix.md", to_markdown(report))
-    write_atomic(folder / "index.html", to_html(report, links))
+    write_atomic(folder / "index.html", to_html(report, links, hud=history is not None))
     write_json(folder / "results.json", to_json(report, links))
     if report.comparison is not None:
         write_json(folder / "compare.json", report.comparison.to_json())

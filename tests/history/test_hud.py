@@ -75,6 +75,8 @@ def test_report_writes_the_hud_beside_the_index(history_url: str, tmp_path: Path
     assert 'class="m flaky"' in page and "1 flaky failure(s)" in page
     assert "latency_median_s <b>suspicious</b>" in page  # one slow run only: not flagged yet
     assert len(page.encode()) < 200_000
+    index = (tmp_path / "reports" / "index.html").read_text(encoding="utf-8")
+    assert '<a href="hud.html">HUD: the history</a>' in index
     digest = (tmp_path / "reports" / "hud.md").read_text(encoding="utf-8")
     assert "1 flaky failure since yesterday" in digest
     assert "- `cpu-torch2.13.0-py3.13-debian13`: run `run-4`" in digest
@@ -132,6 +134,7 @@ def test_no_hud_without_a_history_and_why(tmp_path: Path) -> None:
     assert f"no HUD: the history sqlite:///{missing} holds no run yet" in out.stderr
     assert not missing.exists() and not (reports / "hud.html").exists()
     assert "hud.html" not in out.stdout and (reports / "index.html").is_file()
+    assert "hud.html" not in (reports / "index.html").read_text(encoding="utf-8")
     off = invoke("report", "--results", str(current), "--out", str(reports), "--no-history")
     assert off.returncode == 0 and "HUD" not in off.stderr
     gone = f"postgresql://oota:s3cret@127.0.0.1:{closed_port()}/history"
