@@ -344,41 +344,40 @@ def read_timeline(store: Store, *, metrics_layer: str = WORKLOAD_LAYER) -> Timel
         rows = conn.execute(select(t.results).order_by(t.results.c.id)).all()
         extensions = _extensions(conn, select(t.results.c.id))
         figures = conn.execute(
-            select(t.figures.c.result_id, t.figures.c.test_id, t.figures.c.name,
-                   t.figures.c.number, t.tests.c.status)
+            select(t.results.c.cell_id, t.results.c.host, t.results.c.run_id,
+                   t.figures.c.test_id, t.figures.c.name, t.figures.c.number, t.tests.c.status)
             .join(t.tests, (t.tests.c.result_id == t.figures.c.result_id)
                   & (t.tests.c.test_id == t.figures.c.test_id))
+            .join(t.results, t.results.c.id == t.figures.c.result_id)
             .where(t.tests.c.layer == metrics_layer, t.figures.c.number.is_not(None))).all()
     order = sorted(heads.values(), key=lambda h: (h[0].started_at, h[0].id))
-    return Timeline(runs=tuple(h for h, _ in order),
-                    cells=_series(rows, heads, extensions),
-                    metrics=_metric_series(figures, {r.id: r for r in rows}, heads))
+    return Timeline(runs=tuple(h for h, _ in order), cells=_series(rows, heads, extensions),
+                    metrics=_metric_series(figures, heads))
 
 
 def _series(rows: Sequence[Row[Any]], heads: dict[int, tuple[RunHead, str]],
             extensions: dict[int, tuple[tuple[str, str | None], ...]]
             ) -> tuple[CellSeries, ...]:
-    refs: dict[str, CellRef] = {}
+    newest: dict[str, Row[Any]] = {}
     by_cell: dict[str, dict[int, list[Outcome]]] = {}
     for r in rows:
         head, suite = heads[r.run_id]
-        refs[r.cell_id] = cell_ref(r)  # the newest row's coordinates (rows are in id order)
+        newest[r.cell_id] = r  # its coordinates name the cell (rows are in id order)
         by_cell.setdefault(r.cell_id, {}).setdefault(r.run_id, []).append(Outcome(
             run=head, status=_status(r.status), message=r.message,
             inputs=_inputs(r, suite, extensions.get(r.id, ()))))
-    series = [CellSeries(cell=refs[cell], outcomes=tuple(sorted(
-        (deciding(found) for found in runs.values()),
+    series = [CellSeries(cell=cell_ref(newest[cell]), outcomes=tuple(sorted(
+        (found[0] if len(found) == 1 else deciding(found) for found in runs.values()),
         key=lambda o: (o.run.started_at, o.run.id)))) for cell, runs in by_cell.items()]
     return tuple(sorted(series, key=lambda s: (s.cell.vendor, s.cell.id)))
 
 
-def _metric_series(figures: Sequence[Row[Any, Any, Any, Any, Any]], results: dict[int, Row[Any]],
+def _metric_series(figures: Sequence[Row[Any, Any, Any, Any, Any, Any, Any]],
                    heads: dict[int, tuple[RunHead, str]]) -> tuple[MetricSeries, ...]:
     found: dict[tuple[str, str, str, str], list[MetricPoint]] = {}
-    for f in figures:
-        r = results[f.result_id]
-        found.setdefault((r.cell_id, r.host, f.test_id, f.name), []).append(MetricPoint(
-            run=heads[r.run_id][0], value=float(f.number), good=f.status == "passed"))
+    for cell, host, run_id, test, name, number, status in figures:
+        found.setdefault((cell, host, test, name), []).append(MetricPoint(
+            run=heads[run_id][0], value=float(number), good=status == "passed"))
     return tuple(MetricSeries(cell_id=cell, host=host, test_id=test, name=name,
                               points=tuple(sorted(points, key=lambda p: (p.run.started_at,
                                                                          p.run.id))))
