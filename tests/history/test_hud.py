@@ -168,3 +168,15 @@ def test_the_hud_shows_the_last_n_runs(tmp_path: Path) -> None:
     assert "5 runs in the history; the last 3 shown" in page
     assert page.count('class="m passed"') == 3
     assert MATMUL not in page
+
+
+def test_a_bad_policy_file_is_bad_input_naming_its_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    add(url, result_at("run-0", ago(3)))
+    (tmp_path / "history-policy.yaml").write_text(
+        "version: 1\nmetrics:\n  latency_median_s: {direction: lower, treshold: 1.2}\n",
+        encoding="utf-8")
+    out = invoke("history", "digest", "--history", url, cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert "history-policy.yaml:3:" in out.stderr and "did you mean 'threshold'?" in out.stderr
+    assert "Traceback" not in out.stderr
