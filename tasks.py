@@ -261,16 +261,24 @@ def hosts(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.yam
               "PyTorch's cross-repository CI relay)",
     "artifact_url": "where the results can be downloaded, for crcr.json (default in GitHub "
                     "Actions: the run's page)",
-    "history": "with --merge: " + HELP_HISTORY, "no_history": _BUILD_HELP["no_history"]})
+    "history": "the history the HUD shows (hud.html, hud.md) and, with --merge, where the "
+               "merged run is appended: " + HELP_HISTORY,
+    "no_history": "no HUD, and with --merge: do not append the run to the history",
+    "hud_runs": "how many runs the HUD shows, newest first (default 50)"})
 def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
            compare: str | None = None, merge: list[str] | None = None,
            format: str | None = None, artifact_url: str | None = None,
-           history: str | None = None, no_history: bool = False) -> None:
-    """Write reports/ (matrix.md, results.json, index.html, cells/) from result files only."""
+           history: str | None = None, no_history: bool = False, hud_runs: str = "50") -> None:
+    """Write reports/ (matrix.md, results.json, index.html, cells/, and the history's HUD:
+    hud.html, hud.md) from result files and the history."""
     kept = api.history_target(history, no_history, "merge", Path.cwd(), used=bool(merge))
-    rep = api.report(results, out, compare, merge=merge, formats=format,
-                     artifact_url=artifact_url, env=os.environ)
+    shown = api.history_location(history, off=no_history, root=Path.cwd())
+    done = api.report_with_history(results, out, compare, merge=merge, formats=format,
+                                   artifact_url=artifact_url, env=os.environ, target=kept,
+                                   shown=shown, hud_runs=api.hud_runs(hud_runs))
+    rep = done.report
     extra = "".join(f", {out}/{name}.json" for name in api.report_formats(format))
+    extra += f", {out}/hud.html, {out}/hud.md" if done.hud else ""
     print(f"{out}/matrix.md, {out}/results.json, {out}/index.html, {out}/cells/{extra}: "
           f"{len(rep.groups)} cells")
     if rep.merged:
@@ -283,23 +291,30 @@ def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
         print(rep.comparison.text())
     for problem in rep.problems:
         print(f"warning: {problem}", file=sys.stderr)
-    _stderr(api.record_history(kept, rep.results))
+    _stderr(list(done.notes))
 
 
 @task(iterable=("dir",), help={
-    "action": "import (load results folders) or query (where outcomes changed)",
+    "action": "import (load results folders), query (where outcomes changed) or digest "
+              "(what broke, was fixed, is overdue or flaky, as Markdown)",
     "dir": "import: a results folder, one result.json per cell folder (repeatable)",
     "vendor": "query: one vendor's cells", "cell": "query: one cell id",
     "test": "query: one test id (e.g. test_device.py::test_matmul)", "format": HELP_FORMAT,
-    "history": HELP_HISTORY})
+    "since": "digest: the window, in hours or days (default 24h)", "history": HELP_HISTORY})
 def history(c: Context, action: str, dir: list[str] | None = None, vendor: str | None = None,
             cell: str | None = None, test: str | None = None, format: str = "table",
-            history: str | None = None) -> None:
-    """The history of runs: `import --dir results`, or `query [--vendor V] [--cell ID]
-    [--test ID]`: every run where an outcome changed, newest first, with what changed."""
+            since: str | None = None, history: str | None = None) -> None:
+    """The history of runs: `import --dir results`; `query [--vendor V] [--cell ID]
+    [--test ID]`: every run where an outcome changed, newest first, with what changed;
+    `digest [--since 24h]`: what broke, was fixed, is past 72 h or was flaky, with blame."""
     api.check_history_flags(action, dirs=dir, selection={"vendor": vendor, "cell": cell,
-                                                         "test": test}, fmt=format)
+                                                         "test": test}, fmt=format,
+                            window=since)
     where = api.history_location(history)
+    if action == "digest":
+        print(api.history_digest(where, window=api.since(since or "24h"), root=Path.cwd()),
+              end="")
+        return
     if action == "query":
         print(api.history_query(where, vendor=vendor, cell=cell, test=test, fmt=format))
         return

@@ -6,6 +6,7 @@ exceptions (:mod:`oota.errors`) to exit codes.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -13,8 +14,8 @@ import re
 import subprocess
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,7 +39,9 @@ from oota.execute.publish import publish_cells
 from oota.history import changes as history_changes
 from oota.history import store as history_store
 from oota.history.location import Location, locate
+from oota.history.policy import policy_at
 from oota.history.records import Origin, group_by_run, run_record
+from oota.history.timeline import Timeline
 from oota.lint import lint_project
 from oota.net import find_ca_bundle, redact
 from oota.plan import Cell, plan, select
@@ -46,8 +49,9 @@ from oota.releases.command import Outcome as ReleaseOutcome
 from oota.releases.command import run as run_release_check
 from oota.releases.http import REQUEST_TIMEOUT
 from oota.render import Drift, check, context_files, fingerprint, render_all, write_all
-from oota.report import crcr
+from oota.report import crcr, hud
 from oota.report.data import Report
+from oota.report.hud import HudInput
 from oota.report.write import EXTRA_FORMATS, Extras, write_report
 from oota.results.model import Result
 from oota.results.store import load_all
@@ -389,9 +393,11 @@ def report_formats(text: str | None) -> tuple[str, ...]:
 
 def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
            merge: list[str] | None = None, formats: str | None = None,
-           artifact_url: str | None = None, env: Mapping[str, str] | None = None) -> Report:
+           artifact_url: str | None = None, env: Mapping[str, str] | None = None,
+           history: Callable[[Report], HudInput | None] | None = None) -> Report:
     """Write the report from ``results_dir``, or from every ``merge`` folder; ``formats`` adds
-    outputs (crcr.json, described by the CI run of ``env``: GitHub Actions' variables)."""
+    outputs (crcr.json, described by the CI run of ``env``: GitHub Actions' variables);
+    ``history`` gives, once the results are read, what the HUD shows (None: no HUD)."""
     if merge and results_dir != DEFAULT_RESULTS:
         raise InputError(f"--merge and --results {results_dir} exclude each other: name every "
                          "folder to merge with --merge")
@@ -402,7 +408,7 @@ def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
     extras = Extras(formats=extra, ci=ci, artifact_url=crcr.artifact_url(artifact_url, ci))
     return write_report(Path(results_dir), Path(out_dir),
                         Path(previous_dir) if previous_dir else None,
-                        merge=[Path(m) for m in merge or []], extras=extras)
+                        merge=[Path(m) for m in merge or []], extras=extras, history=history)
 
 
 def hosts(matrix_path: str, vendors: list[str] | None, console: Console,
@@ -528,12 +534,10 @@ def history_location(flag: str | None, *, off: bool = False, root: Path | None =
 def history_target(flag: str | None, off: bool, origin: Origin, root: Path, *,
                    used: bool = True, env: Mapping[str, str] | None = None) -> History:
     """The flags of a task that appends its run (checked before the run starts). ``used``
-    False: this invocation appends nothing (a report without --merge)."""
-    if flag and not used:
-        raise InputError("--history applies to `report --merge` only: a report of one folder "
-                         "adds no run (its build or verify added it already)")
-    return History(location=history_location(flag, off=off or not used, root=root, env=env),
-                   origin=origin, root=root)
+    False: this invocation appends nothing (a report without --merge: its build or verify
+    added the run already; it still reads the history for its HUD)."""
+    location = history_location(flag, off=off, root=root, env=env)
+    return History(location=location if used else None, origin=origin, root=root)
 
 
 def record_history(target: History, results: Sequence[Result]) -> list[str]:
@@ -562,20 +566,111 @@ def git_revision(root: Path) -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
-HISTORY_ACTIONS = ("import", "query")
+HISTORY_ACTIONS = ("import", "query", "digest")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Reported:
+    """A report written, and lines for stderr: the run appended, the HUD left out and why."""
+
+    report: Report
+    hud: bool
+    notes: tuple[str, ...]
+
+
+def report_with_history(results_dir: str, out_dir: str, previous_dir: str | None, *,
+                        merge: list[str] | None, formats: str | None,
+                        artifact_url: str | None, env: Mapping[str, str], target: History,
+                        shown: Location | None, hud_runs: int) -> Reported:
+    """:func:`report`, appending a merged run to ``target`` and writing the HUD of the
+    history at ``shown`` (None: ``--no-history``) over its last ``hud_runs`` runs."""
+    notes: list[str] = []
+    made: list[HudInput] = []
+
+    def history(rep: Report) -> HudInput | None:
+        notes.extend(record_history(target, rep.results))  # the HUD then shows this run too
+        source, why = hud_source(shown, hud_runs, target.root)
+        notes.extend([why] if why else [])
+        made.extend([source] if source else [])
+        return source
+
+    rep = report(results_dir, out_dir, previous_dir, merge=merge, formats=formats,
+                 artifact_url=artifact_url, env=env, history=history)
+    return Reported(report=rep, hud=bool(made), notes=tuple(notes))
+
+
+def hud_runs(value: str | int) -> int:
+    """``--hud-runs N``: how many runs the HUD shows (a whole number, 1 or more)."""
+    text = str(value).strip()
+    if not text.isdigit() or int(text) < 1:
+        raise InputError(f"--hud-runs {value!r} is not a number of runs; give 1 or more, "
+                         f"e.g. --hud-runs {hud.DEFAULT_RUNS}")
+    return int(text)
+
+
+def since(value: str) -> dt.timedelta:
+    """``--since 24h`` or ``3d``: the digest's window."""
+    try:
+        return hud.parse_since(value)
+    except ValueError:
+        raise InputError(f"--since {value!r} is not a window; give hours or days, e.g. "
+                         "--since 24h or --since 3d") from None
+
+
+def hud_source(location: Location | None, runs: int, root: Path,
+               now: dt.datetime | None = None) -> tuple[HudInput | None, str]:
+    """The history the HUD shows, or None and why not (a line for stderr; "" with
+    ``--no-history``). A history file that does not exist is not created by reading it."""
+    if location is None:
+        return None, ""
+    try:
+        timeline = _timeline(location)
+    except history_store.HistoryUnavailable as exc:
+        return None, f"no HUD: {exc}"
+    if timeline is None or not timeline.runs:
+        return None, (f"no HUD: the history {location.shown} holds no run yet (build, verify "
+                      "or `invoke history import` add runs)")
+    return HudInput(timeline=timeline, policy=policy_at(root), runs=runs,
+                    now=now or dt.datetime.now(dt.timezone.utc)), ""
+
+
+def _timeline(location: Location) -> Timeline | None:
+    file = location.file
+    if file is not None and not file.is_file():
+        return None
+    return history_store.read_timeline(history_store.open_store(location))
+
+
+def history_digest(location: Location | None, *, window: dt.timedelta, root: Path,
+                   now: dt.datetime | None = None) -> str:
+    """``history digest``: the Markdown digest of the last ``window`` (hud.md's text)."""
+    if location is None:
+        raise InputError("history digest with --no-history has nothing to read")
+    source, why = hud_source(location, hud.DEFAULT_RUNS, root, now)
+    if source is None:
+        raise history_store.HistoryUnavailable(why.removeprefix("no HUD: "))
+    page = hud.build(replace(source, since=window), {})
+    return hud.to_markdown(page.digest, page.regressions)
 
 
 def check_history_flags(action: str, *, dirs: list[str] | None, selection: dict[str, str | None],
-                        fmt: str) -> None:
+                        fmt: str, window: str | None = None) -> None:
     """``history ACTION``'s flags: each applies to one action (InputError, exit 2)."""
     choice("history", action, HISTORY_ACTIONS)
     given = [f"--{name}" for name, value in selection.items() if value]
-    if action == "import" and (given or fmt != "table"):
+    if action != "query" and (given or fmt != "table"):
         raise InputError(f"{(given or ['--format'])[0]} applies to `history query`; "
-                         "`history import` takes --dir")
-    if action == "query" and dirs:
-        raise InputError("--dir applies to `history import`; `history query` selects with "
-                         "--vendor, --cell and --test")
+                         f"`history {action}` takes {_TAKES[action]}")
+    if action != "import" and dirs:
+        raise InputError(f"--dir applies to `history import`; `history {action}` takes "
+                         f"{_TAKES[action]}")
+    if action != "digest" and window is not None:
+        raise InputError(f"--since applies to `history digest`; `history {action}` takes "
+                         f"{_TAKES[action]}")
+
+
+_TAKES = {"import": "--dir", "query": "--vendor, --cell and --test",
+          "digest": "--since (e.g. --since 24h)"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -37,6 +37,12 @@ class Location:
     def is_sqlite(self) -> bool:
         return self.url.startswith("sqlite")
 
+    @property
+    def file(self) -> Path | None:
+        """The SQLite file the store is (None for a server)."""
+        database = make_url(self.url).database if self.is_sqlite else None
+        return Path(database) if database else None
+
 
 def locate(flag: str | None, env: Mapping[str, str], project_root: Path) -> Location:
     """The store named by ``--history`` (``flag``), ``OOTA_HISTORY`` or the default file.

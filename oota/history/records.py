@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from oota.results.model import JSON, Result, TestOutcome
+from oota.results.model import JSON, CellRef, Result, TestOutcome
 from oota.vocab import Status
 
 Origin = Literal["build", "verify", "merge", "import"]
@@ -62,17 +62,11 @@ class Inputs:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CellRecord:
-    """One cell's result in a run: coordinates, outcome, where it ran, what it resolved to.
-    Tests and figures are in id order, one of each (the first, if a suite reported one twice),
-    as the store gives them back."""
+    """One cell's result in a run: which cell (the result's own reference, fingerprint
+    included), outcome, where it ran, what it resolved to. Tests and figures are in id order,
+    one of each (the first, if a suite reported one twice), as the store gives them back."""
 
-    cell_id: str
-    vendor: str
-    os: str
-    python: str
-    torch: str
-    toolkit: str | None
-    toolkit_version: str | None
+    cell: CellRef
     status: Status
     message: str
     host: str
@@ -134,10 +128,9 @@ def run_record(results: Sequence[Result], origin: Origin, git_revision: str | No
 
 
 def cell_record(result: Result) -> CellRecord:
-    cell, image = result.cell, result.image
+    image = result.image
     return CellRecord(
-        cell_id=cell.id, vendor=cell.vendor, os=cell.os, python=cell.python, torch=cell.torch,
-        toolkit=cell.toolkit, toolkit_version=cell.toolkit_version, status=result.status,
+        cell=result.cell, status=result.status,
         message=result.message, host=place(result), engine=result.host.text("engine"),
         hostname=result.host.text("hostname"), started_at=result.started_at,
         finished_at=result.finished_at, image_tag=image.tag if image else None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -35,7 +35,16 @@ from oota.history import tables as t
 from oota.history.changes import Point
 from oota.history.location import Location
 from oota.history.records import CellRecord, Figure, Inputs, RunRecord
-from oota.results.model import TestOutcome, status_of
+from oota.history.timeline import (
+    CellSeries,
+    MetricPoint,
+    MetricSeries,
+    Outcome,
+    RunHead,
+    Timeline,
+    deciding,
+)
+from oota.results.model import CellRef, TestOutcome, status_of
 from oota.vocab import Status
 
 T = TypeVar("T")
@@ -47,6 +56,8 @@ ATTEMPTS = 5
 # An advisory lock key: PostgreSQL writers creating the tables at once take turns.
 _PG_SCHEMA_LOCK = 0x00_07_A0_12
 _READING = "oota_reading"
+# The verify layer whose figures are workload metrics (trends and regression verdicts).
+WORKLOAD_LAYER = "workload"
 
 
 class HistoryUnavailable(EnvironmentProblem):
@@ -175,7 +186,7 @@ def _append_once(store: Store, run: RunRecord) -> Appended:
         run_id = _run_row(conn, run)
         present = {(row.cell_id, row.host) for row in conn.execute(
             select(t.results.c.cell_id, t.results.c.host).where(t.results.c.run_id == run_id))}
-        new = [c for c in run.cells if (c.cell_id, c.host) not in present]
+        new = [c for c in run.cells if (c.cell.id, c.host) not in present]
         for cell in new:
             write_cell(conn, run_id, cell)
         hosts = {h for (h,) in conn.execute(select(t.run_hosts.c.host)
@@ -200,11 +211,11 @@ def _run_row(conn: Connection, run: RunRecord) -> int:
 
 def write_cell(conn: Connection, run_id: int, cell: CellRecord) -> None:
     """One cell's rows (result, tests, figures, extensions) inside the run's transaction."""
-    i = cell.inputs
+    i, ref = cell.inputs, cell.cell
     result_id = conn.execute(insert(t.results).values(
-        run_id=run_id, cell_id=cell.cell_id, vendor=cell.vendor, os=cell.os,
-        python=cell.python, torch=cell.torch, toolkit=cell.toolkit,
-        toolkit_version=cell.toolkit_version, fingerprint=i.fingerprint, status=cell.status,
+        run_id=run_id, cell_id=ref.id, vendor=ref.vendor, os=ref.os, python=ref.python,
+        torch=ref.torch, toolkit=ref.toolkit, toolkit_version=ref.toolkit_version,
+        fingerprint=ref.fingerprint, status=cell.status,
         message=cell.message, host=cell.host, engine=cell.engine, hostname=cell.hostname,
         started_at=cell.started_at, finished_at=cell.finished_at, torch_version=i.torch,
         torch_git=i.torch_git, toolkit_resolved=i.toolkit, base_ref=cell.base_ref,
@@ -254,8 +265,7 @@ def _cell_from(conn: Connection, r: Row[Any], suite: str,
     figures = conn.execute(select(t.figures).where(t.figures.c.result_id == r.id)
                            .order_by(t.figures.c.test_id, t.figures.c.name)).all()
     return CellRecord(
-        cell_id=r.cell_id, vendor=r.vendor, os=r.os, python=r.python, torch=r.torch,
-        toolkit=r.toolkit, toolkit_version=r.toolkit_version, status=_status(r.status),
+        cell=cell_ref(r), status=_status(r.status),
         message=r.message, host=r.host, engine=r.engine, hostname=r.hostname,
         started_at=r.started_at, finished_at=r.finished_at, image_tag=r.image_tag,
         image_id=r.image_id, image_digest=r.image_digest, base_ref=r.base_ref,
@@ -264,6 +274,13 @@ def _cell_from(conn: Connection, r: Row[Any], suite: str,
                                 duration_s=x.duration_s, message=x.message) for x in tests),
         figures=tuple(Figure(test_id=f.test_id, name=f.name, number=f.number, text=f.text)
                       for f in figures))
+
+
+def cell_ref(r: Row[Any]) -> CellRef:
+    """The cell a ``results`` row is about."""
+    return CellRef(id=r.cell_id, vendor=r.vendor, os=r.os, python=r.python, torch=r.torch,
+                   toolkit=r.toolkit, toolkit_version=r.toolkit_version,
+                   fingerprint=r.fingerprint)
 
 
 def _inputs(r: Row[Any], suite: str, extensions: tuple[tuple[str, str | None], ...]) -> Inputs:
@@ -313,3 +330,55 @@ def outcomes(store: Store, *, vendor: str | None = None, cell: str | None = None
                   message=row.outcome_message,
                   inputs=_inputs(row, row.oota_version, extensions.get(row.id, ())))
             for row in rows]
+
+
+# -- the HUD's reading: the whole history in one query per table ------------------------------
+
+def read_timeline(store: Store, *, metrics_layer: str = WORKLOAD_LAYER) -> Timeline:
+    """Every cell's outcomes run by run, and the figures of its ``metrics_layer`` tests."""
+    with _reading(store) as conn:
+        heads = {row.id: (RunHead(id=row.id, key=row.run_key, origin=row.origin,
+                                  started_at=row.started_at), row.oota_version)
+                 for row in conn.execute(select(t.runs.c.id, t.runs.c.run_key, t.runs.c.origin,
+                                                t.runs.c.started_at, t.runs.c.oota_version))}
+        rows = conn.execute(select(t.results).order_by(t.results.c.id)).all()
+        extensions = _extensions(conn, select(t.results.c.id))
+        figures = conn.execute(
+            select(t.results.c.cell_id, t.results.c.host, t.results.c.run_id,
+                   t.figures.c.test_id, t.figures.c.name, t.figures.c.number, t.tests.c.status)
+            .join(t.tests, (t.tests.c.result_id == t.figures.c.result_id)
+                  & (t.tests.c.test_id == t.figures.c.test_id))
+            .join(t.results, t.results.c.id == t.figures.c.result_id)
+            .where(t.tests.c.layer == metrics_layer, t.figures.c.number.is_not(None))).all()
+    order = sorted(heads.values(), key=lambda h: (h[0].started_at, h[0].id))
+    return Timeline(runs=tuple(h for h, _ in order), cells=_series(rows, heads, extensions),
+                    metrics=_metric_series(figures, heads))
+
+
+def _series(rows: Sequence[Row[Any]], heads: dict[int, tuple[RunHead, str]],
+            extensions: dict[int, tuple[tuple[str, str | None], ...]]
+            ) -> tuple[CellSeries, ...]:
+    newest: dict[str, Row[Any]] = {}
+    by_cell: dict[str, dict[int, list[Outcome]]] = {}
+    for r in rows:
+        head, suite = heads[r.run_id]
+        newest[r.cell_id] = r  # its coordinates name the cell (rows are in id order)
+        by_cell.setdefault(r.cell_id, {}).setdefault(r.run_id, []).append(Outcome(
+            run=head, status=_status(r.status), message=r.message,
+            inputs=_inputs(r, suite, extensions.get(r.id, ()))))
+    series = [CellSeries(cell=cell_ref(newest[cell]), outcomes=tuple(sorted(
+        (found[0] if len(found) == 1 else deciding(found) for found in runs.values()),
+        key=lambda o: (o.run.started_at, o.run.id)))) for cell, runs in by_cell.items()]
+    return tuple(sorted(series, key=lambda s: (s.cell.vendor, s.cell.id)))
+
+
+def _metric_series(figures: Sequence[Row[Any, Any, Any, Any, Any, Any, Any]],
+                   heads: dict[int, tuple[RunHead, str]]) -> tuple[MetricSeries, ...]:
+    found: dict[tuple[str, str, str, str], list[MetricPoint]] = {}
+    for cell, host, run_id, test, name, number, status in figures:
+        found.setdefault((cell, host, test, name), []).append(MetricPoint(
+            run=heads[run_id][0], value=float(number), good=status == "passed"))
+    return tuple(MetricSeries(cell_id=cell, host=host, test_id=test, name=name,
+                              points=tuple(sorted(points, key=lambda p: (p.run.started_at,
+                                                                         p.run.id))))
+                 for (cell, host, test, name), points in sorted(found.items()))

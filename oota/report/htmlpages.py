@@ -34,13 +34,14 @@ def _links(where: str | Links) -> Links:
     return where if isinstance(where, Links) else Links(results_rel=where)
 
 
-def to_html(report: Report, results_rel: str | Links = "../results") -> str:
+def to_html(report: Report, results_rel: str | Links = "../results", *,
+            hud: bool = False) -> str:
     """index.html; ``results_rel`` is the results folder relative to the report folder (or
-    each cell folder's place, for a merged report)."""
+    each cell folder's place, for a merged report); ``hud``: link hud.html beside it."""
     return html_environment().get_template("index.html.j2").render(
         title="oota compatibility matrix", report=report, links=_links(results_rel),
         version=__version__, columns=COLUMNS, word=WORD, legend=LEGEND,
-        window=EXPIRY_WINDOW_DAYS, no_mark=Mark())
+        window=EXPIRY_WINDOW_DAYS, no_mark=Mark(), hud=hud)
 
 
 def cell_page(cell: CellGroup | CellRow, results_rel: str | Links) -> str:

@@ -150,9 +150,13 @@ def test_report_merge_appends_one_run(tmp_path: Path) -> None:
     assert "history: run sha256:" in out.stderr and "(merge, 2 cell(s) added)" in out.stderr
     [run] = read_runs(open_store(locate(url, {}, tmp_path)))
     assert run.origin == "merge" and run.hosts == ("lab-a", "lab-b")
+    # A report of one folder appends nothing (its build or verify did); it reads the history
+    # for its HUD.
     alone = invoke("report", "--results", str(a), "--out", str(tmp_path / "r2"),
                    "--history", url)
-    assert alone.returncode == 2 and "--history applies to `report --merge` only" in alone.stderr
+    assert alone.returncode == 0 and "history: run" not in alone.stderr, alone.stderr
+    assert len(read_runs(open_store(locate(url, {}, tmp_path)))) == 1
+    assert (tmp_path / "r2" / "hud.html").is_file()
 
 
 def test_a_history_file_that_cannot_be_opened_is_exit_3(tmp_path: Path) -> None:

@@ -1,0 +1,238 @@
+"""The HUD: ``reports/hud.html`` (runs x cells over the history, a section per vendor) and
+``reports/hud.md`` (the digest: what broke, was fixed, is overdue or flaky), built as data
+first (:class:`HudPage`, :class:`~oota.history.timeline.Digest`) and rendered from
+``templates/hud.html.j2`` and ``templates/hud.md.j2``.
+
+The page stays static like the rest of the report: vendors are sections with anchors, not a
+script; each metric's trend is an inline SVG polyline, not a charting library.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from oota import __version__
+from oota.history.policy import Judgement, Policy, judge
+from oota.history.timeline import (
+    OVERDUE,
+    CellSeries,
+    CellState,
+    Digest,
+    MetricSeries,
+    RunHead,
+    Timeline,
+    digest,
+    shown,
+)
+from oota.history.timeline import judge as judge_cell
+from oota.report.templating import html_environment, markdown_environment
+
+DEFAULT_RUNS = 50
+DEFAULT_SINCE = dt.timedelta(hours=24)
+HUD_FILE, DIGEST_FILE = "hud.html", "hud.md"
+SYMBOL = {"passed": "✓", "failed": "✗", "error": "✗", "interrupted": "◼", "skipped": "–",
+          "unsupported-here": "○", "": "·"}
+SPARK_W, SPARK_H, SPARK_PAD = 120, 26, 3
+_SINCE = re.compile(r"^\s*(\d+)\s*([hd])\s*$")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HudInput:
+    """What the HUD is made from: the history read, the policy, the moment it describes, how
+    many runs it shows and the digest's window."""
+
+    timeline: Timeline
+    policy: Policy
+    now: dt.datetime
+    runs: int = DEFAULT_RUNS
+    since: dt.timedelta = DEFAULT_SINCE
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HudMark:
+    status: str  # "" when the cell was not in that run
+    flaky: bool
+    title: str
+    link: str | None  # the cell's page, when this run's results are the report's
+
+    @property
+    def css(self) -> str:
+        return "flaky" if self.flaky else (self.status or "none")
+
+    @property
+    def symbol(self) -> str:
+        return "≈" if self.flaky else SYMBOL.get(self.status, "?")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Trend:
+    """One metric of one cell: its values as an SVG polyline, and the policy's verdict."""
+
+    label: str
+    points: str  # "x,y x,y ..." in a SPARK_W x SPARK_H box
+    last: tuple[float, float] | None
+    baseline_y: float | None
+    judgement: Judgement | None  # None: the policy has no rule for it
+    rule: str
+
+    @property
+    def verdict(self) -> str:
+        return self.judgement.verdict if self.judgement else "no policy"
+
+    @property
+    def css(self) -> str:
+        return self.verdict.replace(" ", "-")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HudRow:
+    state: CellState
+    marks: tuple[HudMark, ...]  # one per shown run, newest first
+    failing_since: str
+    age: str
+    overdue: bool
+    last_passed: str
+    blame: str
+    flaky: int
+    trends: tuple[Trend, ...]
+
+    @property
+    def id(self) -> str:
+        return self.state.cell.id
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HudSection:
+    vendor: str
+    rows: tuple[HudRow, ...]
+
+    @property
+    def failing(self) -> int:
+        return sum(1 for r in self.rows if r.failing_since)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class HudPage:
+    runs: tuple[RunHead, ...]  # shown, newest first
+    total_runs: int
+    sections: tuple[HudSection, ...]
+    now: str
+    digest: Digest
+    regressions: tuple[tuple[str, Trend], ...]  # (cell id, trend) judged a regression
+
+
+def parse_since(text: str) -> dt.timedelta:
+    """``--since 24h`` / ``3d`` as a window (ValueError for anything else, or zero)."""
+    found = _SINCE.match(text)
+    if not found or int(found.group(1)) == 0:
+        raise ValueError(text)
+    amount = int(found.group(1))
+    return dt.timedelta(hours=amount) if found.group(2) == "h" else dt.timedelta(days=amount)
+
+
+def build(source: HudInput, current: Mapping[str, str | None]) -> HudPage:
+    """The page; ``current`` maps each cell of the report to the run its results are from."""
+    shown_runs = tuple(reversed(source.timeline.runs[-source.runs:])) if source.runs else ()
+    judged = [judge_cell(series) for series in source.timeline.cells]
+    by_cell: dict[str, list[MetricSeries]] = {}
+    for series in source.timeline.metrics:
+        by_cell.setdefault(series.cell_id, []).append(series)
+    rows = [_row(series, state, shown_runs, source, current.get(state.cell.id),
+                 by_cell.get(state.cell.id, []))
+            for series, state in zip(source.timeline.cells, judged, strict=True)]
+    vendors = sorted({r.state.cell.vendor for r in rows})
+    sections = tuple(HudSection(vendor=v, rows=tuple(r for r in rows
+                                                     if r.state.cell.vendor == v))
+                     for v in vendors)
+    return HudPage(runs=shown_runs, total_runs=len(source.timeline.runs), sections=sections,
+                   now=_utc(source.now), digest=digest(judged, source.now, source.since),
+                   regressions=tuple((r.id, t) for r in rows for t in r.trends
+                                     if t.verdict == "regression"))
+
+
+def _row(series: CellSeries, state: CellState, runs: Sequence[RunHead], source: HudInput,
+         current: str | None, metrics: list[MetricSeries]) -> HudRow:
+    outcomes = {o.run.id: o for o in series.outcomes}
+    flaky = state.flaky_runs
+    link = f"cells/{state.cell.id}.html"
+    marks = []
+    for run in runs:
+        outcome = outcomes.get(run.id)
+        status = outcome.status if outcome else ""
+        why = f" — {outcome.message}" if outcome and outcome.message else ""
+        title = (f"{run.key} ({run.origin}), {_utc(run.when)}: "
+                 f"{'flaky ' if run.id in flaky else ''}{status or 'not run'}{why}")
+        marks.append(HudMark(status=status, flaky=run.id in flaky, title=title,
+                             link=link if outcome and current == run.key else None))
+    failing, age = state.failing, state.failing_for(source.now)
+    hosts = {m.host for m in metrics}
+    return HudRow(
+        state=state, marks=tuple(marks),
+        failing_since=shown(failing.first) if failing else "",
+        age=_age(age) if age is not None else "", overdue=state.overdue(source.now),
+        last_passed=shown(state.last_passed) if state.last_passed else "never",
+        blame=failing.blame.line() if failing else "", flaky=len(flaky),
+        trends=tuple(trend(m, source.policy, source.runs, several_hosts=len(hosts) > 1)
+                     for m in metrics))
+
+
+def trend(series: MetricSeries, policy: Policy, runs: int, *, several_hosts: bool) -> Trend:
+    """``series``'s last ``runs`` values drawn, and judged on the whole series."""
+    rule = policy.rule(series.name)
+    judgement = judge([(p.value, p.good) for p in series.points], rule) if rule else None
+    values = [p.value for p in series.points[-runs:]] if runs else []
+    baseline = judgement.baseline if judgement else None
+    low = min([*values, *([baseline] if baseline is not None else [])], default=0.0)
+    high = max([*values, *([baseline] if baseline is not None else [])], default=0.0)
+    span = (high - low) or 1.0
+
+    def y(value: float) -> float:
+        return round(SPARK_H - SPARK_PAD - (value - low) / span * (SPARK_H - 2 * SPARK_PAD), 1)
+
+    step = (SPARK_W - 2 * SPARK_PAD) / max(len(values) - 1, 1)
+    xy = [(round(SPARK_PAD + i * step, 1), y(v)) for i, v in enumerate(values)]
+    test = series.test_id.rsplit("::", 1)[-1]
+    return Trend(label=f"{test} {series.name}" + (f" @ {series.host}" if several_hosts else ""),
+                 points=" ".join(f"{x:g},{v:g}" for x, v in xy), last=xy[-1] if xy else None,
+                 baseline_y=y(baseline) if baseline is not None else None,
+                 judgement=judgement, rule=rule.describe() if rule else "no rule in the policy")
+
+
+def _utc(when: dt.datetime) -> str:
+    return when.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _age(age: dt.timedelta) -> str:
+    hours = age.total_seconds() / 3600
+    return f"{hours / 24:.1f} days" if hours >= 48 else f"{hours:.0f} h"
+
+
+def to_html(page: HudPage) -> str:
+    return html_environment().get_template("hud.html.j2").render(
+        title="oota HUD", page=page, version=__version__, overdue_h=_hours(OVERDUE),
+        spark_w=SPARK_W, spark_h=SPARK_H,
+        legend=(("passed", "✓ passed"), ("failed", "✗ failed or error"),
+                ("flaky", "≈ flaky: a failure between two passes with the same inputs"),
+                ("skipped", "– skipped"), ("unsupported-here", "○ no such hardware"),
+                ("none", "· not in that run")))
+
+
+def to_markdown(found: Digest, regressions: Sequence[tuple[str, Trend]] = ()) -> str:
+    text = markdown_environment().get_template("hud.md.j2").render(
+        d=found, start=_utc(found.start), window=_window(found.since),
+        overdue_h=_hours(OVERDUE), regressions=regressions, now=_utc(found.now))
+    return text.rstrip("\n") + "\n"
+
+
+def _hours(delta: dt.timedelta) -> int:
+    return int(delta.total_seconds() // 3600)
+
+
+def _window(since: dt.timedelta) -> str:
+    if since == DEFAULT_SINCE:
+        return "since yesterday"
+    hours = _hours(since)
+    return f"in the last {hours // 24} days" if hours % 24 == 0 else f"in the last {hours} h"
