@@ -17,10 +17,12 @@ import functools
 import hashlib
 import http.server
 import re
+import struct
 import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import docker
 import pytest
@@ -51,38 +53,61 @@ def _record_hash(data: bytes) -> str:
     return f"sha256={digest}"
 
 
+def _copy_raw(src: zipfile.ZipFile, info: zipfile.ZipInfo, out: zipfile.ZipFile,
+              name: str) -> None:
+    """Copy one entry's compressed bytes under ``name``, without inflating and deflating it
+    again (the wheel is 190 MB compressed: recompressing it takes minutes on a shared host)."""
+    assert src.fp is not None and out.fp is not None
+    src.fp.seek(info.header_offset)
+    header = struct.unpack("<4s2B4HL2L2H", src.fp.read(30))
+    src.fp.seek(info.header_offset + 30 + header[10] + header[11])  # name, extra field
+    raw = src.fp.read(info.compress_size)
+    entry = zipfile.ZipInfo(name, info.date_time)
+    entry.compress_type, entry.external_attr = info.compress_type, info.external_attr
+    entry.CRC, entry.compress_size, entry.file_size = info.CRC, info.compress_size, info.file_size
+    entry.create_system = info.create_system
+    entry.header_offset = out.fp.tell()
+    out.fp.write(entry.FileHeader())
+    out.fp.write(raw)
+    out.filelist.append(entry)
+    out.NameToInfo[name] = entry
+    out.start_dir = out.fp.tell()   # where zipfile writes the next entry and the directory
+    out._didModify = True
+
+
 def nightly_wheel(folder: Path, day: dt.date) -> Path:
     """The host's torch wheel as the nightly of ``day``, written into ``folder``."""
     new = f"2.13.0.dev{day:%Y%m%d}+cpu"
     old_info, new_info = f"torch-{OLD}.dist-info/", f"torch-{new}.dist-info/"
     target = folder / WHEEL.name.replace(OLD, new)
     changed: dict[str, bytes] = {}
-    with zipfile.ZipFile(WHEEL) as src, \
-            zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as out:
+    with zipfile.ZipFile(WHEEL) as src, zipfile.ZipFile(target, "w") as out:
         for info in src.infolist():
             name = info.filename.replace(old_info, new_info, 1)
-            if name.endswith("/RECORD"):
+            if name == new_info + "RECORD":
                 continue
-            data = src.read(info)
             if info.filename == "torch/version.py":
-                data = data.replace(f"__version__ = '{OLD}'".encode(),
-                                    f"__version__ = '{new}'".encode())
-                changed[name] = data
+                changed[name] = src.read(info).replace(f"__version__ = '{OLD}'".encode(),
+                                                       f"__version__ = '{new}'".encode())
             elif info.filename == old_info + "METADATA":
-                data = data.replace(f"\nVersion: {OLD}\n".encode(), f"\nVersion: {new}\n".encode())
-                changed[name] = data
-            out.writestr(zipfile.ZipInfo(name, info.date_time), data,
-                         compress_type=info.compress_type)
+                changed[name] = src.read(info).replace(f"\nVersion: {OLD}\n".encode(),
+                                                       f"\nVersion: {new}\n".encode())
+            if name in changed:
+                out.writestr(zipfile.ZipInfo(name, info.date_time), changed[name],
+                             compress_type=zipfile.ZIP_DEFLATED)
+            else:
+                _copy_raw(src, info, out, name)
         record = []
         for line in src.read(old_info + "RECORD").decode().splitlines():
             path, digest, size = line.rsplit(",", 2)
             path = path.replace(old_info, new_info, 1)
             if path in changed:
                 digest, size = _record_hash(changed[path]), str(len(changed[path]))
-            record.append(f"{path},{digest if path != new_info + 'RECORD' else ''},"
-                          f"{size if path != new_info + 'RECORD' else ''}")
-        out.writestr(new_info + "RECORD", "\n".join(record) + "\n")
+            record.append(f"{path},{digest},{size}")
+        out.writestr(new_info + "RECORD", "\n".join(record) + "\n",
+                     compress_type=zipfile.ZIP_DEFLATED)
     assert f"__version__ = '{new}'".encode() in changed["torch/version.py"]
+    assert f"Version: {new}".encode() in changed[new_info + "METADATA"]
     return target
 
 
@@ -112,7 +137,7 @@ def make_index(root: Path, wheel: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def indexes(tmp_path_factory) -> Iterator[dict[str, str]]:
+def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """Two nightly indexes (today's and one 10 days old), served on the bridge's gateway."""
     if not WHEEL.is_file() or not MIRROR.is_dir():
         pytest.skip(f"needs {WHEEL} and the local package mirror {MIRROR}")
@@ -135,7 +160,7 @@ def indexes(tmp_path_factory) -> Iterator[dict[str, str]]:
         server.shutdown()
 
 
-def build_nightly(engine, run_id: str, root: Path, index: str) -> dict:
+def build_nightly(engine: Any, run_id: str, root: Path, index: str) -> dict[str, Any]:
     """Build and verify (install and compat layers) the CPU nightly cell from ``index``."""
     matrix_file = copy_project(root)
     data = yaml.safe_load(matrix_file.read_text())
@@ -152,11 +177,12 @@ def build_nightly(engine, run_id: str, root: Path, index: str) -> dict:
     return result
 
 
-def _test(result: dict, name: str) -> dict:
+def _test(result: dict[str, Any], name: str) -> dict[str, Any]:
     return next(t for t in result["tests"] if t["id"].endswith(name))
 
 
-def test_a_nightly_cell_records_the_nightly_it_installed(engine, run_id, indexes, tmp_path):
+def test_a_nightly_cell_records_the_nightly_it_installed(
+        engine: Any, run_id: str, indexes: dict[str, str], tmp_path: Path) -> None:
     result = build_nightly(engine, run_id, tmp_path / "project", indexes["fresh"])
     assert result["status"] == "passed", result.get("message")
     version = f"2.13.0.dev{indexes['today']}+cpu"
@@ -174,7 +200,8 @@ def test_a_nightly_cell_records_the_nightly_it_installed(engine, run_id, indexes
     assert _test(result, "test_torch_release_matches_cell")["status"] == "skipped"
 
 
-def test_a_stale_nightly_fails_the_age_check(engine, run_id, indexes, tmp_path):
+def test_a_stale_nightly_fails_the_age_check(engine: Any, run_id: str, indexes: dict[str, str],
+                                             tmp_path: Path) -> None:
     result = build_nightly(engine, run_id, tmp_path / "project", indexes["old"])
     assert result["status"] == "failed"
     recent = _test(result, "test_nightly_is_recent")

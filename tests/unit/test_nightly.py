@@ -18,23 +18,23 @@ from oota.render import context_files, fingerprint, render_cell
 from oota.report.data import build_report
 from oota.report.markdown import to_markdown
 from oota.results.model import CellRef, Result, TorchInfo
-from tests.conftest import BASE_MATRIX
+from tests.conftest import BASE_MATRIX, Project
 from tests.unit.test_report import NOW, case, make_result, typed
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "verify"))
-import oota_nightly  # noqa: E402
+import oota_nightly  # type: ignore[import-not-found]  # noqa: E402
 
 NIGHTLY_MATRIX = BASE_MATRIX.replace('torch: ["2.13.0"]', 'torch: ["2.13.0", {channel: nightly}]')
 NIGHTLY_ID = "cpu-torchnightly-py3.11-debian12"
 
 
-def _cells(project, text: str = NIGHTLY_MATRIX) -> dict[str, Cell]:
+def _cells(project: Project, text: str = NIGHTLY_MATRIX) -> dict[str, Cell]:
     project.write(text)
     return {c.id: c for c in plan(load_matrix("matrix.yaml"))}
 
 
-def _problems(project, text: str) -> list[str]:
+def _problems(project: Project, text: str) -> list[str]:
     project.write(text)
     with pytest.raises(MatrixError) as info:
         plan(load_matrix("matrix.yaml"))
@@ -44,7 +44,7 @@ def _problems(project, text: str) -> list[str]:
 
 # -- the matrix shape, the plan and the ids ------------------------------------------------------
 
-def test_a_channel_on_the_torch_axis_makes_a_cell_beside_the_release(project):
+def test_a_channel_on_the_torch_axis_makes_a_cell_beside_the_release(project: Project) -> None:
     cells = _cells(project)
     assert sorted(cells) == ["cpu-torch2.13.0-py3.11-debian12", "cpu-torch2.13.0-py3.13-debian13",
                              NIGHTLY_ID, "cpu-torchnightly-py3.13-debian13"]
@@ -57,7 +57,7 @@ def test_a_channel_on_the_torch_axis_makes_a_cell_beside_the_release(project):
     assert "channel" not in cells["cpu-torch2.13.0-py3.11-debian12"].coordinates()
 
 
-def test_the_index_and_the_age_are_configurable(project):
+def test_the_index_and_the_age_are_configurable(project: Project) -> None:
     text = BASE_MATRIX.replace('torch: ["2.13.0"]', 'torch: [{channel: nightly, index: '
                                '"http://127.0.0.1:8080/simple", max_age_days: 10}]')
     nightly = _cells(project, text)[NIGHTLY_ID]
@@ -65,7 +65,7 @@ def test_the_index_and_the_age_are_configurable(project):
     assert nightly.channel is not None and nightly.channel.max_age_days == 10
 
 
-def test_rules_name_the_channel(project):
+def test_rules_name_the_channel(project: Project) -> None:
     text = BASE_MATRIX + ('    include:\n      - {os: debian12, python: "3.11", torch: nightly}\n'
                           '    default:\n      - {torch: "2.13.0"}\n')
     project.write(text)
@@ -76,7 +76,7 @@ def test_rules_name_the_channel(project):
     assert [c.id for c in select(matrix, cells, ids=[NIGHTLY_ID])] == [NIGHTLY_ID]
 
 
-def test_an_excluded_channel_makes_no_cell(project):
+def test_an_excluded_channel_makes_no_cell(project: Project) -> None:
     text = NIGHTLY_MATRIX.replace("      - {os: debian13", "      - {torch: nightly}\n"
                                   "      - {os: debian13")
     assert not [c for c in _cells(project, text).values() if c.channel]
@@ -108,19 +108,19 @@ BAD = [
 
 
 @pytest.mark.parametrize(("axis", "expected"), [c[1:] for c in BAD], ids=[c[0] for c in BAD])
-def test_bad_channel_entries_are_located(project, axis, expected):
+def test_bad_channel_entries_are_located(project: Project, axis: str, expected: str) -> None:
     problems = _problems(project, BASE_MATRIX.replace('torch: ["2.13.0"]', axis))
     assert expected in problems, "\n".join(problems)
 
 
-def test_a_rule_naming_a_misspelt_channel_is_located(project):
+def test_a_rule_naming_a_misspelt_channel_is_located(project: Project) -> None:
     text = NIGHTLY_MATRIX.replace("      - {os: debian13", "      - {torch: nighty}\n"
                                   "      - {os: debian13")
     assert ("matrix.yaml:16:10: vendors.cpu.exclude[1].torch: 'nighty' is neither a release "
             "nor a channel; did you mean 'nightly'?") in _problems(project, text)
 
 
-def test_a_vendor_whose_index_is_not_pytorchs_needs_an_index(project):
+def test_a_vendor_whose_index_is_not_pytorchs_needs_an_index(project: Project) -> None:
     vendor = (REPO / "vendors" / "cpu" / "vendor.yaml").read_text()
     vendor = vendor.replace("https://download.pytorch.org/whl/cpu", "https://wheels.lab/simple")
     (project.root / "vendors" / "cpu" / "vendor.yaml").write_text(vendor)
@@ -131,7 +131,7 @@ def test_a_vendor_whose_index_is_not_pytorchs_needs_an_index(project):
             ) in problems
 
 
-def test_cuda_nightly_index_follows_the_toolkit():
+def test_cuda_nightly_index_follows_the_toolkit() -> None:
     matrix = load_matrix(REPO / "matrix.yaml")
     vm = matrix.vendors["cuda"]
     release = next(c for c in plan(matrix, ["cuda"]) if str(c.toolkit) == "13.0")
@@ -143,7 +143,7 @@ def test_cuda_nightly_index_follows_the_toolkit():
 
 # -- rendering and the fingerprint ---------------------------------------------------------------
 
-def test_the_nightly_installs_with_pre_from_its_index_alone(project):
+def test_the_nightly_installs_with_pre_from_its_index_alone(project: Project) -> None:
     project.write(NIGHTLY_MATRIX)
     matrix = load_matrix("matrix.yaml")
     cells = {c.id: c for c in plan(matrix)}
@@ -163,7 +163,8 @@ def test_the_nightly_installs_with_pre_from_its_index_alone(project):
     assert "channel" not in release
 
 
-def test_a_nightly_fingerprint_changes_each_day_a_release_one_does_not(project, monkeypatch):
+def test_a_nightly_fingerprint_changes_each_day_a_release_one_does_not(
+        project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     project.write(NIGHTLY_MATRIX)
     matrix = load_matrix("matrix.yaml")
     cells = {c.id: c for c in plan(matrix)}
@@ -181,7 +182,7 @@ def test_a_nightly_fingerprint_changes_each_day_a_release_one_does_not(project, 
     assert files["nightly-day.txt"] == b"2026-11-23\n"
 
 
-def test_a_requirement_pinned_to_the_torch_release_refuses_the_channel(project):
+def test_a_requirement_pinned_to_the_torch_release_refuses_the_channel(project: Project) -> None:
     vendor = (REPO / "vendors" / "cpu" / "vendor.yaml").read_text()
     vendor = vendor.replace('  - "torch=={torch}+cpu"\n',
                             '  - "torch=={torch}+cpu"\n  - "torch-npu=={torch}.*"\n')
@@ -195,7 +196,7 @@ def test_a_requirement_pinned_to_the_torch_release_refuses_the_channel(project):
         render_cell(matrix, nightly)
 
 
-def test_the_repositorys_nightly_cell_is_not_a_default():
+def test_the_repositorys_nightly_cell_is_not_a_default() -> None:
     matrix = load_matrix(REPO / "matrix.yaml")
     cells = plan(matrix, ["cpu"])
     assert [c.id for c in cells if c.channel] == [NIGHTLY_ID]
@@ -222,7 +223,7 @@ AGES = [
 
 @pytest.mark.parametrize(("version", "max_age", "expected"), [a[1:] for a in AGES],
                          ids=[a[0] for a in AGES])
-def test_nightly_age_check(version, max_age, expected):
+def test_nightly_age_check(version: str, max_age: int, expected: str | None) -> None:
     problem = oota_nightly.age_problem(version, TODAY, max_age)
     if expected is None:
         assert problem is None
@@ -230,7 +231,7 @@ def test_nightly_age_check(version, max_age, expected):
         assert problem is not None and expected in problem
 
 
-def test_nightly_date_of_a_version():
+def test_nightly_date_of_a_version() -> None:
     assert oota_nightly.nightly_date("2.16.0.dev20261123+cpu") == dt.date(2026, 11, 23)
     assert oota_nightly.nightly_date("2.15.0") is None
 
@@ -246,14 +247,17 @@ def _nightly_result(version: str = "2.13.0.dev20261123+cpu") -> dict[str, object
     cell.update(id=NIGHTLY_ID, torch="nightly", channel="nightly")
     installed = result["installed"]
     assert isinstance(installed, dict)
-    installed["torch"]["git_version"] = "0123456789abcdef0123"
+    torch = installed["torch"]
+    assert isinstance(torch, dict)
+    torch["git_version"] = "0123456789abcdef0123"
     return result
 
 
-def test_a_result_records_the_channel_and_the_nightly():
+def test_a_result_records_the_channel_and_the_nightly() -> None:
     result = Result.from_json(_nightly_result())
     assert result.cell.channel == "nightly" and result.cell.torch == "nightly"
-    assert result.to_json()["cell"]["channel"] == "nightly"  # type: ignore[index]
+    cell = result.to_json()["cell"]
+    assert isinstance(cell, dict) and cell["channel"] == "nightly"
     torch = result.installed.torch if result.installed else TorchInfo()
     assert torch.nightly_date == "2026-11-23"
     assert torch.nightly == "nightly of 2026-11-23, commit 0123456789ab"
@@ -261,7 +265,7 @@ def test_a_result_records_the_channel_and_the_nightly():
     assert release.channel is None and "channel" not in release.to_json()
 
 
-def test_stable_and_nightly_sit_side_by_side_in_the_report():
+def test_stable_and_nightly_sit_side_by_side_in_the_report() -> None:
     results = [make_result("cpu", torch=t) for t in ("2.13.0", "2.15.0", "2.14.1")]
     results += [make_result("cpu", python="3.13", os_key="debian13"), _nightly_result()]
     report = build_report(typed(results), [], generated_at=NOW)
