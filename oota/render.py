@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 import jinja2
 
@@ -67,6 +68,13 @@ class ChannelInstall:
     index_url: str
     packages: tuple[str, ...]         # torch and the companions its requirements name
     max_age_days: int
+
+    @property
+    def trusted_host(self) -> str | None:
+        """The host of a plain-HTTP index (a lab's mirror, a test's local index): pip ignores
+        one unless told to trust it, and the matrix naming it is that word."""
+        parts = urlsplit(self.index_url)
+        return parts.hostname if parts.scheme == "http" else None
 
 
 def channel_day() -> str:

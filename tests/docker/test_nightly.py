@@ -158,6 +158,7 @@ def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
                "today": f"{today:%Y%m%d}"}
     finally:
         server.shutdown()
+        server.server_close()
 
 
 def build_nightly(engine: Any, run_id: str, root: Path, index: str) -> dict[str, Any]:

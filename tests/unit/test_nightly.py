@@ -63,6 +63,10 @@ def test_the_index_and_the_age_are_configurable(project: Project) -> None:
     nightly = _cells(project, text)[NIGHTLY_ID]
     assert nightly.index_url == "http://127.0.0.1:8080/simple"
     assert nightly.channel is not None and nightly.channel.max_age_days == 10
+    matrix = load_matrix("matrix.yaml")
+    dockerfile = render_cell(matrix, nightly).files["Dockerfile"]
+    assert ("--index-url http://127.0.0.1:8080/simple --trusted-host 127.0.0.1 --report "
+            in dockerfile)   # pip ignores a plain-HTTP index it is not told to trust
 
 
 def test_rules_name_the_channel(project: Project) -> None:
