@@ -16,6 +16,7 @@ from oota.errors import EXIT_BAD_INPUT, InputError, MatrixError
 from oota.plan import Cell, plan, select
 from oota.render import context_files, fingerprint, render_cell
 from oota.report.data import build_report
+from oota.report.htmlpages import to_html
 from oota.report.markdown import to_markdown
 from oota.results.model import CellRef, Result, TorchInfo
 from tests.conftest import BASE_MATRIX, Project
@@ -186,6 +187,20 @@ def test_a_nightly_fingerprint_changes_each_day_a_release_one_does_not(
     assert files["nightly-day.txt"] == b"2026-11-23\n"
 
 
+def test_torchvision_follows_torch_into_the_channel() -> None:
+    """A CUDA nightly takes torchvision's nightly with torch's (PyTorch's own instructions
+    install them together), not the release the vendor pairs with a torch release."""
+    matrix = load_matrix(REPO / "matrix.yaml")
+    vm = matrix.vendors["cuda"]
+    release = next(c for c in plan(matrix, ["cuda"]) if str(c.toolkit) == "13.0")
+    nightly = Cell(vendor=vm.vendor, os=release.os, python=release.python, torch=None,
+                   toolkit=release.toolkit, channel=vm.channel("nightly"))
+    dockerfile = render_cell(matrix, nightly).files["Dockerfile"]
+    assert ("--pre --index-url https://download.pytorch.org/whl/nightly/cu130 --report "
+            "/opt/oota/install-report.json torch torchvision\n") in dockerfile
+    assert "torchvision==" not in dockerfile and "timm==1.0.24" in dockerfile
+
+
 def test_a_requirement_pinned_to_the_torch_release_refuses_the_channel(project: Project) -> None:
     vendor = (REPO / "vendors" / "cpu" / "vendor.yaml").read_text()
     vendor = vendor.replace('  - "torch=={torch}+cpu"\n',
@@ -283,3 +298,5 @@ def test_stable_and_nightly_sit_side_by_side_in_the_report() -> None:
     line = next(x for x in to_markdown(report).splitlines() if x.startswith(f"| `{NIGHTLY_ID}`"))
     assert line.endswith("| `2.13.0.dev20261123+cpu` (nightly of 2026-11-23, commit "
                          "0123456789ab) |")
+    assert ("<code>2.13.0.dev20261123+cpu</code> nightly of 2026-11-23, commit 0123456789ab"
+            in to_html(report))
