@@ -72,7 +72,7 @@ def _copy_raw(src: zipfile.ZipFile, info: zipfile.ZipInfo, out: zipfile.ZipFile,
     out.filelist.append(entry)
     out.NameToInfo[name] = entry
     out.start_dir = out.fp.tell()   # where zipfile writes the next entry and the directory
-    out._didModify = True
+    out._didModify = True  # type: ignore[attr-defined]  # so that close() writes the directory
 
 
 def nightly_wheel(folder: Path, day: dt.date) -> Path:

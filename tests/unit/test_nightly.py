@@ -24,7 +24,7 @@ from tests.unit.test_report import NOW, case, make_result, typed
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "verify"))
-import oota_nightly  # type: ignore[import-not-found]  # noqa: E402
+import oota_nightly  # type: ignore[import-not-found, unused-ignore]  # noqa: E402
 
 NIGHTLY_MATRIX = BASE_MATRIX.replace('torch: ["2.13.0"]', 'torch: ["2.13.0", {channel: nightly}]')
 NIGHTLY_ID = "cpu-torchnightly-py3.11-debian12"
