@@ -53,14 +53,14 @@ def job_for(cell: Cell) -> Job:
     coords = cell.coordinates()
     toolkit = coords["toolkit_version"]
     return Job(cell=cell.id, vendor=cell.vendor.name, name=title(cell),
-               runs_on=cell.vendor.ci.runs_on, torch=str(cell.torch),
+               runs_on=cell.vendor.ci.runs_on, torch=cell.torch_text,
                python=str(cell.python), os=cell.os.key, toolkit=toolkit)
 
 
 def title(cell: Cell) -> str:
     """A short job title: ``cuda / torch 2.15.0 / cu13.2 / py3.11 / debian12`` (the toolkit as
     the cell id spells it: a display name such as "Intel Gaudi software" crowds the list)."""
-    parts = [cell.vendor.name, f"torch {cell.torch}"]
+    parts = [cell.vendor.name, f"torch {cell.torch_text}"]
     if cell.vendor.toolkit is not None and cell.toolkit is not None:
         parts.append(f"{cell.vendor.toolkit.id_prefix}{cell.toolkit}")
     parts += [f"py{cell.python}", cell.os.key]

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
-from oota.config.matrix import CORE_AXES, Matrix, OsSpec, VendorMatrix
+from oota.config.matrix import CHANNELS, CORE_AXES, Channel, Matrix, OsSpec, VendorMatrix
 from oota.config.names import NAME_RULE, cell_id_problem
 from oota.config.vendors import Vendor
 from oota.config.yamlsrc import did_you_mean
 from oota.errors import InputError
 
 Combo = dict[str, str]
+PYTORCH_WHEELS = "https://download.pytorch.org/whl/"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -30,12 +31,18 @@ class Cell:
     vendor: Vendor
     os: OsSpec
     python: Version
-    torch: Version
+    torch: Version | None               # None: a channel's build, resolved at build time
     toolkit: Version | None
+    channel: Channel | None = None
+
+    @property
+    def torch_text(self) -> str:
+        """The cell's torch as ids, labels and results name it: '2.15.0' or 'nightly'."""
+        return self.channel.name if self.channel is not None else str(self.torch)
 
     @property
     def id(self) -> str:
-        parts = [self.vendor.name, f"torch{self.torch}"]
+        parts = [self.vendor.name, f"torch{self.torch_text}"]
         if self.vendor.toolkit and self.toolkit is not None:
             parts.append(f"{self.vendor.toolkit.id_prefix}{self.toolkit}")
         parts += [f"py{self.python}", self.os.key]
@@ -59,10 +66,10 @@ class Cell:
             coords[self.vendor.toolkit.axis] = str(self.toolkit)
             coords[f"{self.vendor.toolkit.axis}_nodot"] = str(self.toolkit).replace(".", "")
         for name, pairs in self.vendor.companions.items():
-            version = companion_for(pairs, self.torch)
+            version = companion_for(pairs, self.torch) if self.torch is not None else None
             if version:
                 coords[name] = version
-        pypi_default = self.vendor.pypi_default.get(str(self.torch))
+        pypi_default = self.vendor.pypi_default.get(self.torch_text)
         is_pypi_wheel = pypi_default is not None and pypi_default == coords.get("toolkit_version")
         # No toolkit version (an in-place environment without one): no toolkit build to name.
         no_toolkit = self.vendor.toolkit is not None and self.toolkit is None
@@ -90,20 +97,35 @@ class Cell:
 
     @property
     def index_url(self) -> str:
+        """The index torch comes from: the vendor's release index, or the channel's."""
         if self.vendor.toolkit is not None and self.toolkit is None:
             return ""  # an in-place environment without the toolkit has no toolkit index
-        return self.format(self.vendor.index_url, "index_url")
+        release = self.format(self.vendor.index_url, "index_url")
+        if self.channel is None:
+            return release
+        return self.channel.index_url or channel_index(release, self.channel.name) or ""
 
     def coordinates(self) -> dict[str, str | None]:
-        """The cell's position in the matrix, as plain strings (labels, results, templates)."""
-        return {
+        """The cell's position in the matrix, as plain strings (labels, results, templates);
+        a channel's cell also names its channel (release cells carry no such key)."""
+        coords = {
             "vendor": self.vendor.name,
             "os": self.os.key,
             "python": str(self.python),
-            "torch": str(self.torch),
+            "torch": self.torch_text,
             "toolkit": self.vendor.toolkit.axis if self.vendor.toolkit else None,
             "toolkit_version": str(self.toolkit) if self.toolkit is not None else None,
         }
+        return coords | ({"channel": self.channel.name} if self.channel is not None else {})
+
+
+def channel_index(release_index: str, channel: str) -> str | None:
+    """PyTorch's index of ``channel`` for the platform of a release index on
+    download.pytorch.org (``/whl/cu130`` -> ``/whl/nightly/cu130``); None for another host,
+    whose channels oota cannot guess."""
+    if not release_index.startswith(PYTORCH_WHEELS):
+        return None
+    return PYTORCH_WHEELS + channel + "/" + release_index.removeprefix(PYTORCH_WHEELS)
 
 
 def companion_for(pairs: Mapping[str, str], torch: Version) -> str | None:
@@ -179,9 +201,11 @@ def vendor_cells(matrix: Matrix, vm: VendorMatrix) -> list[Cell]:
                       f"add exclude entry {{os: {combo['os']}, python: \"{combo['python']}\"}}")
             continue
         toolkit = vm.vendor.toolkit
-        cell = Cell(vendor=vm.vendor, os=os_spec, python=python, torch=Version(combo["torch"]),
-                    toolkit=Version(combo[toolkit.axis]) if toolkit else None)
-        if cell.id not in seen and _id_is_valid(matrix, vm, cell):
+        channel = vm.channel(combo["torch"]) if combo["torch"] in CHANNELS else None
+        cell = Cell(vendor=vm.vendor, os=os_spec, python=python,
+                    torch=None if channel else Version(combo["torch"]),
+                    toolkit=Version(combo[toolkit.axis]) if toolkit else None, channel=channel)
+        if cell.id not in seen and _id_is_valid(matrix, vm, cell) and _has_index(matrix, vm, cell):
             seen.add(cell.id)
             cells.append(cell)
     return cells
@@ -194,6 +218,17 @@ def _id_is_valid(matrix: Matrix, vm: VendorMatrix, cell: Cell) -> bool:
     if problem:
         matrix.doc.error(vm.path, f"cell id {cell.id!r} is not valid: {problem}", NAME_RULE)
     return problem is None
+
+
+def _has_index(matrix: Matrix, vm: VendorMatrix, cell: Cell) -> bool:
+    """A channel's cell needs an index: given, or derived from the vendor's release index."""
+    if cell.channel is None or cell.index_url:
+        return True
+    matrix.doc.error(vm.path + ("torch",), f"cell {cell.id}: no {cell.channel.name} index for "
+                     f"vendor {vm.vendor.name} (its release index {cell.vendor.index_url!r} is "
+                     f"not on {PYTORCH_WHEELS})",
+                     f"give one: {{channel: {cell.channel.name}, index: URL}}")
+    return False
 
 
 def plan(matrix: Matrix, vendors: list[str] | None = None) -> list[Cell]:
@@ -241,7 +276,7 @@ def select(matrix: Matrix, cells: list[Cell], *, ids: list[str] | None = None,
 
 
 def _combo_of(cell: Cell) -> Combo:
-    combo = {"os": cell.os.key, "python": str(cell.python), "torch": str(cell.torch)}
+    combo = {"os": cell.os.key, "python": str(cell.python), "torch": cell.torch_text}
     if cell.vendor.toolkit and cell.toolkit is not None:
         combo[cell.vendor.toolkit.axis] = str(cell.toolkit)
     return combo

@@ -11,19 +11,28 @@ is an InputError located at the template line. Nothing is written outside ``imag
 
 The build context of a cell is a fixed set of files (:func:`context_files`); its fingerprint
 is the hash of exactly those files, so any change that could shape the image changes it.
+
+A channel's cell (``torch: nightly``) installs torch, and the companions that follow it
+(torchvision), with ``pip install --pre`` from the channel's index alone; its context also holds
+``nightly-day.txt``, today's UTC date, so its fingerprint (and the Dockerfile layer that copies
+the file before the install) changes once a day: a re-run on a later day builds that day's
+nightly instead of keeping the image of the day it was first built.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import functools
 import hashlib
 import json
+import re
 import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 import jinja2
 
@@ -37,6 +46,8 @@ from oota.lockfile import lock_path
 from oota.plan import Cell
 
 GENERATED_FILES = ("Dockerfile", "cell.json")
+CHANNEL_DAY_FILE = "nightly-day.txt"
+_REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 VOCAB_FILE = Path(vocab.__file__)
 _SKIP_PARTS = {"__pycache__", "build", "dist", ".pytest_cache"}
 
@@ -47,6 +58,28 @@ class Rendered:
     folder: Path                      # images/<vendor>/<cell-id>
     files: dict[str, str]             # file name -> text
     images_dir: Path                  # images/: nothing is written outside it
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ChannelInstall:
+    """What a channel's cell installs with ``pip install --pre`` from the channel's index."""
+
+    name: str
+    index_url: str
+    packages: tuple[str, ...]         # torch and the companions its requirements name
+    max_age_days: int
+
+    @property
+    def trusted_host(self) -> str | None:
+        """The host of a plain-HTTP index (a lab's mirror, a test's local index): pip ignores
+        one unless told to trust it, and the matrix naming it is that word."""
+        parts = urlsplit(self.index_url)
+        return parts.hostname if parts.scheme == "http" else None
+
+
+def channel_day() -> str:
+    """Today (UTC), the day a channel's build is for; tests replace it."""
+    return dt.datetime.now(dt.timezone.utc).date().isoformat()
 
 
 def cell_folder(matrix: Matrix, cell: Cell) -> Path:
@@ -71,7 +104,54 @@ def cell_manifest(cell: Cell) -> dict[str, Any]:
         "index_url": cell.index_url,
         "verify": _verify_manifest(cell, v.verify),
         "skips": load_skips(v.folder / SKIPS_FILE, shown).to_json(),
-    }
+    } | _channel_manifest(cell)
+
+
+def _channel_manifest(cell: Cell) -> dict[str, Any]:
+    """A channel's cell tells the suite where its torch came from and how old it may be
+    (verify/oota_nightly.py); a release cell's cell.json has no such key."""
+    install = channel_install(cell)
+    if install is None:
+        return {}
+    return {"channel": {"name": install.name, "index_url": install.index_url,
+                        "max_age_days": install.max_age_days}}
+
+
+def channel_install(cell: Cell) -> ChannelInstall | None:
+    if cell.channel is None:
+        return None
+    return ChannelInstall(name=cell.channel.name, index_url=cell.index_url,
+                          packages=("torch", *_channel_companions(cell)),
+                          max_age_days=cell.channel.max_age_days)
+
+
+def _channel_companions(cell: Cell) -> tuple[str, ...]:
+    """The companions (torchvision) the vendor's requirements name: they follow torch's
+    channel, as PyTorch's own nightly instructions install them together."""
+    texts = cell.vendor.requirements + cell.vendor.test_requirements
+    return tuple(name for name in sorted(cell.vendor.companions)
+                 if any(f"{{{name}}}" in text for text in texts))
+
+
+def _requirement_name(text: str) -> str:
+    match = _REQUIREMENT_NAME.match(text)
+    return match.group(1).lower() if match else ""
+
+
+def _requirements(cell: Cell, items: tuple[str, ...], what: str) -> list[str]:
+    """The vendor's requirements for the cell; a channel's cell leaves out what the channel
+    installs, and refuses a requirement pinned to a torch release it does not have."""
+    install = channel_install(cell)
+    if install is None:
+        return _format_all(cell, items, what)
+    kept = [text for text in items if _requirement_name(text) not in install.packages]
+    for text in kept:
+        if "{torch}" in text:
+            raise InputError(f"vendors/{cell.vendor.name}/vendor.yaml {what} '{text}' pairs "
+                             f"with a torch release; cell {cell.id} takes torch from the "
+                             f"{install.name} channel, which has none: leave {cell.vendor.name} "
+                             "out of the channel")
+    return _format_all(cell, tuple(kept), what)
 
 
 def _verify_manifest(cell: Cell, spec: VerifySpec) -> dict[str, Any]:
@@ -86,12 +166,20 @@ def _verify_manifest(cell: Cell, spec: VerifySpec) -> dict[str, Any]:
         "model_dtype": spec.model_dtype,
         "model_tolerances": tolerances(spec.model_tolerances),
         "extensions": [{"import": ext.import_name, "distribution": ext.distribution,
-                        "torch": cell.format(ext.torch, "verify.extensions[].torch")}
+                        "torch": _extension_torch(cell, ext.torch)}
                        for ext in spec.extensions],
         "toolkit_version": spec.toolkit_version,
         # Only where the vendor asks for it: the other vendors' cell.json stay as they were.
         **({"workload": spec.workload.to_json()} if spec.workload else {}),
     }
+
+
+def _extension_torch(cell: Cell, text: str) -> str:
+    if cell.channel is not None and "{torch}" in text:
+        raise InputError(f"vendors/{cell.vendor.name}/vendor.yaml verify.extensions[].torch "
+                         f"'{text}' pairs with a torch release; cell {cell.id} takes torch from "
+                         f"the {cell.channel.name} channel, which has none")
+    return cell.format(text, "verify.extensions[].torch")
 
 
 def _environment(matrix: Matrix, cell: Cell) -> jinja2.Environment:
@@ -122,11 +210,12 @@ def render_cell(matrix: Matrix, cell: Cell) -> Rendered:
     coords = cell.format_vars()
     vendor = cell.vendor
     requirements = {
-        "requirements": _format_all(cell, vendor.requirements, "requirements"),
-        "test_requirements": _format_all(cell, vendor.test_requirements, "test_requirements"),
+        "requirements": _requirements(cell, vendor.requirements, "requirements"),
+        "test_requirements": _requirements(cell, vendor.test_requirements, "test_requirements"),
     }
+    channel = channel_install(cell)
     _check_data(matrix, cell, requirements)
-    context = {
+    context: dict[str, object] = {
         "cell": cell,
         "cell_id": cell.id,
         "coords": coords,
@@ -135,7 +224,9 @@ def render_cell(matrix: Matrix, cell: Cell) -> Rendered:
         "python": str(cell.python),
         **requirements,
         "regenerate": f"invoke generate --vendor={vendor.name}",
-        "lock": lock_path(matrix, cell).is_file(),
+        # A channel's build changes daily: a lock of yesterday's would refuse today's wheel.
+        "lock": channel is None and lock_path(matrix, cell).is_file(),
+        "channel": channel,
         "sources": f"{matrix.file.name} and {_shown(matrix, vendor.folder)}/",
     }
     dockerfile = _render(matrix, cell, context)
@@ -172,6 +263,8 @@ def _data_values(matrix: Matrix, cell: Cell, requirements: dict[str, list[str]]
         yield f"{vendor_file} env", name
         yield f"{vendor_file} env.{name}", value
     yield "the matrix file's name", matrix.file.name
+    if cell.channel is not None:
+        yield f"{matrix.file.name} vendors.{vendor.name}.torch channel index", cell.index_url
 
 
 def _render(matrix: Matrix, cell: Cell, context: dict[str, object]) -> str:
@@ -241,8 +334,10 @@ def context_files(matrix: Matrix, rendered: Rendered) -> dict[str, bytes | Path]
     # The vocabulary the suite shares with oota (statuses, layers), beside oota-verify.
     files["verify/oota_vocab.py"] = VOCAB_FILE
     lock = lock_path(matrix, rendered.cell)
-    if lock.is_file():
+    if lock.is_file() and rendered.cell.channel is None:
         files["lock.txt"] = lock
+    if rendered.cell.channel is not None:
+        files[CHANNEL_DAY_FILE] = f"{channel_day()}\n".encode()
     return files
 
 

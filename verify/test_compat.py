@@ -4,11 +4,15 @@ torch is the cell's release; each extension the vendor declares (cell.json ``ver
 ``{import, distribution, torch}``) pairs with this torch and its native modules load with every
 symbol resolved; the toolkit version torch reports at run time is the cell's, when the vendor
 says where to read it (``verify.toolkit_version``, a dotted path such as ``torch.version.cuda``).
+A channel's cell (cell.json ``channel``: torch from PyTorch's nightly index) has no release to
+compare: its torch must be a dated nightly no older than ``channel.max_age_days``
+(verify/oota_nightly.py).
 """
 
 from __future__ import annotations
 
 import ctypes
+import datetime as dt
 import importlib
 import importlib.metadata as md
 import os
@@ -16,6 +20,7 @@ import re
 from pathlib import Path
 
 import pytest
+from oota_nightly import age_problem, nightly_date
 from oota_probe import resolve
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -33,10 +38,31 @@ def _torch_version() -> Version:
 def test_torch_is_the_cells_release(cell, record_data):
     installed = _torch_version()
     record_data(torch=str(installed), distribution=md.version("torch"), cell=cell["torch"])
-    assert installed.release == Version(cell["torch"]).release, installed
+    if not cell.get("channel"):  # a channel's torch is dated by test_nightly_is_recent
+        assert installed.release == Version(cell["torch"]).release, installed
     # The module and the distribution metadata must agree: a second torch on sys.path shows here.
     # (PyPI's CUDA wheel records 2.15.0 while torch says 2.15.0+cu132: compare public parts.)
     assert Version(md.version("torch")).public == installed.public
+
+
+def test_nightly_is_recent(cell, record_data):
+    """The torch of a channel's cell is a dated nightly, recent enough (PyTorch's smoke test
+    rule); records its version, date and git commit for the report."""
+    channel = cell.get("channel")
+    if not channel:
+        pytest.skip("a release cell: torch comes from no channel")
+    import torch
+
+    version = torch.__version__
+    built = nightly_date(version)
+    today = dt.datetime.now(dt.timezone.utc).date()
+    record_data(channel=channel["name"], version=version,
+                date=built.isoformat() if built else None,
+                commit=getattr(torch.version, "git_version", None),
+                age_days=(today - built).days if built else None,
+                max_age_days=channel["max_age_days"], index_url=channel["index_url"])
+    problem = age_problem(version, today, int(channel["max_age_days"]))
+    assert problem is None, problem
 
 
 def _requires_on_torch(distribution: str) -> list[Requirement]:

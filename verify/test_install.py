@@ -32,6 +32,9 @@ def test_vendor_smoke_imports(cell):
 
 
 def test_torch_release_matches_cell(cell):
+    if cell.get("channel"):
+        pytest.skip(f"torch from the {cell['channel']['name']} channel: no release to match "
+                    "(the compat layer dates it)")
     import torch
 
     # '2.13.0+cpu' is release 2.13.0 with a local build tag; the tag is checked per vendor.

@@ -15,11 +15,22 @@ Shape of the file::
       cpu:                               # a folder vendors/cpu/ must exist
         os: [debian12]
         python: ["3.11"]
-        torch: ["2.13.0"]
+        torch: ["2.13.0", {channel: nightly}]   # a release, or a channel (below)
         # cuda: ["12.6", "13.0"]         # the vendor's toolkit axis, named in its vendor.yaml
         exclude: [{os: debian12, python: "3.13"}]   # GitHub Actions matrix semantics
         include: []
         default: [{python: "3.11"}]      # what `build` takes when no --cell/--all is given
+
+A torch value is a release, or a channel whose build is resolved when the image is built::
+
+    torch: ["2.15.0", {channel: nightly}]
+    torch: [{channel: nightly, index: "https://mirror.lab/whl/nightly/cpu", max_age_days: 2}]
+
+``nightly`` installs ``pip install --pre torch`` from ``index`` (default: the vendor's release
+index on download.pytorch.org with ``nightly/`` inserted, e.g. ``/whl/nightly/cpu``); the cell's
+id says ``torchnightly`` where a release cell says ``torch2.15.0``; the verify suite fails a
+nightly older than ``max_age_days`` (default 3, PyTorch's own smoke test's limit). Rules
+(include, exclude, default) name the channel as ``torch: nightly``.
 
 Every problem is reported at once, located as ``file:line:column: yaml.path: message``.
 """
@@ -42,6 +53,19 @@ SCHEMA_VERSION = 1
 CHECKOUT = Path(__file__).resolve().parents[2]   # the repository, for an editable install
 CORE_AXES = ("os", "python", "torch")
 _RULE_KEYS = ("include", "exclude", "default")
+NIGHTLY = "nightly"
+CHANNELS = (NIGHTLY,)
+DEFAULT_MAX_AGE_DAYS = 3        # pytorch/pytorch .ci/pytorch/smoke_test: a nightly is <= 3 days old
+_CHANNEL_KEYS = ("channel", "index", "max_age_days")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Channel:
+    """Torch from a channel instead of a pinned release (see the module docstring)."""
+
+    name: str
+    index_url: str | None = None    # None: derived from the vendor's release index
+    max_age_days: int = DEFAULT_MAX_AGE_DAYS
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,6 +93,12 @@ class VendorMatrix:
     exclude: tuple[tuple[tuple[str, str], ...], ...]
     default: tuple[tuple[tuple[str, str], ...], ...]
     path: Path_
+    channels: tuple[Channel, ...] = ()   # the torch axis's channel entries
+
+    def channel(self, name: str) -> Channel:
+        """The channel as the torch axis declares it, else with its defaults (a rule's
+        ``torch: nightly`` needs no axis entry)."""
+        return next((c for c in self.channels if c.name == name), Channel(name=name))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -190,11 +220,15 @@ def _load_vendor_matrix(doc: Doc, path: Path_, value: Any, vendor: Vendor,
     axis_names = CORE_AXES + ((vendor.toolkit.axis,) if vendor.toolkit else ())
     f = Fields(doc, path, value, allowed=axis_names + _RULE_KEYS)
     axes = []
+    channels: tuple[Channel, ...] = ()
     for axis in axis_names:
         if not f.has(axis):
             continue
         reported = len(doc.problems)
-        values = f.str_list(axis)
+        if axis == "torch":
+            values, channels = _torch_axis(doc, path + (axis,), f.raw(axis))
+        else:
+            values = f.str_list(axis)
         if not values and len(doc.problems) == reported:  # not after "expected a list ..."
             doc.error(path + (axis,), "the axis is empty", "list at least one value or remove it")
         for i, text in enumerate(values):
@@ -205,13 +239,71 @@ def _load_vendor_matrix(doc: Doc, path: Path_, value: Any, vendor: Vendor,
     if f.ok and not axes and not rules["include"]:
         doc.error(path, "declares no axes and no include entries", "add os, python and torch")
     return VendorMatrix(vendor=vendor, axes=tuple(axes), include=rules["include"],
-                        exclude=rules["exclude"], default=rules["default"], path=path)
+                        exclude=rules["exclude"], default=rules["default"], path=path,
+                        channels=channels)
+
+
+def _torch_axis(doc: Doc, path: Path_, value: Any) -> tuple[tuple[str, ...], tuple[Channel, ...]]:
+    """The torch axis: releases as strings, channel entries as mappings. A channel's value on
+    the axis (what rules and ids use) is its name."""
+    items = [value] if isinstance(value, (str, dict)) else value
+    if not isinstance(items, list):
+        doc.error(path, "expected a list of releases and channels",
+                  'write it like ["2.15.0", {channel: nightly}]')
+        return (), ()
+    values: list[str] = []
+    channels: list[Channel] = []
+    for i, item in enumerate(items):
+        if isinstance(item, dict):
+            channel = _load_channel(doc, path + (i,), item)
+            if channel is None:
+                continue
+            if any(c.name == channel.name for c in channels):
+                doc.error(path + (i,), f"channel '{channel.name}' is listed twice",
+                          "keep one entry")
+                continue
+            channels.append(channel)
+            values.append(channel.name)
+        elif isinstance(item, (str, int)) and not isinstance(item, bool):
+            values.append(str(item))
+        else:
+            doc.error(path + (i,), "expected a release (a string) or a channel "
+                      "({channel: nightly})")
+    return tuple(values), tuple(channels)
+
+
+def _load_channel(doc: Doc, path: Path_, value: dict[str, Any]) -> Channel | None:
+    f = Fields(doc, path, value, allowed=_CHANNEL_KEYS, required=("channel",))
+    reported = len(doc.problems)
+    name = f.str("channel")
+    if f.has("channel") and len(doc.problems) == reported and name not in CHANNELS:
+        doc.error(path + ("channel",), f"unknown channel '{name}'", did_you_mean(name, CHANNELS))
+    index = f.str("index") if f.has("index") else None
+    if index is not None and (not index.startswith(("https://", "http://"))
+                              or not index.isprintable() or " " in index):
+        doc.error(path + ("index",), f"'{index}' is not an index URL",
+                  "write it like https://download.pytorch.org/whl/nightly/cpu")
+    age = f.int("max_age_days", DEFAULT_MAX_AGE_DAYS)
+    if f.has("max_age_days") and age < 0:
+        doc.error(path + ("max_age_days",), f"{age} is not an age in days",
+                  "give 0 or more (PyTorch's smoke test uses 3)")
+    if len(doc.problems) != reported:
+        return None
+    return Channel(name=name, index_url=index, max_age_days=age)
 
 
 def _check_value(doc: Doc, path: Path_, axis: str, text: str, oses: dict[str, OsSpec]) -> None:
     if axis == "os":
         if text not in oses:
             doc.error(path, f"unknown os '{text}'", did_you_mean(text, tuple(oses)))
+        return
+    if axis == "torch" and text in CHANNELS:
+        return
+    if axis == "torch" and text[:1].isalpha():   # no release starts with a letter
+        hint = did_you_mean(text, CHANNELS) or ""
+        doc.error(path, f"'{text}' is neither a release nor a channel",
+                  hint if hint.startswith("did you mean") else
+                  "write it like '2.13.0', or name a channel: " + ", ".join(CHANNELS))
         return
     # Every other axis is a version: a typo gets parse_version's hint ('3.1O' -> '3.10'); a
     # value that parses may still hold what no id may ('2.13.0+cpu', '1!2.0', non-ASCII).

@@ -78,7 +78,10 @@ def _release(text: str) -> tuple[int, ...]:
 
 
 def _fits(cell: Cell, env: Environment) -> bool:
-    if cell.python.release[:2] != env.python.release[:2] or cell.torch.release != env.torch.release:
+    # A channel's cell (torch None) is any build of that channel: a dev release.
+    torch_fits = env.torch.is_devrelease if cell.torch is None \
+        else cell.torch.release == env.torch.release
+    if cell.python.release[:2] != env.python.release[:2] or not torch_fits:
         return False
     if cell.toolkit is None:
         return True

@@ -20,11 +20,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from oota.report.compare import Comparison, compare, known_models, load_previous, model_of
 from oota.report.workload import LAYER as WORKLOAD_LAYER
 from oota.report.workload import WorkloadRow
 from oota.results.assemble import now
 from oota.results.model import (
+    CellRef,
     Host,
     Image,
     JSONObject,
@@ -570,8 +573,11 @@ def build_from(loaded: Sequence[Loaded], problems: Sequence[str], *,
                generated_at: str | None = None, comparison: Comparison | None = None,
                sources: Sequence[str] = ()) -> Report:
     """The report as data from results with their folders; copies of a cell are grouped."""
-    ordered = sorted(_distinct(loaded), key=lambda c: (
-        c.result.cell.vendor, c.result.cell.id, Origin.of(c.result).place, c.result.started_at))
+    distinct = _distinct(loaded)
+    order = channel_order([c.result.cell for c in distinct])
+    ordered = sorted(distinct, key=lambda c: (
+        c.result.cell.vendor, order[c.result.cell.id], Origin.of(c.result).place,
+        c.result.started_at))
     results = [c.result for c in ordered]
     generated_at = generated_at or now()
     today = _date(generated_at) or dt.date.today()
@@ -592,6 +598,31 @@ def build_from(loaded: Sequence[Loaded], problems: Sequence[str], *,
         sources=tuple(sources), ops=_vendor_ops(groups, vendors),
         skip_debt=tuple(skip_debt(v, [r for r in results if r.cell.vendor == v], today)
                         for v in vendors))
+
+
+def channel_order(cells: Sequence[CellRef]) -> dict[str, tuple[str, int]]:
+    """A sort key per cell id: a channel's cell (nightly) right after the newest release cell
+    of the same coordinates, so the two sit side by side; any other cell by its id."""
+    def coordinates(cell: CellRef) -> tuple[str, str, str, str | None]:
+        return (cell.vendor, cell.os, cell.python, cell.toolkit_version)
+
+    newest: dict[tuple[str, str, str, str | None], CellRef] = {}
+    for cell in cells:
+        key = coordinates(cell)
+        if cell.channel is None and (key not in newest or _release(cell) > _release(newest[key])):
+            newest[key] = cell
+    order = {}
+    for cell in cells:
+        sibling = newest.get(coordinates(cell)) if cell.channel is not None else None
+        order[cell.id] = (sibling.id, 1) if sibling is not None else (cell.id, 0)
+    return order
+
+
+def _release(cell: CellRef) -> Version:
+    try:
+        return Version(cell.torch)
+    except InvalidVersion:
+        return Version("0")
 
 
 def _vendor_ops(groups: Sequence[CellGroup], vendors: Sequence[str]) -> tuple[OpsSummary, ...]:

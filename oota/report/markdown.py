@@ -104,7 +104,10 @@ def markdown_view(report: Report) -> MarkdownView:
 
 
 def _torch(row: CellRow) -> str:
-    return md_code(row.torch.version or "?") if row.torch != TorchInfo() else "–"
+    if row.torch == TorchInfo():
+        return "–"
+    nightly = f" ({md_text(row.torch.nightly)})" if row.torch.nightly else ""
+    return md_code(row.torch.version or "?") + nightly
 
 
 def _group_lines(group: CellGroup, notes: _Notes) -> list[Line]:

@@ -12,6 +12,7 @@ are recorded and shown, never interpreted.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeAlias
@@ -19,6 +20,9 @@ from typing import TypeAlias
 from oota.vocab import STATUS_ORDER, Status
 
 SCHEMA_ID = "oota.result/v1"
+# PyTorch's nightlies are versioned X.Y.Z.devYYYYMMDD[+local] (verify/oota_nightly.py reads the
+# same in the image, where oota's package is absent).
+_NIGHTLY_VERSION = re.compile(r"^\d+(?:\.\d+)*\.dev(\d{4})(\d{2})(\d{2})(?:\+[A-Za-z0-9.]+)?$")
 
 JSON: TypeAlias = "str | int | float | bool | None | list[JSON] | dict[str, JSON]"
 JSONObject: TypeAlias = "dict[str, JSON]"
@@ -109,11 +113,14 @@ class CellRef:
     toolkit: str | None
     toolkit_version: str | None
     fingerprint: str
+    channel: str | None = None   # 'nightly': torch from a channel (then torch says the same)
 
     def to_json(self) -> JSONObject:
-        return {"id": self.id, "vendor": self.vendor, "os": self.os, "python": self.python,
-                "torch": self.torch, "toolkit": self.toolkit,
-                "toolkit_version": self.toolkit_version, "fingerprint": self.fingerprint}
+        data: JSONObject = {
+            "id": self.id, "vendor": self.vendor, "os": self.os, "python": self.python,
+            "torch": self.torch, "toolkit": self.toolkit, "toolkit_version": self.toolkit_version,
+            "fingerprint": self.fingerprint}
+        return data | ({"channel": self.channel} if self.channel else {})
 
     @classmethod
     def from_json(cls, value: object, where: str = "cell") -> CellRef:
@@ -122,7 +129,8 @@ class CellRef:
                    os=_str(d, "os", where), python=_str(d, "python", where),
                    torch=_str(d, "torch", where), toolkit=_opt_str(d, "toolkit", where),
                    toolkit_version=_opt_str(d, "toolkit_version", where),
-                   fingerprint=_str(d, "fingerprint", where))
+                   fingerprint=_str(d, "fingerprint", where),
+                   channel=_opt_str(d, "channel", where))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -332,6 +340,20 @@ class TorchInfo:
     source: str | None = None
     sha256: str | None = None
     error: str | None = None  # why torch could not be imported
+
+    @property
+    def nightly_date(self) -> str | None:
+        """'2026-11-23' for a nightly's version (2.16.0.dev20261123+cpu), else None."""
+        match = _NIGHTLY_VERSION.match(self.version or "")
+        return "-".join(match.groups()) if match else None
+
+    @property
+    def nightly(self) -> str | None:
+        """How a report names a nightly: its date and, when torch records it, its commit."""
+        if self.nightly_date is None:
+            return None
+        commit = f", commit {self.git_version[:12]}" if self.git_version else ""
+        return f"nightly of {self.nightly_date}{commit}"
 
     def to_json(self) -> JSONObject:
         # None is kept: 'cuda': null says torch was built without CUDA.

@@ -95,9 +95,9 @@ CASES = [
      ["matrix.yaml:12:14: vendors.cpu.python[0]: 'latest' is not a version; "
       "expected one of: 3.11, 3.13"]),
     ("version-word-torch-shows-format",
-     edit('torch: ["2.13.0"]', "torch: [nightly]"),
-     ["matrix.yaml:13:13: vendors.cpu.torch[0]: 'nightly' is not a version; "
-      "write it like '2.13.0'"]),
+     edit('torch: ["2.13.0"]', "torch: [latest]"),
+     ["matrix.yaml:13:13: vendors.cpu.torch[0]: 'latest' is neither a release nor a channel; "
+      "write it like '2.13.0', or name a channel: nightly"]),
     ("version-in-exclude",
      BASE + '    exclude: [{python: "3.l1"}]\n',
      ["matrix.yaml:14:16: vendors.cpu.exclude[0].python: '3.l1' is not a version; "

@@ -1,0 +1,212 @@
+"""A nightly cell, built and verified for real against a local PEP 503 index.
+
+download.pytorch.org is not reachable here, so the test makes its own "nightly": the host's
+torch 2.13.0+cpu wheel with its version rewritten to 2.13.0.dev<day>+cpu (dist-info folder,
+METADATA, torch/version.py, RECORD hashes), served with torch's dependencies (taken from the
+host's local package mirror) over HTTP on the Docker bridge's gateway address: a build step's
+network reaches the host there, not on the host's loopback. One index holds today's nightly
+(the cell passes and records version, date and commit), another one dated 10 days ago (the
+compat layer fails it: older than the 3 days allowed).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import functools
+import hashlib
+import http.server
+import re
+import struct
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+import yaml
+
+from oota.config.matrix import load_matrix
+from oota.console import Console
+from oota.engine.base import RUN_LABEL
+from oota.execute.build import BuildOptions
+from oota.execute.fleet import build_cells
+from oota.plan import plan, select
+
+from .conftest import NAMESPACE, copy_project
+
+WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
+MIRROR = Path("/opt/pypi/simple")
+# torch 2.13.0's Requires-Dist (without extras) and theirs: what `pip install --pre torch`
+# from the nightly index alone needs beside torch.
+DEPENDENCIES = ("filelock", "typing-extensions", "setuptools", "sympy", "mpmath", "networkx",
+                "jinja2", "markupsafe", "fsspec")
+OLD = "2.13.0+cpu"
+CELL = "cpu-torchnightly-py3.11-debian12"
+GIT_VERSION = "cf30153c4c131c8164ee7798e5022d810682e2cb"   # the 2.13.0 wheel's own
+
+
+def _record_hash(data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"sha256={digest}"
+
+
+def _copy_raw(src: zipfile.ZipFile, info: zipfile.ZipInfo, out: zipfile.ZipFile,
+              name: str) -> None:
+    """Copy one entry's compressed bytes under ``name``, without inflating and deflating it
+    again (the wheel is 190 MB compressed: recompressing it takes minutes on a shared host)."""
+    assert src.fp is not None and out.fp is not None
+    src.fp.seek(info.header_offset)
+    header = struct.unpack("<4s2B4HL2L2H", src.fp.read(30))
+    src.fp.seek(info.header_offset + 30 + header[10] + header[11])  # name, extra field
+    raw = src.fp.read(info.compress_size)
+    entry = zipfile.ZipInfo(name, info.date_time)
+    entry.compress_type, entry.external_attr = info.compress_type, info.external_attr
+    entry.CRC, entry.compress_size, entry.file_size = info.CRC, info.compress_size, info.file_size
+    entry.create_system = info.create_system
+    entry.header_offset = out.fp.tell()
+    out.fp.write(entry.FileHeader())
+    out.fp.write(raw)
+    out.filelist.append(entry)
+    out.NameToInfo[name] = entry
+    out.start_dir = out.fp.tell()   # where zipfile writes the next entry and the directory
+    out._didModify = True  # type: ignore[attr-defined]  # so that close() writes the directory
+
+
+def nightly_wheel(folder: Path, day: dt.date) -> Path:
+    """The host's torch wheel as the nightly of ``day``, written into ``folder``."""
+    new = f"2.13.0.dev{day:%Y%m%d}+cpu"
+    old_info, new_info = f"torch-{OLD}.dist-info/", f"torch-{new}.dist-info/"
+    target = folder / WHEEL.name.replace(OLD, new)
+    changed: dict[str, bytes] = {}
+    with zipfile.ZipFile(WHEEL) as src, zipfile.ZipFile(target, "w") as out:
+        for info in src.infolist():
+            name = info.filename.replace(old_info, new_info, 1)
+            if name == new_info + "RECORD":
+                continue
+            if info.filename == "torch/version.py":
+                changed[name] = src.read(info).replace(f"__version__ = '{OLD}'".encode(),
+                                                       f"__version__ = '{new}'".encode())
+            elif info.filename == old_info + "METADATA":
+                changed[name] = src.read(info).replace(f"\nVersion: {OLD}\n".encode(),
+                                                       f"\nVersion: {new}\n".encode())
+            if name in changed:
+                out.writestr(zipfile.ZipInfo(name, info.date_time), changed[name],
+                             compress_type=zipfile.ZIP_DEFLATED)
+            else:
+                _copy_raw(src, info, out, name)
+        record = []
+        for line in src.read(old_info + "RECORD").decode().splitlines():
+            path, digest, size = line.rsplit(",", 2)
+            path = path.replace(old_info, new_info, 1)
+            if path in changed:
+                digest, size = _record_hash(changed[path]), str(len(changed[path]))
+            record.append(f"{path},{digest},{size}")
+        out.writestr(new_info + "RECORD", "\n".join(record) + "\n",
+                     compress_type=zipfile.ZIP_DEFLATED)
+    assert f"__version__ = '{new}'".encode() in changed["torch/version.py"]
+    assert f"Version: {new}".encode() in changed[new_info + "METADATA"]
+    return target
+
+
+def _links(project: str) -> list[tuple[str, str]]:
+    """(file path in the mirror, sha256 fragment) of every file the mirror lists for it."""
+    page = (MIRROR / project / "index.html").read_text()
+    return [((MIRROR / project / href).resolve().as_posix(), fragment)
+            for href, fragment in re.findall(r'href="([^"#]+)#(sha256=[0-9a-f]+)"', page)]
+
+
+def make_index(root: Path, wheel: Path) -> None:
+    """A PEP 503 index at ``root``: torch (the nightly) and its dependencies."""
+    files = root / "files"
+    files.mkdir(parents=True)
+    entries = {"torch": [(wheel.as_posix(), "sha256=" + hashlib.sha256(
+        wheel.read_bytes()).hexdigest())]}
+    entries |= {name: _links(name) for name in DEPENDENCIES}
+    for project, links in entries.items():
+        (root / "simple" / project).mkdir(parents=True)
+        anchors = []
+        for path, fragment in links:
+            name = Path(path).name
+            (files / name).symlink_to(path)
+            anchors.append(f'<a href="../../files/{name}#{fragment}">{name}</a>')
+        (root / "simple" / project / "index.html").write_text(
+            "<!DOCTYPE html><html><body>\n" + "\n".join(anchors) + "\n</body></html>\n")
+
+
+@pytest.fixture(scope="module")
+def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Two nightly indexes (today's and one 10 days old), served on the bridge's gateway."""
+    if not WHEEL.is_file() or not MIRROR.is_dir():
+        pytest.skip(f"needs {WHEEL} and the local package mirror {MIRROR}")
+    top = tmp_path_factory.mktemp("nightly-index")
+    today = dt.datetime.now(dt.timezone.utc).date()
+    for label, day in (("fresh", today), ("old", today - dt.timedelta(days=10))):
+        wheels = top / f"{label}-wheel"
+        wheels.mkdir()
+        make_index(top / label, nightly_wheel(wheels, day))
+    gateway = docker.from_env().networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(top))
+    server = http.server.ThreadingHTTPServer((gateway, 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = f"http://{gateway}:{server.server_address[1]}"
+    try:
+        yield {"fresh": f"{base}/fresh/simple", "old": f"{base}/old/simple",
+               "today": f"{today:%Y%m%d}"}
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def build_nightly(engine: Any, run_id: str, root: Path, index: str) -> dict[str, Any]:
+    """Build and verify (install and compat layers) the CPU nightly cell from ``index``."""
+    matrix_file = copy_project(root)
+    data = yaml.safe_load(matrix_file.read_text())
+    data["vendors"] = {"cpu": {"os": ["debian12"], "python": ["3.11"],
+                               "torch": [{"channel": "nightly", "index": index}]}}
+    matrix_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    matrix = load_matrix(matrix_file)
+    cells = select(matrix, plan(matrix), everything=True)
+    assert [c.id for c in cells] == [CELL]
+    options = BuildOptions(results_dir=root / "results", run_id=run_id, namespace=NAMESPACE,
+                           layers=("install", "compat"),
+                           extra_labels=(("oota.test", "true"), (RUN_LABEL, run_id)))
+    [result] = [r.to_json() for r in build_cells(matrix, cells, engine, Console(), options)]
+    return result
+
+
+def _test(result: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(t for t in result["tests"] if t["id"].endswith(name))
+
+
+def test_a_nightly_cell_records_the_nightly_it_installed(
+        engine: Any, run_id: str, indexes: dict[str, str], tmp_path: Path) -> None:
+    result = build_nightly(engine, run_id, tmp_path / "project", indexes["fresh"])
+    assert result["status"] == "passed", result.get("message")
+    version = f"2.13.0.dev{indexes['today']}+cpu"
+    assert result["cell"]["torch"] == "nightly" and result["cell"]["channel"] == "nightly"
+    assert result["installed"]["torch"]["version"] == version
+    assert result["installed"]["torch"]["git_version"] == GIT_VERSION
+    assert result["installed"]["torch"]["source"].startswith(indexes["fresh"].removesuffix(
+        "simple"))
+    recent = _test(result, "test_nightly_is_recent")
+    assert recent["status"] == "passed"
+    today = dt.datetime.strptime(indexes["today"], "%Y%m%d").date()
+    assert recent["data"] | {"index_url": None} == {
+        "channel": "nightly", "version": version, "date": today.isoformat(),
+        "commit": GIT_VERSION, "age_days": 0, "max_age_days": 3, "index_url": None}
+    assert _test(result, "test_torch_release_matches_cell")["status"] == "skipped"
+
+
+def test_a_stale_nightly_fails_the_age_check(engine: Any, run_id: str, indexes: dict[str, str],
+                                             tmp_path: Path) -> None:
+    result = build_nightly(engine, run_id, tmp_path / "project", indexes["old"])
+    assert result["status"] == "failed"
+    recent = _test(result, "test_nightly_is_recent")
+    assert recent["status"] == "failed"
+    assert "days old on" in recent["message"]
+    assert "10 days old" in recent["message"]
+    assert "more than the 3 days allowed (channel.max_age_days)" in recent["message"]
