@@ -175,6 +175,8 @@ class RegistryClient:
                     continue
                 raise self._error(method, url, exc) from None
             except (urllib.error.URLError, OSError) as exc:
+                if isinstance(getattr(exc, "reason", exc), ssl.SSLCertVerificationError):
+                    raise self._untrusted(exc) from None
                 raise EnvironmentProblem(f"registry {self.registry} does not answer at "
                                          f"{_bare(url)}: {_reason(exc)}") from None
         raise RegistryError(f"{method} {_bare(url)}: refused after authenticating (401)")
@@ -189,9 +191,16 @@ class RegistryClient:
                 urllib.request.urlopen(f"{self._base}/v2/", timeout=10, context=self._tls)
             except urllib.error.HTTPError:
                 pass  # it answered over TLS (401 and the like are fine)
-            except (urllib.error.URLError, OSError):
+            except (urllib.error.URLError, OSError) as exc:
+                if isinstance(getattr(exc, "reason", exc), ssl.SSLCertVerificationError):
+                    raise self._untrusted(exc) from None  # it speaks TLS: no plain http then
                 self._base = f"http://{self.registry}"
         return self._base
+
+    def _untrusted(self, exc: BaseException) -> EnvironmentProblem:
+        return EnvironmentProblem(f"registry {self.registry}: its TLS certificate is not trusted "
+                                  f"({_reason(exc)}); give --registry-ca with the CA that "
+                                  "signed it")
 
     def _answer(self, challenge: str, url: str) -> str:
         """The Authorization header for a 401's challenge (Basic, or a Bearer token)."""
