@@ -18,7 +18,9 @@ from cyclonedx.validation.json import JsonStrictValidator
 
 from oota.engine.base import DeviceAccess, Mount, RunRequest
 from oota.errors import InputError
+from oota.report.write import write_report
 from oota.results.model import Image, Published
+from oota.results.store import validation_errors
 from oota.supply import cosign, signing
 from oota.supply.provenance import (
     PREDICATE_TYPE,
@@ -32,6 +34,7 @@ from oota.supply.provenance import (
 )
 from oota.supply.runflags import from_label, to_label
 from oota.supply.sbom import HASH_OF_PROPERTY, Inventory, build_sbom, torch_entry
+from tests.unit.test_report import sample_results, write_results
 
 REPO = Path(__file__).resolve().parents[2]
 DIGEST = "sha256:" + "ab" * 32
@@ -243,3 +246,23 @@ def test_published_artifacts_are_in_the_result_and_its_schema():
 def test_no_private_key_material_in_the_public_file(key):
     assert b"PRIVATE" not in key.public.read_bytes()
     assert os.access(key.private, os.R_OK)
+
+
+def test_the_cell_page_shows_the_signature_sbom_and_provenance(tmp_path):
+    results = sample_results()
+    first = results[0]
+    repo, cell = "registry.lab:5000/oota/cpu", first["cell"]["id"]
+    tag = f"{repo}:sha256-{'ab' * 32}"
+    first["image"]["published"] = [{"ref": f"{repo}:{cell}", "digest": DIGEST, "at": "t",
+                                    "signature": f"{tag}.sig@{OTHER}",
+                                    "sbom": f"{tag}.sbom@{OTHER}",
+                                    "provenance": f"{tag}.att@{OTHER}"}]
+    assert validation_errors(first) == []
+    out = tmp_path / "reports"
+    write_report(write_results(tmp_path / "results", results), out)
+    page = (out / "cells" / f"{cell}.html").read_text(encoding="utf-8")
+    for shown in (f"docker pull {repo}:{cell}@{DIGEST}", f"{tag}.sig@{OTHER}",
+                  f"{tag}.sbom@{OTHER}", f"{tag}.att@{OTHER}",
+                  f"invoke pull {repo}:{cell} --key oota.pub",
+                  f"cosign verify --key oota.pub --insecure-ignore-tlog {repo}@{DIGEST}"):
+        assert shown in page, shown
