@@ -128,7 +128,7 @@ def _publish_one(matrix: Matrix, cell: Cell, engine: Engine, results_dir: Path,
     if signer is not None:
         try:
             attached = attach(engine, local, Reference.parse(ref), digest, cell, result, signer,
-                              matrix_file=matrix.file, run_id=run_id)
+                              matrix=matrix, run_id=run_id)
         except OotaError as exc:
             return Outcome(cell=cell.id, status="failed", ref=ref, digest=digest,
                            reason=f"pushed, but its SBOM, provenance or signature failed: {exc}")

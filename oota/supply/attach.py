@@ -14,8 +14,10 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from oota.config.matrix import Matrix
 from oota.engine.base import RUN_LABEL, Engine, RegistryAuth, RunRequest
 from oota.errors import StepFailed
+from oota.lockfile import lock_path, pins
 from oota.plan import Cell
 from oota.results.model import Result
 from oota.supply import cosign, signing
@@ -27,7 +29,7 @@ from oota.supply.provenance import (
     statement,
 )
 from oota.supply.registry import Reference, RegistryClient
-from oota.supply.sbom import Inventory, InventoryError, build_sbom
+from oota.supply.sbom import Inventory, InventoryError, build_sbom, with_lock
 
 PROBE = Path(__file__).with_name("probe.py")
 PROBE_OUT = "/tmp/oota-inventory"
@@ -114,12 +116,15 @@ def input_digests(matrix_file: Path, vendor_folder: Path) -> dict[str, str]:
 
 
 def attach(engine: Engine, local: str, ref: Reference, digest: str, cell: Cell, result: Result,
-           signer: Signer, *, matrix_file: Path, run_id: str = "") -> Attached:
+           signer: Signer, *, matrix: Matrix, run_id: str = "") -> Attached:
     """SBOM, provenance and (with a key) signature of ``ref@digest``, pushed beside it."""
+    lock = lock_path(matrix, cell)
     found = inventory(engine, local, run_id)
+    if lock.is_file():
+        found = with_lock(found, pins(lock.read_text(encoding="utf-8")))
     sbom = build_sbom(found, image=ref.name, digest=digest)
     provenance = statement(facts(engine, local, ref, digest, cell, result, found,
-                                 matrix_file=matrix_file, sbom_digest=cosign.digest_of(sbom)))
+                                 matrix_file=matrix.file, sbom_digest=cosign.digest_of(sbom)))
     client = RegistryClient(ref.registry, auth=signer.auth, ca=signer.ca)
 
     def push(kind: str, artifact: cosign.Artifact) -> str:

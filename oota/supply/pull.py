@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from oota.engine.base import RUN_LABEL, Engine, RegistryAuth
 from oota.errors import EXIT_REFUSED, OotaError
+from oota.execute.verify import forwarded_env
 from oota.supply import cosign, signing
 from oota.supply.provenance import Checked, StatementProblem, check
 from oota.supply.registry import NotFound, Reference, RegistryClient
@@ -136,8 +137,9 @@ def _verify(engine: Engine, ref: str, image: str, digest: str, signature: str,
     log.unlink(missing_ok=True)
     run_id = f"pull-{uuid.uuid4().hex[:10]}"
     outcome = engine.run(dataclasses.replace(
-        request, labels={RUN_LABEL: run_id}, collect=RESULTS_IN_CONTAINER,
-        collect_to=folder / "results", log_path=log, timeout_s=3600))
+        request, env={**request.env, **forwarded_env()}, labels={RUN_LABEL: run_id},
+        collect=RESULTS_IN_CONTAINER, collect_to=folder / "results", log_path=log,
+        timeout_s=3600))
     text = log.read_text(encoding="utf-8", errors="replace") if log.exists() \
         else outcome.output_tail
     return Pulled(ref=ref, digest=digest, signature=signature, provenance=provenance,

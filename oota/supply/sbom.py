@@ -2,14 +2,17 @@
 
 Built and serialised with ``cyclonedx-python-lib`` (the CycloneDX project's own library), so
 the document follows the schema that library ships; a unit test validates against it. Every
-Python distribution carries a sha256: of its wheel where the image's hash-locked install
-recorded one (property ``oota:sha256-of`` = ``wheel``), else of its installed RECORD file
-(``RECORD``, which lists the hash of every installed file, so it pins them all).
+Python distribution carries a sha256 (property ``oota:sha256-of`` says of what): of its
+wheel where pip's install report in the image recorded one (``wheel``), or where the cell's lock
+pins exactly one hash for that version (``wheel (lock)``: the install ran with
+``--require-hashes``, so it is the installed wheel's; torch from a wheelhouse is such a case);
+else of its installed RECORD file (``RECORD``, which lists the hash of every installed file).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -74,6 +77,21 @@ def _py(item: Mapping[str, str]) -> PyPackage:
     wheel, record = item.get("wheel_sha256", ""), item.get("record_sha256", "")
     return PyPackage(name=str(item["name"]), version=str(item["version"]),
                      sha256=wheel or record, sha256_of="wheel" if wheel else "RECORD")
+
+
+def with_lock(inventory: Inventory,
+              locked: Mapping[str, tuple[str, frozenset[str]]]) -> Inventory:
+    """``inventory`` with the wheel hashes the cell's lock pins (one hash for the version
+    installed) in place of RECORD hashes (``locked``: :func:`oota.lockfile.pins`)."""
+    def better(package: PyPackage) -> PyPackage:
+        version, hashes = locked.get(re.sub(r"[-_.]+", "-", package.name).lower(), ("", ()))
+        if package.sha256_of != "RECORD" or version != package.version or len(hashes) != 1:
+            return package
+        return PyPackage(name=package.name, version=package.version, sha256=next(iter(hashes)),
+                         sha256_of="wheel (lock)")
+    return Inventory(os_id=inventory.os_id, os_version=inventory.os_version,
+                     os_packages=inventory.os_packages,
+                     python=tuple(better(p) for p in inventory.python))
 
 
 def build_sbom(inventory: Inventory, *, image: str, digest: str) -> bytes:

@@ -33,7 +33,7 @@ from oota.supply.provenance import (
     statement,
 )
 from oota.supply.runflags import from_label, to_label
-from oota.supply.sbom import HASH_OF_PROPERTY, Inventory, build_sbom, torch_entry
+from oota.supply.sbom import HASH_OF_PROPERTY, Inventory, build_sbom, torch_entry, with_lock
 from tests.unit.test_report import sample_results, write_results
 
 REPO = Path(__file__).resolve().parents[2]
@@ -266,3 +266,18 @@ def test_the_cell_page_shows_the_signature_sbom_and_provenance(tmp_path):
                   f"invoke pull {repo}:{cell} --key oota.pub",
                   f"cosign verify --key oota.pub --insecure-ignore-tlog {repo}@{DIGEST}"):
         assert shown in page, shown
+
+
+def test_a_wheel_hash_the_lock_pins_replaces_the_record_hash():
+    inventory = Inventory.from_json({**INVENTORY, "python": [
+        {"name": "torch", "version": "2.13.0+cpu", "record_sha256": "1" * 64,
+         "wheel_sha256": ""},
+        {"name": "Typing_Extensions", "version": "4.15.0", "record_sha256": "3" * 64,
+         "wheel_sha256": ""}]})
+    locked = {"torch": ("2.13.0+cpu", frozenset({"7" * 64})),
+              "typing-extensions": ("4.15.0", frozenset({"8" * 64, "9" * 64}))}
+    torch, typing = with_lock(inventory, locked).python
+    assert (torch.sha256, torch.sha256_of) == ("7" * 64, "wheel (lock)")
+    assert (typing.sha256, typing.sha256_of) == ("3" * 64, "RECORD")  # which wheel: unknown
+    other = with_lock(inventory, {"torch": ("2.12.0", frozenset({"7" * 64}))}).python[0]
+    assert other.sha256_of == "RECORD"
