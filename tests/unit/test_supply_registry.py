@@ -7,7 +7,11 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -37,6 +41,8 @@ Compared with its verification by oota 0.1.0 on 2026-11-23T10:00:00Z (a host wit
 hardware; status passed): every one of the 40 tests ended the same way.
 oota-verify: 40 passed
 """
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(not registry_server.available(),
                                 reason="docker-registry is not installed")
@@ -263,3 +269,29 @@ def test_docker_config_credentials_are_used(tmp_path):
     assert docker_config_auth("r:5000", {"DOCKER_CONFIG": str(tmp_path)}) == \
         RegistryAuth(username="lab", password="pw")
     assert docker_config_auth("other", {"DOCKER_CONFIG": str(tmp_path)}) is None
+
+
+def _oota(*args: str, cwd) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "oota", "-r", str(REPO), *args],
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                          text=True, cwd=cwd, timeout=120)
+
+
+def test_keygen_and_pull_from_the_command_line(server, tmp_path):
+    """`oota keygen` writes the pair; `oota pull` of an unsigned image is exit 5 with the
+    reason, a bad reference exit 2."""
+    made = _oota("keygen", "--out", str(tmp_path / "keys"), cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert "encrypted: no" in made.stdout and (tmp_path / "keys" / "oota.pub").is_file()
+    again = _oota("keygen", "--out", str(tmp_path / "keys"), cwd=tmp_path)
+    assert again.returncode == 2 and "exists" in again.stderr
+    bad = _oota("pull", "cpu:latest", cwd=tmp_path)
+    assert bad.returncode == 2 and "REGISTRY/REPOSITORY" in bad.stderr
+    _stand_in_image(_client(server), "cli/cpu", "c1", b"unsigned image")
+    refused = _oota("pull", f"{server.host}/cli/cpu:c1", "--key",
+                    str(tmp_path / "keys" / "oota.pub"), "--registry-auth",
+                    str(server.auth_file), "--registry-ca", str(server.ca), cwd=tmp_path)
+    if refused.returncode == 3 and "Docker" in refused.stderr:
+        pytest.skip(f"no Docker Engine here: {refused.stderr.strip()}")
+    assert refused.returncode == 5, refused.stderr
+    assert "unsigned" in refused.stderr and registry_server.PASSWORD not in refused.stderr
