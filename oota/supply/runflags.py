@@ -45,10 +45,11 @@ def from_label(image: str, value: str, command: list[str]) -> RunRequest:
         flags = json.loads(value)
         if not isinstance(flags, dict):
             raise TypeError("not an object")
-        given: dict[str, str | tuple[str, ...]] = {n: str(flags[n]) for n in _TEXTS
-                                                   if n in flags}
-        given |= {n: tuple(str(x) for x in flags[n]) for n in _LISTS if n in flags}
-        device = DeviceAccess(**given)  # type: ignore[arg-type]  # names from the fields
+        device = DeviceAccess(
+            gpus=_text(flags, "gpus"), ipc=_text(flags, "ipc"), runtime=_text(flags, "runtime"),
+            network=_text(flags, "network"), shm_size=_text(flags, "shm_size"),
+            devices=_texts(flags, "devices"), group_add=_texts(flags, "group_add"),
+            cap_add=_texts(flags, "cap_add"), security_opt=_texts(flags, "security_opt"))
         mounts = tuple(Mount(source=Path(m["source"]), target=str(m["target"]),
                              read_only=bool(m.get("read_only", True)))
                        for m in flags.get("mounts", []))
@@ -57,3 +58,15 @@ def from_label(image: str, value: str, command: list[str]) -> RunRequest:
         raise RunFlagsError(f"label {LABEL} of {image} is unreadable ({exc})") from None
     return RunRequest(image=image, command=command, env=env, mounts=mounts,
                       device=device if device != DeviceAccess() else None)
+
+
+def _text(flags: dict[str, object], name: str) -> str | None:
+    value = flags.get(name)
+    return None if value is None else str(value)
+
+
+def _texts(flags: dict[str, object], name: str) -> tuple[str, ...]:
+    value = flags.get(name, [])
+    if not isinstance(value, list):
+        raise TypeError(f"{name} is not a list")
+    return tuple(str(x) for x in value)
