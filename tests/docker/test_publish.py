@@ -12,6 +12,7 @@ import io
 import json
 import urllib.request
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ import pytest
 from oota import api
 from oota.config.matrix import load_matrix
 from oota.console import Console
+from oota.engine.base import RUN_LABEL
 from oota.execute.build import BuildOptions
 from oota.execute.fleet import build_cells
 from oota.execute.publish import publish_cells
@@ -45,18 +47,26 @@ def _manifest_digest(registry: str, repository: str, tag: str) -> str:
         return str(response.headers["Docker-Content-Digest"])
 
 
+@dataclass
+class Verified:
+    results: Path
+    namespace: str  # where the image is tagged locally: NAMESPACE/cpu:<cell> of this module
+
+
 @pytest.fixture(scope="module")
-def verified(built, engine, tmp_path_factory) -> Path:
-    """A whole verification now, so the result and the seal are this image's (other tests may
-    have re-verified it since the session built it); its results folder."""
+def verified(engine, run_id, tmp_path_factory) -> Verified:
+    """The default CPU cell built (from the build cache) and verified under a namespace of this
+    module's own: other test sessions on the same Engine, from other checkouts, retag
+    ``oota-test/cpu:<cell>`` with their inputs, which publish would rightly call stale."""
     matrix = load_matrix(REPO / "matrix.yaml")
     [default] = select(matrix, plan(matrix, ["cpu"]), ids=[DEFAULT_CELL])
     results = tmp_path_factory.mktemp("publish-results")
-    options = BuildOptions(results_dir=results, run_id=built.options.run_id,
-                           namespace=NAMESPACE)
-    [result] = build_cells(matrix, [default], engine, Console(), options, build=False)
+    namespace = f"{NAMESPACE}-publish-{uuid.uuid4().hex[:8]}"
+    options = BuildOptions(results_dir=results, run_id=run_id, namespace=namespace,
+                           extra_labels=(("oota.test", "true"), (RUN_LABEL, run_id)))
+    [result] = build_cells(matrix, [default], engine, Console(), options)
     assert result.status == "passed", result.message
-    return results
+    return Verified(results=results, namespace=namespace)
 
 
 def test_the_verified_image_is_pushed_and_an_unverified_cell_refused(verified, registry, engine,
@@ -67,15 +77,17 @@ def test_the_verified_image_is_pushed_and_an_unverified_cell_refused(verified, r
     other = next(c for c in cpu if c.id != DEFAULT_CELL)
     namespace = f"oota-test-{uuid.uuid4().hex[:8]}"
     pushed, refused = publish_cells(matrix, [default, other], engine, Console(),
-                                    results_dir=verified, registry=registry,
-                                    namespace=namespace, local_namespace=NAMESPACE, auth=None)
+                                    results_dir=verified.results, registry=registry,
+                                    namespace=namespace, local_namespace=verified.namespace,
+                                    auth=None)
     try:
         assert pushed.status == "pushed", pushed.reason
         assert pushed.ref == f"{registry}/{namespace}/cpu:{DEFAULT_CELL}"
         assert _manifest_digest(registry, f"{namespace}/cpu", DEFAULT_CELL) == pushed.digest
-        recorded = load(verified / DEFAULT_CELL / "result.json").image.published
+        recorded = load(verified.results / DEFAULT_CELL / "result.json").image.published
         assert [(p.ref, p.digest) for p in recorded] == [(pushed.ref, pushed.digest)]
-        assert json.loads((verified / DEFAULT_CELL / "result.json").read_text())["status"] \
+        assert json.loads((verified.results / DEFAULT_CELL / "result.json").read_text())[
+            "status"] \
             == "passed"
         assert refused.status == "refused"
         assert refused.reason.startswith(("no image", "stale", "never verified"))
@@ -102,25 +114,27 @@ def test_signed_publish_then_pull_and_reverify_and_tampering_refused(
     shown = io.StringIO()
     namespace = f"oota-test-{uuid.uuid4().hex[:8]}"
     [pushed] = publish_cells(matrix, [default], engine, Console(shown, live=False),
-                             results_dir=verified, registry=secure_registry.host,
-                             namespace=namespace, local_namespace=NAMESPACE, auth=auth,
+                             results_dir=verified.results, registry=secure_registry.host,
+                             namespace=namespace, local_namespace=verified.namespace, auth=auth,
                              signer=signer, run_id=f"publish-{uuid.uuid4().hex[:8]}")
     try:
         assert pushed.status == "pushed" and pushed.signed, pushed.reason
-        _check_artifacts(secure_registry, pushed.ref, pushed.digest, verified)
+        _check_artifacts(secure_registry, pushed.ref, pushed.digest, verified.results)
         public = signing.load_public(keys.public)
         pulled = pull_and_verify(engine, pushed.ref, key=public, auth=auth,
                                  ca=secure_registry.ca, workdir=tmp_path / "pull")
         assert pulled.digest == pushed.digest and pulled.exit_code == 0, pulled.counts
         assert pulled.signature == "verified with the given key"
         assert pulled.comparison.startswith("Compared with its verification"), pulled.log
-        assert engine.image_labels(f"{NAMESPACE}/cpu:{DEFAULT_CELL}")[RUN_FLAGS] == "{}"
+        local = f"{verified.namespace}/cpu:{DEFAULT_CELL}"
+        assert engine.image_labels(local)[RUN_FLAGS] == "{}"
 
-        _refusals(engine, secure_registry, pushed.ref, pushed.digest, auth, public, tmp_path)
+        _refusals(engine, secure_registry, local, pushed.ref, pushed.digest, auth, public,
+                  tmp_path)
         _no_secrets_anywhere(docker_client, pushed.ref, keys.private, [
             SIGNING_PASSWORD, registry_server.PASSWORD], [
             shown.getvalue(), capsys.readouterr().out,
-            (verified / DEFAULT_CELL / "result.json").read_text(),
+            (verified.results / DEFAULT_CELL / "result.json").read_text(),
             pulled.log.read_text(errors="replace")])
     finally:
         _untag(docker_client, pushed.ref)
@@ -140,11 +154,11 @@ def _check_artifacts(server, ref: str, digest: str, results: Path) -> None:
     assert len(torch["hashes"][0]["content"]) == 64  # type: ignore[index]
 
 
-def _refusals(engine, server, ref: str, digest: str, auth, public, tmp_path) -> None:
+def _refusals(engine, server, local: str, ref: str, digest: str, auth, public,
+              tmp_path) -> None:
     parsed = Reference.parse(ref)
     # Another image pushed under the signed tag: nothing vouches for it.
-    base = engine.image_labels(f"{NAMESPACE}/cpu:{DEFAULT_CELL}")[
-        "org.opencontainers.image.base.name"]
+    base = engine.image_labels(local)["org.opencontainers.image.base.name"]
     engine.push(base, ref, auth)
     with pytest.raises(Refused, match="unsigned") as info:
         pull_and_verify(engine, ref, key=public, auth=auth, ca=server.ca, workdir=tmp_path)
