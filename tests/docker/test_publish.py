@@ -96,10 +96,16 @@ def test_the_verified_image_is_pushed_and_an_unverified_cell_refused(verified, r
 
 
 def _untag(docker_client, ref: str) -> None:
-    try:
-        docker_client.images.remove(ref)
-    except Exception:  # noqa: BLE001 - the push may not have tagged it
-        pass
+    """Remove every local reference into ``ref``'s repository (the pushed tag, and the digest
+    references a push or a pull by digest leaves), so no image is kept alive by one."""
+    repository = ref.rsplit(":", 1)[0]
+    for image in docker_client.images.list():
+        for name in (image.attrs.get("RepoTags") or []) + (image.attrs.get("RepoDigests") or []):
+            if name.startswith((f"{repository}:", f"{repository}@")):
+                try:
+                    docker_client.images.remove(name)
+                except Exception:  # noqa: BLE001 - already gone with another reference
+                    pass
 
 
 def test_signed_publish_then_pull_and_reverify_and_tampering_refused(
