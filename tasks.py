@@ -2,8 +2,9 @@
 
 Exit codes: 0 all selected cells passed; 1 a cell failed or generated files are stale;
 2 bad input (matrix, vendor, cell, flag); 3 environment (Docker, BuildKit, host tool);
-130 interrupted. See README.md. Run through ``oota`` (oota/cli.py) a command line that cannot
-be parsed is exit 2 as well; plain ``invoke`` exits 1 for that.
+5 `pull` refused an image (signature or provenance); 130 interrupted. See README.md. Run
+through ``oota`` (oota/cli.py) a command line that cannot be parsed is exit 2 as well; plain
+``invoke`` exits 1 for that.
 """
 
 from __future__ import annotations
@@ -222,24 +223,63 @@ def verify(c: Context, vendor: list[str] | None = None, cell: list[str] | None =
     _finish(out, results, kept)
 
 
+_REGISTRY_HELP = {
+    "registry_auth": "JSON file {username, password} (default: the engine's `docker login`)",
+    "registry_ca": "PEM CA bundle the registry's TLS certificate chains to (default: the "
+                   "system's)"}
+
+
 @task(iterable=("vendor", "cell"), help={
     **{k: _BUILD_HELP[k] for k in ("vendor", "cell", "matrix", "all", "results")},
+    **_REGISTRY_HELP,
     "registry": "where to push: a registry host and optional path, e.g. registry.lab:5000",
-    "registry_auth": "JSON file {username, password} (default: the engine's `docker login`)",
-    "namespace": "repository prefix in the registry (default: oota): REGISTRY/NS/VENDOR:CELL"})
+    "namespace": "repository prefix in the registry (default: oota): REGISTRY/NS/VENDOR:CELL",
+    "key": "the lab's signing key (oota.key from `invoke keygen`; its password in "
+           "OOTA_SIGNING_PASSWORD); without it images are published unsigned"})
 def publish(c: Context, registry: str, vendor: list[str] | None = None,
             cell: list[str] | None = None, matrix: str = "matrix.yaml", all: bool = False,
             results: str = "results", registry_auth: str | None = None,
-            namespace: str = "oota") -> None:
-    """Push verified images (and only those) to a registry; refuse the others with the reason."""
+            namespace: str = "oota", key: str | None = None,
+            registry_ca: str | None = None) -> None:
+    """Push verified images (and only those), with SBOM, provenance and signature, to a
+    registry; refuse the others with the reason."""
     out = api.publish(matrix, _vendors(vendor), api.name_list("--cell", cell), all, Console(),
                       registry=api.registry(registry), results_dir=Path(results),
                       namespace=api.namespace(namespace),
-                      auth=api.registry_auth(registry_auth))
+                      auth=api.registry_auth(registry_auth), key=key, ca=registry_ca)
     for o in out:
-        where = f"{o.ref}@{o.digest}" if o.digest else o.reason
-        print(f"{o.status:>8}  {o.cell}  {where}")
+        where = f"{o.ref}@{o.digest}" if o.status == "pushed" else o.reason
+        signed = ("signed" if o.signed else "UNSIGNED") if o.status == "pushed" else ""
+        print(f"{o.status:>8}  {o.cell}  {where}  {signed}".rstrip())
     if not out or any(o.status != "pushed" for o in out):
+        raise Exit(code=EXIT_FAILED)
+
+
+@task(help={"out": "folder for oota.key (private, mode 0600) and oota.pub (default: .)"})
+def keygen(c: Context, out: str = ".") -> None:
+    """Make the lab's signing key pair (ECDSA P-256); set OOTA_SIGNING_PASSWORD to encrypt it."""
+    files = api.keygen(out)
+    print(f"private key: {files.private} (keep it secret; encrypted: "
+          f"{'yes' if os.environ.get('OOTA_SIGNING_PASSWORD') else 'no'})")
+    print(f"public key:  {files.public} (give it to users: invoke pull --key {files.public.name})")
+
+
+@task(help={**_REGISTRY_HELP,
+            "key": "the lab's public key (oota.pub): the signature must verify with it",
+            "workdir": "where the run's log and results go (default: .oota-cache/pull)"})
+def pull(c: Context, ref: str, key: str | None = None, registry_auth: str | None = None,
+         registry_ca: str | None = None, workdir: str = ".oota-cache/pull") -> None:
+    """Check a published image's signature and provenance, pull it by digest, re-verify it
+    here with the device flags it carries; exit 5 when the image is refused."""
+    out = api.pull(ref, key=key, auth=api.registry_auth(registry_auth), ca=registry_ca,
+                   workdir=Path(workdir))
+    print(f"image:       {out.ref} -> {out.digest}")
+    print(f"signature:   {out.signature}")
+    print(f"provenance:  cell {out.provenance.cell}, fingerprint "
+          f"{out.provenance.fingerprint[:19]}, verified {out.provenance.verification}")
+    print(f"verify here: {out.counts or 'no counts'} (exit {out.exit_code}; log {out.log})")
+    print(out.comparison or "No comparison: the image carries no verification of its own.")
+    if out.exit_code != 0:
         raise Exit(code=EXIT_FAILED)
 
 

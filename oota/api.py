@@ -55,6 +55,9 @@ from oota.report.hud import HudInput
 from oota.report.write import EXTRA_FORMATS, Extras, write_report
 from oota.results.model import Result
 from oota.results.store import load_all
+from oota.supply import signing
+from oota.supply.attach import Signer
+from oota.supply.pull import Pulled, pull_and_verify
 from oota.vocab import BAD, LAYERS
 
 # Output formats of `matrix` and `hosts`.
@@ -361,15 +364,44 @@ def _stations(fleet: HostsFile, cells: list[Cell], console: Console
 
 def publish(matrix_path: str, vendors: list[str] | None, ids: list[str] | None,
             everything: bool, console: Console, *, registry: str, results_dir: Path,
-            namespace: str = "oota", auth: RegistryAuth | None = None) -> list[PublishOutcome]:
-    """Push the selected cells' verified images to ``registry``; refuse the others."""
+            namespace: str = "oota", auth: RegistryAuth | None = None,
+            key: str | None = None, ca: str | None = None) -> list[PublishOutcome]:
+    """Push the selected cells' verified images to ``registry`` with their SBOM, provenance
+    and (with ``key``, the lab's private key) signature; refuse the others."""
+    signer = Signer(key=signing.load_private(Path(key), signing.password_from_env())
+                    if key else None, auth=auth, ca=registry_ca(ca))
     matrix, cells = cells_for(matrix_path, vendors, ids, everything)
     if not cells:
         console.warn("no cells selected")
         return []
+    if signer.key is None:
+        console.warn("no --key: the images are published unsigned (`invoke keygen` makes a key)")
     return publish_cells(matrix, cells, DockerEngine(), console, results_dir=results_dir,
                          registry=registry, namespace=namespace, local_namespace="oota",
-                         auth=auth)
+                         auth=auth, signer=signer, run_id=f"publish-{uuid.uuid4().hex[:10]}")
+
+
+def registry_ca(path: str | None) -> Path | None:
+    """``--registry-ca FILE``: the CA bundle the registry's TLS certificate chains to."""
+    if path is None:
+        return None
+    if not Path(path).is_file():
+        raise InputError(f"--registry-ca {path}: no such file (a PEM CA bundle)")
+    return Path(path)
+
+
+def keygen(out: str) -> signing.KeyFiles:
+    """A new signing key pair in ``out`` (``oota.key``, encrypted with OOTA_SIGNING_PASSWORD
+    when set, and ``oota.pub``)."""
+    return signing.generate(Path(out), signing.password_from_env())
+
+
+def pull(reference: str, *, key: str | None, auth: RegistryAuth | None, ca: str | None,
+         workdir: Path) -> Pulled:
+    """Check ``reference``'s signature and provenance, pull it by digest, re-verify it."""
+    public = signing.load_public(Path(key)) if key else None
+    return pull_and_verify(DockerEngine(), reference, key=public, auth=auth,
+                           ca=registry_ca(ca), workdir=workdir)
 
 
 def exit_code_for(ran: Ran) -> int:

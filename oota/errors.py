@@ -7,6 +7,8 @@ Exit codes (also in README.md):
   3  environment: Docker Engine unreachable, BuildKit unavailable, a required tool missing
   4  every cell passed, but a host of hosts.yaml stopped answering (or never answered) during
      the run: its cells were retried on, or taken by, the other hosts of their vendor
+  5  `invoke pull` refused the image before running it: unsigned, a signature of another image
+     (re-tagged or tampered), a bad signature, or missing or mismatched provenance
   130 interrupted
 """
 
@@ -17,6 +19,7 @@ EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_ENVIRONMENT = 3
 EXIT_HOST_LOST = 4
+EXIT_REFUSED = 5
 EXIT_INTERRUPTED = 130
 
 

@@ -369,6 +369,17 @@ class DockerEngine:
             raise StepFailed(f"push of {ref}: the registry named no digest")
         return digest
 
+    def pull_digest(self, repository: str, digest: str, auth: RegistryAuth | None) -> str:
+        """Pull exactly ``repository@digest`` (credentials as for :meth:`push`); its image id.
+        StepFailed with the engine's reason when it cannot."""
+        config = {"username": auth.username, "password": auth.password} if auth else None
+        try:
+            image = self.client.images.pull(repository, tag=digest, auth_config=config)
+        except self._errors.DockerException as exc:
+            raise StepFailed(f"pull of {repository}@{digest} failed: "
+                             f"{str(exc).splitlines()[0][:300]}") from exc
+        return str(image.id)
+
     def read_file(self, image: str, path: str, *, run_id: str = "") -> bytes:
         """One file of ``image``, byte for byte, from a container that is never started;
         FileNotFoundError when the image has no such file."""

@@ -30,7 +30,13 @@ from oota.execute.bases import Base
 from oota.execute.interrupts import Interrupted, deferred, signal_name
 from oota.execute.leftovers import context_root
 from oota.execute.sources import PipSources, fill_wheelhouse, resolve_sources
-from oota.execute.verify import EXPECTED_IN_IMAGE, ExpectedResults, expected_results, verify_image
+from oota.execute.verify import (
+    EXPECTED_IN_IMAGE,
+    ExpectedResults,
+    device_request,
+    expected_results,
+    verify_image,
+)
 from oota.lockfile import lock_path, lock_status
 from oota.net import find_ca_bundle
 from oota.plan import Cell
@@ -51,6 +57,7 @@ from oota.results.model import (
     TestOutcome,
 )
 from oota.results.store import load, save
+from oota.supply import runflags
 from oota.vocab import BAD, BUDGET_PREFIX, Status
 
 log = logging.getLogger("oota.build")
@@ -330,6 +337,8 @@ class CellRun:
             "org.opencontainers.image.vendor": "oota",
             "org.opencontainers.image.source": "https://github.com/oota/oota",
             "org.opencontainers.image.base.name": base.ref,
+            # How to run its suite on a device, for `invoke pull` on a host without our data.
+            runflags.LABEL: runflags.to_label(device_request(self.cell.vendor, self.tag, [])),
             **dict(self.options.extra_labels),
         }
         return BuildRequest(context=context, tag=self.tag, labels=labels, secrets=secrets,

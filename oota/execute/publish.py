@@ -15,6 +15,11 @@ Any other cell is refused with its reason; nothing is pushed for it. A pushed im
 digest is added to its result (``image.published``), so the report can show
 ``docker pull REF@DIGEST``. Credentials are the engine's (``docker login``) or
 ``--registry-auth``'s, and reach no log and no result.
+
+Beside each pushed image go its SBOM, its provenance and, with ``--key``, its signature, under
+cosign's tags (``REPO:sha256-<hex>.sbom``, ``.att``, ``.sig``; see :mod:`oota.supply.cosign`),
+so ``cosign verify --key oota.pub`` and ``invoke pull --key oota.pub`` check it. Without a key
+the image is published unsigned, and the output says so.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from oota.render import context_files, fingerprint, render_cell
 from oota.results.assemble import now
 from oota.results.model import Published, Result, ResultFormatError
 from oota.results.store import load, save
+from oota.supply.attach import Attached, Signer, attach
+from oota.supply.registry import Reference
 
 PUBLISHABLE = ("passed", "unsupported-here")
 
@@ -43,6 +50,7 @@ class Outcome:
     ref: str = ""
     digest: str = ""
     reason: str = ""
+    signed: bool = False
 
 
 def refusal(result: Result | None, labels: dict[str, str] | None, image_id: str | None,
@@ -76,15 +84,20 @@ def target(registry: str, namespace: str, cell: Cell) -> str:
 
 def publish_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Console, *,
                   results_dir: Path, registry: str, namespace: str, local_namespace: str,
-                  auth: RegistryAuth | None) -> list[Outcome]:
-    """Push every selected cell that may be published; refuse the others, saying why."""
+                  auth: RegistryAuth | None, signer: Signer | None = None,
+                  run_id: str = "") -> list[Outcome]:
+    """Push every selected cell that may be published; refuse the others, saying why.
+    ``signer`` None pushes the image alone (no SBOM, provenance or signature)."""
     outcomes = []
     for cell in cells:
         outcome = _publish_one(matrix, cell, engine, results_dir, registry, namespace,
-                               local_namespace, auth)
+                               local_namespace, auth, signer, run_id)
         kind = {"pushed": "ok", "refused": "skip", "failed": "fail"}[outcome.status]
         text = f"{cell.id}: {outcome.status}"
-        text += f" {outcome.ref}@{outcome.digest}" if outcome.digest else f": {outcome.reason}"
+        text += (f" {outcome.ref}@{outcome.digest}" if outcome.status == "pushed"
+                 else f": {outcome.reason}")
+        if outcome.status == "pushed" and signer is not None:
+            text += " (signed)" if outcome.signed else " (UNSIGNED: no --key given)"
         console.line(kind, text)
         outcomes.append(outcome)
     return outcomes
@@ -92,7 +105,7 @@ def publish_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Co
 
 def _publish_one(matrix: Matrix, cell: Cell, engine: Engine, results_dir: Path,
                  registry: str, namespace: str, local_namespace: str,
-                 auth: RegistryAuth | None) -> Outcome:
+                 auth: RegistryAuth | None, signer: Signer | None, run_id: str) -> Outcome:
     local = f"{local_namespace}/{cell.vendor.name}:{cell.id}"
     folder = results_dir / cell.id
     try:
@@ -111,8 +124,17 @@ def _publish_one(matrix: Matrix, cell: Cell, engine: Engine, results_dir: Path,
         digest = engine.push(local, ref, auth)
     except OotaError as exc:
         return Outcome(cell=cell.id, status="failed", ref=ref, reason=str(exc))
+    attached = Attached(sbom="", provenance="", signature="")
+    if signer is not None:
+        try:
+            attached = attach(engine, local, Reference.parse(ref), digest, cell, result, signer,
+                              matrix=matrix, run_id=run_id)
+        except OotaError as exc:
+            return Outcome(cell=cell.id, status="failed", ref=ref, digest=digest,
+                           reason=f"pushed, but its SBOM, provenance or signature failed: {exc}")
     published = tuple(p for p in result.image.published if p.ref != ref)
-    image = replace(result.image, published=(*published,
-                                             Published(ref=ref, digest=digest, at=now())))
-    save(folder, replace(result, image=image))
-    return Outcome(cell=cell.id, status="pushed", ref=ref, digest=digest)
+    record = Published(ref=ref, digest=digest, at=now(), signature=attached.signature,
+                       sbom=attached.sbom, provenance=attached.provenance)
+    save(folder, replace(result, image=replace(result.image, published=(*published, record))))
+    return Outcome(cell=cell.id, status="pushed", ref=ref, digest=digest,
+                   signed=bool(attached.signature))

@@ -282,20 +282,29 @@ class Sealed:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Published:
     """Where ``invoke publish`` pushed the verified image: the reference it was pushed as, the
-    registry's manifest digest (what ``docker pull REF@DIGEST`` pins), and when."""
+    registry's manifest digest (what ``docker pull REF@DIGEST`` pins), and when; and the
+    artifacts beside it in the registry (cosign's tag scheme), each ``REPO:TAG@DIGEST``: its
+    signature ('' when published without a key), SBOM and provenance."""
 
     ref: str
     digest: str
     at: str
+    signature: str = ""
+    sbom: str = ""
+    provenance: str = ""
 
     def to_json(self) -> JSONObject:
-        return {"ref": self.ref, "digest": self.digest, "at": self.at}
+        return _drop_empty({"ref": self.ref, "digest": self.digest, "at": self.at,
+                            "signature": self.signature or None, "sbom": self.sbom or None,
+                            "provenance": self.provenance or None})
 
     @classmethod
     def from_json(cls, value: object, where: str) -> Published:
         d = _obj(value, where)
         return cls(ref=_str(d, "ref", where), digest=_str(d, "digest", where),
-                   at=_str(d, "at", where))
+                   at=_str(d, "at", where), signature=_opt_str(d, "signature", where) or "",
+                   sbom=_opt_str(d, "sbom", where) or "",
+                   provenance=_opt_str(d, "provenance", where) or "")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import time
-import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +26,7 @@ from oota.engine.docker import DockerEngine
 from oota.execute.build import BuildOptions
 from oota.execute.fleet import build_cells
 from oota.plan import plan, select
+from tests import registry_server
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CELL = "cpu-torch2.13.0-py3.11-debian12"
@@ -153,37 +151,23 @@ def _remove_leftover_containers(run_id):
         pass
 
 
-REGISTRY = shutil.which("docker-registry") or "/usr/bin/docker-registry"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def registry(tmp_path_factory):
     """A plain-HTTP registry on 127.0.0.1 (the Engine trusts loopback registries)."""
-    if not shutil.which(REGISTRY):
+    if not registry_server.available():
         pytest.skip("docker-registry is not installed (scripts/ensure-env.sh installs it)")
-    folder = tmp_path_factory.mktemp("registry")
-    port = free_port()
-    (folder / "config.yml").write_text(
-        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {folder / 'data'}\n"
-        f"http:\n  addr: 127.0.0.1:{port}\n")
-    proc = subprocess.Popen([REGISTRY, "serve", str(folder / "config.yml")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail(f"docker-registry did not answer on 127.0.0.1:{port} within 30 s")
-            time.sleep(0.3)
-    yield f"127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=30)
+    server = registry_server.start(tmp_path_factory.mktemp("registry"))
+    yield server.host
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def secure_registry(tmp_path_factory) -> registry_server.Server:
+    """A registry on 127.0.0.1 with htpasswd auth and TLS from a test CA. The Engine treats
+    127.0.0.0/8 as an insecure registry (TLS without verification), so it pushes and pulls
+    with no CA installed in /etc/docker; oota's own client is given the CA."""
+    if not registry_server.available():
+        pytest.skip("docker-registry is not installed (scripts/ensure-env.sh installs it)")
+    server = registry_server.start(tmp_path_factory.mktemp("secure-registry"), secure=True)
+    yield server
+    server.stop()

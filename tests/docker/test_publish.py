@@ -1,21 +1,42 @@
-"""invoke publish against a real registry (Debian's docker-registry on loopback): the verified
-CPU cell is pushed and its digest recorded; a cell without a verified image is refused."""
+"""invoke publish and invoke pull against real registries (Debian's docker-registry on
+loopback): the verified CPU cell is pushed and its digest recorded, a cell without a verified
+image is refused; published with the lab's key to a registry with htpasswd auth and TLS from a
+test CA, it is pulled back, checked and re-verified; an image pushed under its tag and a
+corrupted signature are refused; no key, password or registry credential reaches a layer, a
+label, a log or a result."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import urllib.request
 import uuid
+from dataclasses import dataclass
+from pathlib import Path
 
+import pytest
+
+from oota import api
 from oota.config.matrix import load_matrix
 from oota.console import Console
+from oota.engine.base import RUN_LABEL
 from oota.execute.build import BuildOptions
 from oota.execute.fleet import build_cells
 from oota.execute.publish import publish_cells
 from oota.plan import plan, select
 from oota.results.store import load
+from oota.supply import cosign, signing
+from oota.supply.attach import Signer
+from oota.supply.pull import Refused, pull_and_verify
+from oota.supply.registry import Reference, RegistryClient
+from oota.supply.runflags import LABEL as RUN_FLAGS
+from oota.supply.sbom import torch_entry
+from tests import registry_server
 
 from .conftest import DEFAULT_CELL, NAMESPACE, REPO
+
+SIGNING_PASSWORD = f"signing-password-{uuid.uuid4().hex}"
 
 
 def _manifest_digest(registry: str, repository: str, tag: str) -> str:
@@ -26,36 +47,153 @@ def _manifest_digest(registry: str, repository: str, tag: str) -> str:
         return str(response.headers["Docker-Content-Digest"])
 
 
-def test_the_verified_image_is_pushed_and_an_unverified_cell_refused(built, registry, engine,
-                                                                    docker_client, tmp_path):
+@dataclass
+class Verified:
+    results: Path
+    namespace: str  # where the image is tagged locally: NAMESPACE/cpu:<cell> of this module
+
+
+@pytest.fixture(scope="module")
+def verified(engine, run_id, tmp_path_factory) -> Verified:
+    """The default CPU cell built (from the build cache) and verified under a namespace of this
+    module's own: other test sessions on the same Engine, from other checkouts, retag
+    ``oota-test/cpu:<cell>`` with their inputs, which publish would rightly call stale."""
+    matrix = load_matrix(REPO / "matrix.yaml")
+    [default] = select(matrix, plan(matrix, ["cpu"]), ids=[DEFAULT_CELL])
+    results = tmp_path_factory.mktemp("publish-results")
+    namespace = f"{NAMESPACE}-publish-{uuid.uuid4().hex[:8]}"
+    options = BuildOptions(results_dir=results, run_id=run_id, namespace=namespace,
+                           extra_labels=(("oota.test", "true"), (RUN_LABEL, run_id)))
+    [result] = build_cells(matrix, [default], engine, Console(), options)
+    assert result.status == "passed", result.message
+    return Verified(results=results, namespace=namespace)
+
+
+def test_the_verified_image_is_pushed_and_an_unverified_cell_refused(verified, registry, engine,
+                                                                    docker_client):
     matrix = load_matrix(REPO / "matrix.yaml")
     cpu = plan(matrix, ["cpu"])
     [default] = select(matrix, cpu, ids=[DEFAULT_CELL])
     other = next(c for c in cpu if c.id != DEFAULT_CELL)
-    results = tmp_path / "results"
-    # A whole verification now, so the result and the seal are this image's (other tests may
-    # have re-verified it since the session built it).
-    options = BuildOptions(results_dir=results, run_id=built.options.run_id,
-                           namespace=NAMESPACE)
-    [verified] = build_cells(matrix, [default], engine, Console(), options, build=False)
-    assert verified.status == "passed", verified.message
-
     namespace = f"oota-test-{uuid.uuid4().hex[:8]}"
     pushed, refused = publish_cells(matrix, [default, other], engine, Console(),
-                                    results_dir=results, registry=registry,
-                                    namespace=namespace, local_namespace=NAMESPACE, auth=None)
+                                    results_dir=verified.results, registry=registry,
+                                    namespace=namespace, local_namespace=verified.namespace,
+                                    auth=None)
     try:
         assert pushed.status == "pushed", pushed.reason
         assert pushed.ref == f"{registry}/{namespace}/cpu:{DEFAULT_CELL}"
         assert _manifest_digest(registry, f"{namespace}/cpu", DEFAULT_CELL) == pushed.digest
-        recorded = load(results / DEFAULT_CELL / "result.json").image.published
+        recorded = load(verified.results / DEFAULT_CELL / "result.json").image.published
         assert [(p.ref, p.digest) for p in recorded] == [(pushed.ref, pushed.digest)]
-        assert json.loads((results / DEFAULT_CELL / "result.json").read_text())["status"] \
+        assert json.loads((verified.results / DEFAULT_CELL / "result.json").read_text())[
+            "status"] \
             == "passed"
         assert refused.status == "refused"
         assert refused.reason.startswith(("no image", "stale", "never verified"))
     finally:
-        try:
-            docker_client.images.remove(pushed.ref)
-        except Exception:  # noqa: BLE001 - the push may not have tagged it
-            pass
+        _untag(docker_client, pushed.ref)
+
+
+def _untag(docker_client, ref: str) -> None:
+    """Remove every local reference into ``ref``'s repository (the pushed tag, and the digest
+    references a push or a pull by digest leaves), so no image is kept alive by one."""
+    repository = ref.rsplit(":", 1)[0]
+    for image in docker_client.images.list():
+        for name in (image.attrs.get("RepoTags") or []) + (image.attrs.get("RepoDigests") or []):
+            if name.startswith((f"{repository}:", f"{repository}@")):
+                try:
+                    docker_client.images.remove(name)
+                except Exception:  # noqa: BLE001 - already gone with another reference
+                    pass
+
+
+def test_signed_publish_then_pull_and_reverify_and_tampering_refused(
+        verified, secure_registry, engine, docker_client, tmp_path, monkeypatch, capsys):
+    matrix = load_matrix(REPO / "matrix.yaml")
+    [default] = select(matrix, plan(matrix, ["cpu"]), ids=[DEFAULT_CELL])
+    monkeypatch.setenv(signing.PASSWORD_ENV, SIGNING_PASSWORD)
+    keys = api.keygen(str(tmp_path / "keys"))
+    auth = api.registry_auth(str(secure_registry.auth_file))
+    signer = Signer(key=signing.load_private(keys.private, SIGNING_PASSWORD.encode()),
+                    auth=auth, ca=secure_registry.ca)
+    shown = io.StringIO()
+    namespace = f"oota-test-{uuid.uuid4().hex[:8]}"
+    [pushed] = publish_cells(matrix, [default], engine, Console(shown, live=False),
+                             results_dir=verified.results, registry=secure_registry.host,
+                             namespace=namespace, local_namespace=verified.namespace, auth=auth,
+                             signer=signer, run_id=f"publish-{uuid.uuid4().hex[:8]}")
+    try:
+        assert pushed.status == "pushed" and pushed.signed, pushed.reason
+        _check_artifacts(secure_registry, pushed.ref, pushed.digest, verified.results)
+        public = signing.load_public(keys.public)
+        pulled = pull_and_verify(engine, pushed.ref, key=public, auth=auth,
+                                 ca=secure_registry.ca, workdir=tmp_path / "pull")
+        assert pulled.digest == pushed.digest and pulled.exit_code == 0, pulled.counts
+        assert pulled.signature == "verified with the given key"
+        assert pulled.comparison.startswith("Compared with its verification"), pulled.log
+        local = f"{verified.namespace}/cpu:{DEFAULT_CELL}"
+        assert engine.image_labels(local)[RUN_FLAGS] == "{}"
+
+        _refusals(engine, secure_registry, local, pushed.ref, pushed.digest, auth, public,
+                  tmp_path)
+        _no_secrets_anywhere(docker_client, pushed.ref, keys.private, [
+            SIGNING_PASSWORD, registry_server.PASSWORD], [
+            shown.getvalue(), capsys.readouterr().out,
+            (verified.results / DEFAULT_CELL / "result.json").read_text(),
+            pulled.log.read_text(errors="replace")])
+    finally:
+        _untag(docker_client, pushed.ref)
+
+
+def _check_artifacts(server, ref: str, digest: str, results: Path) -> None:
+    [published] = [p for p in load(results / DEFAULT_CELL / "result.json").image.published
+                   if p.ref == ref]
+    assert published.signature and published.sbom and published.provenance
+    parsed = Reference.parse(ref)
+    client = RegistryClient(parsed.registry, auth=api.registry_auth(str(server.auth_file)),
+                            ca=server.ca)
+    [layer] = cosign.layers_of(client.manifest(parsed.repository,
+                                               cosign.artifact_tag(digest, "sbom")))
+    torch = torch_entry(client.blob(parsed.repository, layer.digest))
+    assert torch is not None and str(torch["version"]).startswith("2.13.0"), torch
+    assert len(torch["hashes"][0]["content"]) == 64  # type: ignore[index]
+
+
+def _refusals(engine, server, local: str, ref: str, digest: str, auth, public,
+              tmp_path) -> None:
+    parsed = Reference.parse(ref)
+    # Another image pushed under the signed tag: nothing vouches for it.
+    base = engine.image_labels(local)["org.opencontainers.image.base.name"]
+    engine.push(base, ref, auth)
+    with pytest.raises(Refused, match="unsigned") as info:
+        pull_and_verify(engine, ref, key=public, auth=auth, ca=server.ca, workdir=tmp_path)
+    assert info.value.exit_code == 5
+    # The signature itself corrupted: the signed image, by digest, is refused as well.
+    client = RegistryClient(parsed.registry, auth=auth, ca=server.ca)
+    tag = cosign.artifact_tag(digest, "sig")
+    [layer] = cosign.layers_of(client.manifest(parsed.repository, tag))
+    raw = base64.b64decode(layer.annotations[cosign.SIGNATURE_ANNOTATION])
+    corrupted = base64.b64encode(raw[:-2] + bytes([raw[-2] ^ 0x55, raw[-1]])).decode()
+    client.push_artifact(parsed.repository, tag, cosign.signature_artifact(
+        client.blob(parsed.repository, layer.digest), corrupted))
+    with pytest.raises(Refused, match="bad signature"):
+        pull_and_verify(engine, f"{parsed.name}@{digest}", key=public, auth=auth,
+                        ca=server.ca, workdir=tmp_path)
+
+
+def _no_secrets_anywhere(docker_client, ref: str, private_key: Path, passwords: list[str],
+                         texts: list[str]) -> None:
+    """Neither the private key (a line of its PEM body) nor a password is in a layer of the
+    image (docker save), its labels, or the given output, results and logs."""
+    pem_line = private_key.read_text().splitlines()[2]
+    markers = [m.encode() for m in (pem_line, *passwords)]
+    image = docker_client.images.get(ref)
+    labels = json.dumps(image.labels)
+    tail = b""
+    for chunk in image.save(chunk_size=1 << 20):
+        window = tail + chunk
+        assert not any(m in window for m in markers), "a secret is in a layer of the image"
+        tail = window[-256:]
+    for text in [labels, *texts]:
+        assert not any(m.decode() in text for m in markers)
