@@ -5,7 +5,9 @@ builder stage and writes what it resolved through :func:`write_lock`.
 
 The lock's input is the vendor's ``requirements`` + ``test_requirements`` formatted for the
 cell. Its first lines record a hash of those inputs (plus the cell's Python and OS), so
-:func:`lock_status` can say ``fresh``, ``stale`` (the inputs changed) or ``missing``.
+:func:`lock_status` can say ``fresh``, ``stale`` (the inputs changed) or ``missing``. A
+channel's cell (``torch: nightly``) is ``unlocked``: its torch is whatever the channel holds on
+the day it is built, so there is nothing to pin.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from oota.plan import Cell
 
 LOCKS_DIR = "locks"
 INPUTS_LINE = "# oota-lock-inputs: "
-Status = Literal["fresh", "stale", "missing"]
+Status = Literal["fresh", "stale", "missing", "unlocked"]
+CHANNEL_NOT_LOCKED = ("a channel's cell is never locked: its torch is resolved from the "
+                      "channel's index when it is built")
 
 
 def cell_requirements(cell: Cell) -> tuple[str, ...]:
@@ -67,6 +71,8 @@ def recorded_digest(path: Path) -> str | None:
 
 
 def lock_status(matrix: Matrix, cell: Cell) -> Status:
+    if cell.channel is not None:
+        return "unlocked"
     path = lock_path(matrix, cell)
     if not path.is_file():
         return "missing"

@@ -28,7 +28,7 @@ from oota.execute.build import stage_context
 from oota.execute.interrupts import deferred
 from oota.execute.leftovers import context_root, owned_run
 from oota.execute.sources import PipSources, fill_wheelhouse, resolve_sources
-from oota.lockfile import cell_requirements, header, lock_path, write_lock
+from oota.lockfile import CHANNEL_NOT_LOCKED, cell_requirements, header, lock_path, write_lock
 from oota.net import find_ca_bundle
 from oota.plan import Cell
 from oota.render import context_files, render_cell
@@ -70,7 +70,7 @@ class LockOptions:
 class LockOutcome:
     cell: str
     path: Path
-    status: str                    # "written" | "unchanged" | "failed"
+    status: str                    # "written" | "unchanged" | "failed" | "unlocked"
     message: str = ""
 
 
@@ -153,6 +153,8 @@ def compile_lock(engine: Engine, cell: Cell, builder: str, options: LockOptions,
 def lock_cell(matrix: Matrix, cell: Cell, engine: Engine, console: Console,
               options: LockOptions, *, dest: Path | None = None) -> LockOutcome:
     path = dest or lock_path(matrix, cell)
+    if cell.channel is not None:
+        return LockOutcome(cell=cell.id, path=path, status="unlocked", message=CHANNEL_NOT_LOCKED)
     try:
         builder = build_builder(matrix, cell, engine, options)
         with tempfile.TemporaryDirectory(prefix=f"{cell.id}-", dir=_work(matrix, options)) as tmp:

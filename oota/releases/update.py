@@ -77,10 +77,13 @@ def update_matrix(matrix: Matrix, check: ReleaseCheck) -> MatrixUpdate:
         if not isinstance(node, yaml.SequenceNode):
             notes.append(f"{name}: has no torch list (only include entries); left as it is")
             continue
-        old = [str(n.value) for n in node.value]
+        # A channel entry ({channel: nightly}) is not a release: it stays, after the releases.
+        old = [str(n.value) for n in node.value if isinstance(n, yaml.ScalarNode)]
+        kept = tuple(text[n.start_mark.index:n.end_mark.index] for n in node.value
+                     if not isinstance(n, yaml.ScalarNode))
         if old == list(versions):
             continue
-        edits.append(_axis_edit(node, versions, text))
+        edits.append(_axis_edit(node, versions, text, kept))
         changed[name] = versions
         removed = [v for v in old if not _among(v, versions)]
         for edit, line in _rule_moves(root, name, removed, versions, matrix.file.name):
@@ -93,12 +96,14 @@ def update_matrix(matrix: Matrix, check: ReleaseCheck) -> MatrixUpdate:
     return MatrixUpdate(file=matrix.file, changed=changed, moved=tuple(moved), notes=tuple(notes))
 
 
-def _axis_edit(node: yaml.SequenceNode, versions: tuple[str, ...], text: str) -> _Edit:
+def _axis_edit(node: yaml.SequenceNode, versions: tuple[str, ...], text: str,
+               kept: tuple[str, ...] = ()) -> _Edit:
     # A block sequence's end mark lies at the next key, past trailing comments: end the edit
     # at its last item instead, so those comments stay.
     end = node.end_mark.index if node.flow_style or not node.value \
         else node.value[-1].end_mark.index
-    return _Edit(start=node.start_mark.index, end=end, text=_sequence_text(node, versions, text))
+    return _Edit(start=node.start_mark.index, end=end,
+                 text=_sequence_text(node, versions, text, kept))
 
 
 def _rule_moves(root: yaml.Node | None, vendor: str, removed: list[str], versions: tuple[str, ...],
@@ -193,9 +198,10 @@ def _quote(value: str, style: str | None) -> str:
     return value if isinstance(plain, str) else f'"{value}"'
 
 
-def _sequence_text(node: yaml.SequenceNode, versions: tuple[str, ...], text: str) -> str:
+def _sequence_text(node: yaml.SequenceNode, versions: tuple[str, ...], text: str,
+                   kept: tuple[str, ...] = ()) -> str:
     style = node.value[0].style if node.value else '"'
-    items = [_quote(v, style) for v in versions]
+    items = [_quote(v, style) for v in versions] + list(kept)
     if node.flow_style:
         return "[" + ", ".join(items) + "]"
     line_start = text.rfind("\n", 0, node.start_mark.index) + 1

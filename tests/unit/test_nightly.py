@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 
 from oota.config.matrix import load_matrix
+from oota.console import Console
 from oota.errors import EXIT_BAD_INPUT, InputError, MatrixError
+from oota.execute.lock import LockOptions, lock_cell
+from oota.lockfile import CHANNEL_NOT_LOCKED, lock_status
 from oota.plan import Cell, plan, select
 from oota.render import context_files, fingerprint, render_cell
 from oota.report.data import build_report
@@ -41,6 +44,18 @@ def _problems(project: Project, text: str) -> list[str]:
         plan(load_matrix("matrix.yaml"))
     assert info.value.exit_code == EXIT_BAD_INPUT
     return info.value.problems
+
+
+def test_a_nightly_cell_is_never_locked(project: Project) -> None:
+    cells = _cells(project)
+    matrix = load_matrix("matrix.yaml")
+    assert lock_status(matrix, cells[NIGHTLY_ID]) == "unlocked"
+    assert lock_status(matrix, cells["cpu-torch2.13.0-py3.11-debian12"]) == "missing"
+    # `invoke lock` says so without touching an engine (None would fail on any use)
+    outcome = lock_cell(matrix, cells[NIGHTLY_ID], None, Console(),  # type: ignore[arg-type]
+                        LockOptions())
+    assert (outcome.status, outcome.message) == ("unlocked", CHANNEL_NOT_LOCKED)
+    assert not outcome.path.exists()
 
 
 # -- the matrix shape, the plan and the ids ------------------------------------------------------

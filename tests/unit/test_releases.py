@@ -19,6 +19,7 @@ from packaging.version import Version
 
 from oota.config.matrix import load_matrix
 from oota.errors import InputError
+from oota.plan import plan
 from oota.releases import update as updating
 from oota.releases.check import release_check
 from oota.releases.command import run
@@ -509,6 +510,25 @@ def test_update_keeps_each_sequence_style(pep691, matrix_file, before, after):
     matrix = load_matrix(matrix_file)
     update_matrix(matrix, release_check(matrix, index_url=pep691.base))
     assert f"    {after}" in matrix_file.read_text()
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    ('torch: ["2.13.0", {channel: nightly, index: "http://n.test/simple"}]',
+     'torch: ["2.15.0", "2.14.1", {channel: nightly, index: "http://n.test/simple"}]'),
+    ('torch:\n      - "2.13.0"\n      - {channel: nightly, index: "http://n.test/simple"}\n',
+     'torch:\n      - "2.15.0"\n      - "2.14.1"\n'
+     '      - {channel: nightly, index: "http://n.test/simple"}\n'),
+], ids=["flow", "block"])
+def test_update_keeps_a_channel_entry(pep691, matrix_file, before, after):
+    """A nightly channel is not a release: --update rewrites the releases and keeps it."""
+    text = MATRIX.replace('    torch: ["2.13.0"]   # tracks torch: rewritten by release-check '
+                          '--update\n', f"    {before}" + ("" if before.endswith("\n") else "\n"))
+    matrix_file.write_text(text)
+    matrix = load_matrix(matrix_file)
+    update_matrix(matrix, release_check(matrix, index_url=pep691.base))
+    assert f"    {after}" in matrix_file.read_text()
+    cells = {c.id for c in plan(load_matrix(matrix_file), ["cpu"])}
+    assert any("torchnightly" in c for c in cells) and any("torch2.15.0" in c for c in cells)
 
 
 def test_quote_keeps_versions_strings():
