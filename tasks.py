@@ -152,8 +152,10 @@ def _finish(ran: api.Ran, results_dir: str, history: api.History) -> None:
     for lost in ran.lost:
         print(f"{'host lost':>16}  {lost}")
     _stderr(api.record_history(history, ran.results))
-    report = api.report(results_dir, "reports")
-    print(f"report: reports/matrix.md, reports/index.html ({len(report.results)} cells)")
+    done = api.finish_report(results_dir, history)
+    _stderr(list(done.notes))
+    hud = ", reports/hud.html" if done.hud else ""
+    print(f"report: reports/matrix.md, reports/index.html{hud} ({len(done.report.results)} cells)")
     code = api.exit_code_for(ran)
     if code:
         raise Exit(code=code)

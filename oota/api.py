@@ -631,6 +631,14 @@ def report_with_history(results_dir: str, out_dir: str, previous_dir: str | None
     return Reported(report=rep, hud=bool(made), notes=tuple(notes))
 
 
+def finish_report(results_dir: str, target: History) -> Reported:
+    """The report a build or verify writes after appending its run to ``target``: the HUD
+    shows that history (with this run) over its last runs, as ``invoke report`` would."""
+    source, why = hud_source(target.location, hud.DEFAULT_RUNS, target.root)
+    rep = report(results_dir, "reports", history=lambda _: source)
+    return Reported(report=rep, hud=source is not None, notes=(why,) if why else ())
+
+
 def hud_runs(value: str | int) -> int:
     """``--hud-runs N``: how many runs the HUD shows (a whole number, 1 or more)."""
     text = str(value).strip()

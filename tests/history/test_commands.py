@@ -129,6 +129,10 @@ def test_build_and_verify_append_their_run(tmp_path: Path, monkeypatch: pytest.M
     runs = read_runs(open_store(locate(None, {}, tmp_path)))
     assert [(r.key, r.origin) for r in runs] == [("run-1", "build"), ("run-1", "verify")]
     assert (tmp_path / "history.db").is_file()
+    # the report a build writes shows the history with this run, as `invoke report` does
+    hud = (tmp_path / "reports" / "hud.html").read_text(encoding="utf-8")
+    assert "cpu-torch2.13.0-py3.11-debian12" in hud
+    assert (tmp_path / "reports" / "hud.md").is_file()
 
 
 def test_no_history_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -137,6 +141,7 @@ def test_no_history_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     kept = api.history_target(None, True, "build", tmp_path, env={})
     tasks._finish(api.Ran(results=typed(result("run-1", 20))), "results", kept)
     assert not (tmp_path / "history.db").exists()
+    assert not (tmp_path / "reports" / "hud.html").exists()
 
 
 def test_report_merge_appends_one_run(tmp_path: Path) -> None:
