@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
+from oota import api
 from oota.report.data import build_report
 from oota.report.getstarted import UNSUPPORTED_HERE, start_page
 from oota.report.write import write_report
 from oota.results.model import Image, Result
 from oota.supply.runflags import docker_run_args
+from tests.conftest import REPO
 from tests.unit.test_report import DIGEST, case, make_result, refresh, typed, write_results
 
 NOW = "2026-11-21T12:00:00+00:00"
@@ -192,3 +194,20 @@ def test_image_digest_is_not_offered_as_a_pull() -> None:
     report = build_report(typed(results()), [], generated_at=NOW)
     for cell in start_page(report, "cpu").cells:
         assert all(DIGEST not in line for line in cell.pulls)
+
+
+def test_invoke_report_judges_staleness_against_todays_matrix(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    today = api.current_fingerprints(REPO / "matrix.yaml")
+    fresh_id, stale_id = "cpu-torch2.13.0-py3.11-debian12", "cpu-torch2.13.0-py3.13-debian13"
+    assert today is not None and fresh_id in today and stale_id in today
+    fresh = _cpu("2.13.0")
+    fresh["cell"]["fingerprint"] = today[fresh_id]
+    stale = make_result("cpu", python="3.13", os_key="debian13", tests=TESTS)  # other inputs
+    monkeypatch.chdir(REPO)
+    api.report(str(write_results(tmp_path / "results", [fresh, stale])), str(tmp_path / "out"))
+    assert "Stale: this verification is older than the cell's inputs" in block(
+        tmp_path / "out", "cpu", stale_id)
+    assert "Stale" not in block(tmp_path / "out", "cpu", fresh_id)
+    assert api.current_fingerprints(tmp_path / "matrix.yaml") is None
