@@ -4,6 +4,7 @@ commands that get exactly what was verified."""
 from __future__ import annotations
 
 import html
+import io
 import json
 import re
 from pathlib import Path
@@ -12,12 +13,20 @@ from typing import Any
 import pytest
 
 from oota import api
+from oota.config.matrix import load_matrix
+from oota.console import Console
+from oota.engine.base import BuildRequest
+from oota.execute.bases import Base
+from oota.execute.build import BuildOptions, CellRun
+from oota.plan import plan
 from oota.report.data import build_report
 from oota.report.getstarted import UNSUPPORTED_HERE, start_page
 from oota.report.write import write_report
-from oota.results.model import Image, Result
-from oota.supply.runflags import docker_run_args
+from oota.results.model import Host, Image, Result
+from oota.results.store import load
+from oota.supply.runflags import LABEL, docker_run_args
 from tests.conftest import REPO
+from tests.unit.test_fleet import FakeEngine
 from tests.unit.test_report import DIGEST, case, make_result, refresh, typed, write_results
 
 NOW = "2026-11-21T12:00:00+00:00"
@@ -211,3 +220,30 @@ def test_invoke_report_judges_staleness_against_todays_matrix(tmp_path: Path,
         tmp_path / "out", "cpu", stale_id)
     assert "Stale" not in block(tmp_path / "out", "cpu", fresh_id)
     assert api.current_fingerprints(tmp_path / "matrix.yaml") is None
+
+
+class _Labelled(FakeEngine):
+    """A fake engine that keeps the labels of the image it built."""
+
+    labels: dict[str, str]
+
+    def build(self, request: BuildRequest, on_step: Any) -> str:
+        self.labels = dict(request.labels)
+        return str(super().build(request, on_step))
+
+
+def test_a_build_records_the_run_flags_of_its_label(project, tmp_path: Path) -> None:
+    vendor = project.root / "vendors" / "cpu" / "vendor.yaml"
+    vendor.write_text(vendor.read_text() + "run:\n  ipc: host\n  env: {NOTE: two words}\n")
+    matrix = load_matrix(project.matrix)
+    cell = plan(matrix, ["cpu"])[0]
+    engine = _Labelled("local")
+    options = BuildOptions(results_dir=tmp_path / "results", run_id="r-flags", verify=False,
+                           use_host_pip_config=False)
+    host = Host(facts=engine.facts())
+    result = CellRun(matrix, cell, engine, Console(io.StringIO(), live=False), options,
+                     lambda c: Base(ref="debian:bookworm-slim", how="local"), host).run(build=True)
+    assert result.image is not None
+    assert result.image.run_flags == {"env": {"NOTE": "two words"}, "ipc": "host"}
+    assert load(tmp_path / "results" / cell.id / "result.json").image == result.image
+    assert json.loads(engine.labels[LABEL]) == result.image.run_flags
