@@ -41,7 +41,7 @@ class StartCell:
     channel: str | None
     pulls: tuple[str, ...]       # `docker pull REF@DIGEST`, one per published copy
     publish: str                 # the command that would publish it ('' when published)
-    run: str
+    run: str                     # '' when verified in place: there is no image
     pip: tuple[str, ...]         # torch's line, then the other requested packages' line
     torch_source: str
     notes: tuple[str, ...]       # where the build had to use other sources
@@ -114,12 +114,15 @@ def start_cell(row: CellRow, result: Result, current: Mapping[str, str] | None) 
     published = row.image.published
     pulls = tuple(f"docker pull {p.ref}@{p.digest}" for p in published)
     image = f"{published[0].ref}@{published[0].digest}" if published else row.image.tag
-    publish = "" if published else (f"invoke publish --vendor {row.vendor} --cell {row.id} "
-                                    f"--registry {REGISTRY}")
+    # `verify --here` records a placeholder in parentheses, which no image reference can be.
+    in_place = not published and (not image or image.startswith("("))
+    publish = "" if published or in_place else (
+        f"invoke publish --vendor {row.vendor} --cell {row.id} --registry {REGISTRY}")
     sealed = row.image.sealed
     return StartCell(
         id=row.id, status=row.status, coordinates=_coordinates(row, result.cell),
-        channel=result.cell.channel, pulls=pulls, publish=publish, run=_run_line(row, image),
+        channel=result.cell.channel, pulls=pulls, publish=publish,
+        run="" if in_place else _run_line(row, image),
         pip=pip_lines(row, result.sources), torch_source=row.torch.source or "not recorded",
         notes=result.sources.notes if result.sources else (),
         stale=current is not None and current.get(row.id, result.cell.fingerprint)

@@ -247,3 +247,13 @@ def test_a_build_records_the_run_flags_of_its_label(project, tmp_path: Path) -> 
     assert result.image.run_flags == {"env": {"NOTE": "two words"}, "ipc": "host"}
     assert load(tmp_path / "results" / cell.id / "result.json").image == result.image
     assert json.loads(engine.labels[LABEL]) == result.image.run_flags
+
+
+def test_a_cell_verified_in_place_offers_no_image() -> None:
+    here = make_result("cpu", python="3.13", os_key="debian13", tests=TESTS)
+    here["cell"]["id"] += "-here"
+    here["image"] = {"tag": "(none: verified in place)"}
+    report = build_report(typed([here]), [], generated_at=NOW)
+    [cell] = start_page(report, "cpu").cells
+    assert (cell.run, cell.publish, cell.pulls) == ("", "", ())
+    assert cell.pip == ('pip install "torch==2.13.0+cpu"',)
