@@ -67,6 +67,6 @@ def test_a_cell_block_as_chromium_shows_it(site: Path, tmp_path: Path) -> None:
         "docker run --rm -it --ipc host --device /dev/kfd --device /dev/dri --group-add video "
         f"-e 'HSA_NOTE=two words' -v '/opt/rocm data:/data:ro' oota/rocm:{CELL}",
         "Install with pip", 'pip install "torch==2.13.0+rocm7.1"',
-        "torch in the verified image came from:", "file:///wheelhouse/torch.whl"]
+        "The verified torch came from:", "file:///wheelhouse/torch.whl"]
     assert "<script" not in dom
     assert "../index.html" in block.links and (page.parent / "../index.html").is_file()

@@ -150,7 +150,7 @@ def test_pip_lines_with_the_build_sources_and_where_torch_came_from(site: Path) 
             "https://download.pytorch.org/whl/cpu") not in shown  # numpy was not requested
     assert ('pip install "torch_npu==2.13.0" --index-url https://download.pytorch.org/whl/cpu'
             in shown)
-    assert "torch in the verified image came from: file:///wheelhouse/torch.whl" in shown
+    assert "The verified torch came from: file:///wheelhouse/torch.whl" in shown
     assert ("This build had to use other sources: vendor index https://npu.example is "
             "unreachable") in shown
     cpu = block(site, "cpu", "cpu-torch2.13.0-py3.11-debian12")
