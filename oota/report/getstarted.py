@@ -108,6 +108,13 @@ def _run_line(row: CellRow, image: str) -> str:
     return " ".join(["docker run --rm -it", *flags, shlex.quote(image)])
 
 
+def _stale(cell: CellRef, current: Mapping[str, str] | None) -> bool:
+    """Whether today's inputs of the cell differ from those it was verified with (a cell the
+    matrix no longer has is not judged: there are no inputs to compare)."""
+    today = (current or {}).get(cell.id)
+    return today is not None and today != cell.fingerprint
+
+
 def start_cell(row: CellRow, result: Result, current: Mapping[str, str] | None) -> StartCell:
     """The page's block for one verified copy of a cell; ``current`` maps cell ids to today's
     fingerprints (None when unknown: staleness is then not judged)."""
@@ -125,8 +132,7 @@ def start_cell(row: CellRow, result: Result, current: Mapping[str, str] | None) 
         run="" if in_place else _run_line(row, image),
         pip=pip_lines(row, result.sources), torch_source=row.torch.source or "not recorded",
         notes=result.sources.notes if result.sources else (),
-        stale=current is not None and current.get(row.id, result.cell.fingerprint)
-        != result.cell.fingerprint,
+        stale=_stale(result.cell, current),
         verified_at=sealed.at if sealed and sealed.at else row.finished_at)
 
 
