@@ -48,7 +48,15 @@ from oota.plan import Cell, plan, select
 from oota.releases.command import Outcome as ReleaseOutcome
 from oota.releases.command import run as run_release_check
 from oota.releases.http import REQUEST_TIMEOUT
-from oota.render import Drift, check, context_files, fingerprint, render_all, write_all
+from oota.render import (
+    Drift,
+    check,
+    context_files,
+    fingerprint,
+    render_all,
+    render_cell,
+    write_all,
+)
 from oota.report import crcr, hud
 from oota.report.data import Report
 from oota.report.hud import HudInput
@@ -440,7 +448,23 @@ def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
     extras = Extras(formats=extra, ci=ci, artifact_url=crcr.artifact_url(artifact_url, ci))
     return write_report(Path(results_dir), Path(out_dir),
                         Path(previous_dir) if previous_dir else None,
-                        merge=[Path(m) for m in merge or []], extras=extras, history=history)
+                        merge=[Path(m) for m in merge or []], extras=extras, history=history,
+                        current=current_fingerprints(Path("matrix.yaml")))
+
+
+def current_fingerprints(matrix_file: Path) -> dict[str, str] | None:
+    """Each cell's fingerprint from today's inputs, so the get-started pages can say which
+    verifications are stale; None where the matrix is absent or unreadable (a report of
+    results copied elsewhere then judges no staleness rather than failing)."""
+    if not matrix_file.is_file():
+        return None
+    try:
+        matrix = load_matrix(matrix_file)
+        return {cell.id: fingerprint(context_files(matrix, render_cell(matrix, cell)))
+                for cell in plan(matrix)}
+    except OotaError as exc:
+        logging.getLogger("oota").debug("no staleness on the get-started pages: %s", exc)
+        return None
 
 
 def hosts(matrix_path: str, vendors: list[str] | None, console: Console,

@@ -55,6 +55,7 @@ from oota.results.model import (
     Sources,
     Stage,
     TestOutcome,
+    json_object,
 )
 from oota.results.store import load, save
 from oota.supply import runflags
@@ -424,6 +425,9 @@ class CellRun:
 
     def _save(self, started: str) -> Result:
         image = replace(self.image, base=self.base) if self.base else self.image
+        # The flags of the image's oota.run-flags label, for the report's `docker run` line.
+        flags = runflags.to_flags(device_request(self.cell.vendor, self.tag, []))
+        image = replace(image, run_flags=json_object(flags, "image.run_flags"))
         result = assemble(
             cell=cell_ref(self.cell.coordinates(), id=self.cell.id,
                           fingerprint=self.fingerprint),

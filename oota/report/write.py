@@ -15,13 +15,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from oota.errors import InputError
 from oota.files import write_atomic, write_json
-from oota.report import crcr, hud
+from oota.report import crcr, getstarted, hud
 from oota.report.data import Links, Report, collect, collect_merged
 from oota.report.htmlpages import cell_page, to_html
 from oota.report.jsondoc import to_json
@@ -30,7 +30,7 @@ from oota.results.store import RESULT_FILE
 
 # Everything a report folder holds; anything else in --out is someone else's file.
 REPORT_ENTRIES = frozenset({"index.html", "matrix.md", "results.json", "compare.json", "cells",
-                            crcr.CRCR_FILE, hud.HUD_FILE, hud.DIGEST_FILE})
+                            "start", crcr.CRCR_FILE, hud.HUD_FILE, hud.DIGEST_FILE})
 # The outputs --format adds to the standard ones.
 EXTRA_FORMATS = ("crcr",)
 _NEW, _OLD = "new", "old"
@@ -87,9 +87,11 @@ def _links(report: Report, results_dir: Path, start: Path) -> Links:
 
 
 def _write_files(report: Report, folder: Path, results_dir: Path, out_dir: Path,
-                 extras: Extras, history: hud.HudInput | None) -> None:
+                 extras: Extras, history: hud.HudInput | None,
+                 current: Mapping[str, str] | None = None) -> None:
     """Every file of the report into ``folder``; links are made for where it will end up.
-    ``history``: what the HUD (hud.html, hud.md) shows; None writes none."""
+    ``history``: what the HUD (hud.html, hud.md) shows; None writes none. ``current``: each
+    cell's fingerprint from today's inputs, so the get-started pages can say which are stale."""
     links = _links(report, results_dir, out_dir)
     if history is not None:
         _write_hud(folder, history, {r.cell.id: r.run_id for r in report.results})
@@ -105,6 +107,10 @@ def _write_files(report: Report, folder: Path, results_dir: Path, out_dir: Path,
     (folder / "cells").mkdir()
     for group in report.groups:
         write_atomic(folder / "cells" / f"{group.id}.html", cell_page(group, cell_links))
+    (folder / "start").mkdir()
+    for page in getstarted.start_pages(report, current):
+        write_atomic(folder / "start" / f"{page.vendor}.html",
+                     getstarted.to_html(page, report.generated_at))
 
 
 def _write_hud(folder: Path, history: hud.HudInput, current: dict[str, str | None]) -> None:
@@ -146,10 +152,12 @@ def _swap(new: Path, out_dir: Path) -> None:
 
 def write_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = None, *,
                  merge: Sequence[Path] = (), extras: Extras | None = None,
-                 history: Callable[[Report], hud.HudInput | None] | None = None) -> Report:
+                 history: Callable[[Report], hud.HudInput | None] | None = None,
+                 current: Mapping[str, str] | None = None) -> Report:
     """Read the results (and an earlier run's, to compare), write the report, swap it in.
     With ``merge``, the results are those of every folder in it instead of ``results_dir``.
-    ``history`` gives, once the results are read, the history the HUD shows (None: no HUD)."""
+    ``history`` gives, once the results are read, the history the HUD shows (None: no HUD).
+    ``current`` maps cell ids to today's fingerprints (None: staleness is not judged)."""
     extras = extras or Extras()
     target = out_dir.resolve() if out_dir.is_symlink() else out_dir  # keep the link, fill it
     if merge:
@@ -168,7 +176,8 @@ def write_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = N
     new = Path(tempfile.mkdtemp(prefix=f".{target.name}.{_NEW}-", dir=target.parent))
     try:
         os.chmod(new, 0o755)  # mkdtemp makes 0700; reports are served by static web servers
-        _write_files(report, new, merge[0] if merge else results_dir, target, extras, past)
+        _write_files(report, new, merge[0] if merge else results_dir, target, extras, past,
+                     current)
         _swap(new, target)
     except BaseException:
         shutil.rmtree(new, ignore_errors=True)

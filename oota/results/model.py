@@ -309,18 +309,23 @@ class Published:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Image:
+    """The cell's image; ``run_flags`` are the device flags a ``docker run`` of it needs (its
+    ``oota.run-flags`` label, :mod:`oota.supply.runflags`), empty on CPU and in older results."""
+
     tag: str
     id: str | None = None
     digest: str | None = None
     base: BaseImage | None = None
     sealed: Sealed | None = None
     published: tuple[Published, ...] = ()
+    run_flags: JSONObject = field(default_factory=dict)
 
     def to_json(self) -> JSONObject:
         return _drop_empty({"tag": self.tag, "id": self.id, "digest": self.digest,
                             "base": self.base.to_json() if self.base else None,
                             "sealed": self.sealed.to_json() if self.sealed else None,
-                            "published": [p.to_json() for p in self.published] or None})
+                            "published": [p.to_json() for p in self.published] or None,
+                            "run_flags": self.run_flags})
 
     @classmethod
     def from_json(cls, value: object, where: str = "image") -> Image:
@@ -335,7 +340,8 @@ class Image:
                    sealed=None if d.get("sealed") is None
                    else Sealed.from_json(d["sealed"], f"{where}.sealed"),
                    published=tuple(Published.from_json(p, f"{where}.published[{i}]")
-                                   for i, p in enumerate(published)))
+                                   for i, p in enumerate(published)),
+                   run_flags=json_object(d.get("run_flags") or {}, f"{where}.run_flags"))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -8,6 +8,8 @@ The label is compact JSON of the fields of a run that are set: ``{}`` for a CPU 
 from __future__ import annotations
 
 import json
+import shlex
+from collections.abc import Mapping
 from pathlib import Path
 
 from oota.engine.base import DeviceAccess, Mount, RunRequest
@@ -23,6 +25,11 @@ class RunFlagsError(ValueError):
 
 def to_label(request: RunRequest) -> str:
     """The label's value for a vendor's run request (its device access, env and mounts)."""
+    return json.dumps(to_flags(request), sort_keys=True, separators=(",", ":"))
+
+
+def to_flags(request: RunRequest) -> dict[str, object]:
+    """The label's content as data (what a result's ``image.run_flags`` records)."""
     flags: dict[str, object] = {}
     device = request.device or DeviceAccess()
     for name in _TEXTS:
@@ -36,7 +43,7 @@ def to_label(request: RunRequest) -> str:
     if request.mounts:
         flags["mounts"] = [{"source": str(m.source), "target": m.target,
                             "read_only": m.read_only} for m in request.mounts]
-    return json.dumps(flags, sort_keys=True, separators=(",", ":"))
+    return flags
 
 
 def from_label(image: str, value: str, command: list[str]) -> RunRequest:
@@ -58,6 +65,25 @@ def from_label(image: str, value: str, command: list[str]) -> RunRequest:
         raise RunFlagsError(f"label {LABEL} of {image} is unreadable ({exc})") from None
     return RunRequest(image=image, command=command, env=env, mounts=mounts,
                       device=device if device != DeviceAccess() else None)
+
+
+def docker_run_args(flags: Mapping[str, object]) -> tuple[str, ...]:
+    """The ``docker run`` options for recorded flags, each shell-quoted ('--device /dev/kfd',
+    "-e 'K=a b'"), for a command line shown to users to copy. RunFlagsError when unreadable."""
+    request = from_label("image", json.dumps(dict(flags)), [])
+    device = request.device or DeviceAccess()
+    pairs: list[tuple[str, str]] = []
+    for option, name in (("--gpus", "gpus"), ("--runtime", "runtime"), ("--ipc", "ipc"),
+                         ("--network", "network"), ("--shm-size", "shm_size")):
+        value = getattr(device, name)
+        pairs += [(option, value)] if value else []
+    for option, name in (("--device", "devices"), ("--group-add", "group_add"),
+                         ("--cap-add", "cap_add"), ("--security-opt", "security_opt")):
+        pairs += [(option, value) for value in getattr(device, name)]
+    pairs += [("-e", f"{key}={value}") for key, value in sorted(request.env.items())]
+    pairs += [("-v", f"{m.source}:{m.target or m.source}" + (":ro" if m.read_only else ""))
+              for m in request.mounts]
+    return tuple(f"{option} {shlex.quote(value)}" for option, value in pairs)
 
 
 def _text(flags: dict[str, object], name: str) -> str | None:
