@@ -14,7 +14,7 @@ import re
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -452,16 +452,40 @@ def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
                         current=current_fingerprints(Path("matrix.yaml")))
 
 
-def current_fingerprints(matrix_file: Path) -> dict[str, str] | None:
+class _TodayFingerprints(Mapping[str, str]):
+    """Each cell's fingerprint from today's inputs, rendered when asked for: a report asks for
+    its own cells only, not for every cell of the matrix."""
+
+    def __init__(self, matrix: Matrix) -> None:
+        self._matrix = matrix
+        self._cells = {cell.id: cell for cell in plan(matrix)}
+        self._known: dict[str, str] = {}
+
+    def __getitem__(self, cell_id: str) -> str:
+        if cell_id not in self._known:
+            cell = self._cells[cell_id]  # KeyError: not a cell of today's matrix
+            try:
+                files = context_files(self._matrix, render_cell(self._matrix, cell))
+            except OotaError as exc:
+                raise KeyError(cell_id) from exc
+            self._known[cell_id] = fingerprint(files)
+        return self._known[cell_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cells)
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+
+def current_fingerprints(matrix_file: Path) -> Mapping[str, str] | None:
     """Each cell's fingerprint from today's inputs, so the get-started pages can say which
     verifications are stale; None where the matrix is absent or unreadable (a report of
     results copied elsewhere then judges no staleness rather than failing)."""
     if not matrix_file.is_file():
         return None
     try:
-        matrix = load_matrix(matrix_file)
-        return {cell.id: fingerprint(context_files(matrix, render_cell(matrix, cell)))
-                for cell in plan(matrix)}
+        return _TodayFingerprints(load_matrix(matrix_file))
     except OotaError as exc:
         logging.getLogger("oota").debug("no staleness on the get-started pages: %s", exc)
         return None
