@@ -321,7 +321,8 @@ def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
     rep = done.report
     extra = "".join(f", {out}/{name}.json" for name in api.report_formats(format))
     extra += f", {out}/hud.html, {out}/hud.md" if done.hud else ""
-    print(f"{out}/matrix.md, {out}/results.json, {out}/index.html, {out}/cells/{extra}: "
+    print(f"{out}/matrix.md, {out}/results.json, {out}/index.html, {out}/cells/, "
+          f"{out}/start/ (get started per vendor){extra}: "
           f"{len(rep.groups)} cells")
     if rep.merged:
         print(f"merged {len(rep.results)} results from {len(rep.sources)} folders; cells "
