@@ -33,10 +33,12 @@ DEFAULT_CELL = "cpu-torch2.13.0-py3.11-debian12"
 NAMESPACE = "oota-test"
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # the Ryuk image cannot be pulled
-# Every verification here runs the ops layer; 20 s of it (after the must-pass operators) is
-# enough to show it works, and keeps the many verifications of this suite short. oota passes
-# the variable on into each verify container (oota.execute.verify.FORWARDED).
-os.environ.setdefault("OOTA_OPS_BUDGET_S", "20")
+# Every verification here runs the ops layer, on its must-pass operators only (a budget of 0 s):
+# the same fixed set on any machine, so an outcome never depends on how far a faster or slower
+# CI machine got in a wall-clock budget, and the many verifications of this suite stay short.
+# The budget itself is tested in test_ops_layer.py (5 s); the full layer on refdev is measured
+# by hand (README). oota passes the variable into each verify container (verify.FORWARDED).
+os.environ.setdefault("OOTA_OPS_BUDGET_S", "0")
 
 
 def pytest_collection_modifyitems(items):
