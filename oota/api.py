@@ -50,11 +50,11 @@ from oota.releases.command import run as run_release_check
 from oota.releases.http import REQUEST_TIMEOUT
 from oota.render import (
     Drift,
+    cell_fingerprint,
     check,
     context_files,
     fingerprint,
     render_all,
-    render_cell,
     write_all,
 )
 from oota.report import crcr, hud
@@ -465,10 +465,9 @@ class _TodayFingerprints(Mapping[str, str]):
         if cell_id not in self._known:
             cell = self._cells[cell_id]  # KeyError: not a cell of today's matrix
             try:
-                files = context_files(self._matrix, render_cell(self._matrix, cell))
+                self._known[cell_id] = cell_fingerprint(self._matrix, cell)
             except OotaError as exc:
                 raise KeyError(cell_id) from exc
-            self._known[cell_id] = fingerprint(files)
         return self._known[cell_id]
 
     def __iter__(self) -> Iterator[str]:

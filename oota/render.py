@@ -385,6 +385,11 @@ def _link_target(link: Path, allowed: tuple[Path, ...], root: Path) -> Path:
     return target
 
 
+def cell_fingerprint(matrix: Matrix, cell: Cell) -> str:
+    """The cell's fingerprint from today's inputs (render it, then hash its build context)."""
+    return fingerprint(context_files(matrix, render_cell(matrix, cell)))
+
+
 def fingerprint(files: dict[str, bytes | Path]) -> str:
     """sha256 over (name, content hash, executable bit) of every context file, in name order."""
     digest = hashlib.sha256()

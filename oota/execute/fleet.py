@@ -43,7 +43,7 @@ from oota.execute.hosts import HostCheck, check_vendor, check_vendor_in, describ
 from oota.execute.interrupts import deferred, signal_name
 from oota.execute.leftovers import owned_run
 from oota.plan import Cell
-from oota.render import context_files, fingerprint, render_cell
+from oota.render import cell_fingerprint
 from oota.results.assemble import assemble, cell_ref, now
 from oota.results.model import Host, Result, Stage, VendorCheck, json_object
 from oota.results.store import save
@@ -335,7 +335,7 @@ def _fingerprint(matrix: Matrix, cell: Cell) -> str:
     """The cell's fingerprint; when even rendering it fails (the error being recorded may be
     that very failure), the digest of nothing, which no real cell has."""
     try:
-        return fingerprint(context_files(matrix, render_cell(matrix, cell)))
+        return cell_fingerprint(matrix, cell)
     except Exception:  # noqa: BLE001 - the error result must still be written
         return "sha256:" + hashlib.sha256(b"").hexdigest()
 

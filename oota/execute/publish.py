@@ -33,7 +33,7 @@ from oota.console import Console
 from oota.engine.base import Engine, RegistryAuth
 from oota.errors import OotaError
 from oota.plan import Cell
-from oota.render import context_files, fingerprint, render_cell
+from oota.render import cell_fingerprint
 from oota.results.assemble import now
 from oota.results.model import Published, Result, ResultFormatError
 from oota.results.store import load, save
@@ -114,7 +114,7 @@ def _publish_one(matrix: Matrix, cell: Cell, engine: Engine, results_dir: Path,
         if (folder / "result.json").exists():
             return Outcome(cell=cell.id, status="refused", reason=f"unreadable result: {exc}")
         result = None
-    current = fingerprint(context_files(matrix, render_cell(matrix, cell)))
+    current = cell_fingerprint(matrix, cell)
     why = refusal(result, engine.image_labels(local), engine.image_id(local), current)
     if why:
         return Outcome(cell=cell.id, status="refused", reason=why)
