@@ -170,7 +170,9 @@ class CellRun:
             if build:
                 stage, since = "build", dt.datetime.now()
                 self._stage("build", self._build)
-            if self.options.verify and not self._failed("build") and not self.lost:
+            # A build that failed or ended in error left no image of today's inputs: verifying
+            # whatever image the tag still names would judge other inputs.
+            if self.options.verify and not self._ended_badly("build") and not self.lost:
                 previous = self._verification_that_holds() if build else None
                 if previous is not None:
                     self._reuse(previous)
@@ -195,9 +197,9 @@ class CellRun:
         except Exception as exc:  # noqa: BLE001 - the result must still be written
             self.console.warn(f"{self.cell.id}: could not remove the run's containers: {exc}")
 
-    def _failed(self, name: str) -> bool:
+    def _ended_badly(self, name: str) -> bool:
         stage = self.stages.get(name)
-        return stage is not None and stage.status == "failed"
+        return stage is not None and stage.status != "passed"
 
     # -- a verification that still holds ---------------------------------------------------
     def _verification_that_holds(self) -> Result | None:

@@ -26,6 +26,7 @@ from oota.execute.build import BuildOptions, CellRun, host_identity
 from oota.execute.fleet import Station, _Watch, lost_hosts, run_on_stations
 from oota.execute.interrupts import Interrupted, signals_as_interrupts
 from oota.execute.verify import forwarded_env
+from oota.lockfile import lock_path
 from oota.plan import plan
 from oota.results.assemble import assemble, cell_ref, now
 from oota.results.model import Host, Image, Sealed, Stage, TestOutcome, VendorCheck
@@ -200,6 +201,25 @@ def test_anything_changed_means_verifying_again(project, tmp_path, change):
     _previous(run, sealed_id="sha256:other" if change == "other image" else "sha256:a",
               status_test="failed" if change == "failed before" else "passed", host=host)
     assert run._verification_that_holds() is None
+
+
+def test_a_build_that_ends_in_error_verifies_nothing(project, tmp_path):
+    """A stale lock (an input error of the cell) stops the build: the image the tag still names
+    was built from other inputs, so it is not verified (FakeEngine.run would say so)."""
+    matrix = load_matrix(project.matrix)
+    cell = plan(matrix, ["cpu"])[0]
+    lock = lock_path(matrix, cell)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_text("# oota-lock-inputs: sha256:0000\n")
+    host = Host(facts={"engine": "a", "docker_server": "fake", "arch": "x86_64"},
+                vendor_check=VendorCheck(supported=True, reasons=(), facts={}))
+    run = CellRun(matrix, cell, FakeEngine("a"), Console(io.StringIO(), live=False),
+                  BuildOptions(results_dir=tmp_path / "results", use_host_pip_config=False),
+                  _no_base, host)
+    result = run.run(build=True)
+    assert result.status == "error"
+    assert "is stale" in result.stages["build"].message
+    assert "verify" not in result.stages
 
 
 # -- hosts.yaml and the flags ------------------------------------------------------------------
