@@ -58,6 +58,9 @@ class Rendered:
     folder: Path                      # images/<vendor>/<cell-id>
     files: dict[str, str]             # file name -> text
     images_dir: Path                  # images/: nothing is written outside it
+    # What the cell asks pip for (vendor.yaml's requirements, then test_requirements, formatted
+    # for the cell): recorded in its result, so the history can say which pin changed.
+    requirements: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -232,7 +235,9 @@ def render_cell(matrix: Matrix, cell: Cell) -> Rendered:
     dockerfile = _render(matrix, cell, context)
     manifest = json.dumps(cell_manifest(cell), indent=2, sort_keys=True) + "\n"
     return Rendered(cell=cell, folder=cell_folder(matrix, cell), images_dir=matrix.images_dir,
-                    files={"Dockerfile": dockerfile, "cell.json": manifest})
+                    files={"Dockerfile": dockerfile, "cell.json": manifest},
+                    requirements=tuple(requirements["requirements"]
+                                       + requirements["test_requirements"]))
 
 
 def _check_data(matrix: Matrix, cell: Cell, requirements: dict[str, list[str]]) -> None:

@@ -435,7 +435,7 @@ class CellRun:
                           fingerprint=self.fingerprint),
             stages=self.stages, tests=self.tests, host=self.host, started_at=started,
             run_id=self.options.run_id, image=image, installed=self.installed,
-            sources=self.sources, skips=self.skips)
+            sources=self.sources, skips=self.skips, requested=self.rendered.requirements)
         save(self.folder, result)
         return result
 

@@ -13,6 +13,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 from oota.results.model import JSON, CellRef, Result, TestOutcome
 from oota.vocab import Status
 
@@ -43,6 +46,7 @@ class Inputs:
     host: str = ""
     suite: str = ""  # oota's version: the verify suite that judged the cell
     extensions: tuple[tuple[str, str | None], ...] = ()  # requested packages and versions
+    requested: tuple[str, ...] = ()  # the pip requirements the cell asked for, as written
 
     def differences(self, before: Inputs) -> list[str]:
         """'torch 2.5.0 -> 2.5.1' for every input that differs from ``before``."""
@@ -57,7 +61,7 @@ class Inputs:
         for name in sorted(old_ext.keys() | new_ext.keys()):
             if name != "torch" and old_ext.get(name) != new_ext.get(name):
                 found.append(f"{name} {old_ext.get(name) or '-'} -> {new_ext.get(name) or '-'}")
-        return found
+        return found + requirement_changes(before.requested, self.requested)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -93,6 +97,25 @@ class RunRecord:
     git_revision: str | None
     hosts: tuple[str, ...]
     cells: tuple[CellRecord, ...]
+
+
+def requirement_changes(before: Sequence[str], after: Sequence[str]) -> list[str]:
+    """'requirement torch==2.13.0+cpu -> torch==2.12.0+cpu' for each project whose requirement
+    line changed, was added or was dropped (paired by project name)."""
+    old, new = _by_project(before), _by_project(after)
+    return [f"requirement {old.get(name) or '-'} -> {new.get(name) or '-'}"
+            for name in sorted(old.keys() | new.keys()) if old.get(name) != new.get(name)]
+
+
+def _by_project(lines: Sequence[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for line in lines:
+        try:
+            name: str = canonicalize_name(Requirement(line).name)
+        except InvalidRequirement:
+            name = line  # not a requirement pip reads either: compare the line itself
+        found.setdefault(name, line)
+    return found
 
 
 def place(result: Result) -> str:
@@ -155,7 +178,8 @@ def inputs_of(result: Result) -> Inputs:
                   toolkit=toolkit or declared,
                   base=image.base.ref if image and image.base else None,
                   fingerprint=result.cell.fingerprint, host=place(result),
-                  suite=result.oota_version, extensions=extensions)
+                  suite=result.oota_version, extensions=extensions,
+                  requested=result.requested)
 
 
 def figures_of(result: Result) -> list[Figure]:

@@ -210,7 +210,8 @@ def _run_row(conn: Connection, run: RunRecord) -> int:
 
 
 def write_cell(conn: Connection, run_id: int, cell: CellRecord) -> None:
-    """One cell's rows (result, tests, figures, extensions) inside the run's transaction."""
+    """One cell's rows (result, tests, figures, extensions, requirements) inside the run's
+    transaction."""
     i, ref = cell.inputs, cell.cell
     result_id = conn.execute(insert(t.results).values(
         run_id=run_id, cell_id=ref.id, vendor=ref.vendor, os=ref.os, python=ref.python,
@@ -235,6 +236,10 @@ def write_cell(conn: Connection, run_id: int, cell: CellRecord) -> None:
         conn.execute(insert(t.extensions), [
             {"result_id": result_id, "name": name, "version": version}
             for name, version in i.extensions])
+    if i.requested:
+        conn.execute(insert(t.requirements), [
+            {"result_id": result_id, "position": n, "text": text}
+            for n, text in enumerate(i.requested)])
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -251,15 +256,15 @@ def _run_from(conn: Connection, run: Row[Any]) -> RunRecord:
                          .order_by(t.run_hosts.c.host)).scalars().all()
     rows = conn.execute(select(t.results).where(t.results.c.run_id == run.id)
                         .order_by(t.results.c.id)).all()
-    extensions = _extensions(conn, [r.id for r in rows])
-    cells = tuple(_cell_from(conn, r, run.oota_version, extensions.get(r.id, ())) for r in rows)
+    packages = _packages(conn, [r.id for r in rows])
+    cells = tuple(_cell_from(conn, r, run.oota_version, packages.get(r.id, NO_PACKAGES))
+                  for r in rows)
     return RunRecord(key=run.run_key, origin=run.origin, started_at=run.started_at,
                      finished_at=run.finished_at, oota_version=run.oota_version,
                      git_revision=run.git_revision, hosts=tuple(hosts), cells=cells)
 
 
-def _cell_from(conn: Connection, r: Row[Any], suite: str,
-               extensions: tuple[tuple[str, str | None], ...]) -> CellRecord:
+def _cell_from(conn: Connection, r: Row[Any], suite: str, packages: _Packages) -> CellRecord:
     tests = conn.execute(select(t.tests).where(t.tests.c.result_id == r.id)
                          .order_by(t.tests.c.test_id)).all()
     figures = conn.execute(select(t.figures).where(t.figures.c.result_id == r.id)
@@ -269,7 +274,7 @@ def _cell_from(conn: Connection, r: Row[Any], suite: str,
         message=r.message, host=r.host, engine=r.engine, hostname=r.hostname,
         started_at=r.started_at, finished_at=r.finished_at, image_tag=r.image_tag,
         image_id=r.image_id, image_digest=r.image_digest, base_ref=r.base_ref,
-        inputs=_inputs(r, suite, extensions),
+        inputs=_inputs(r, suite, packages),
         tests=tuple(TestOutcome(id=x.test_id, layer=x.layer, status=_status(x.status),
                                 duration_s=x.duration_s, message=x.message) for x in tests),
         figures=tuple(Figure(test_id=f.test_id, name=f.name, number=f.number, text=f.text)
@@ -283,26 +288,45 @@ def cell_ref(r: Row[Any]) -> CellRef:
                    fingerprint=r.fingerprint)
 
 
-def _inputs(r: Row[Any], suite: str, extensions: tuple[tuple[str, str | None], ...]) -> Inputs:
+def _inputs(r: Row[Any], suite: str, packages: _Packages) -> Inputs:
     return Inputs(torch=r.torch_version, torch_git=r.torch_git, toolkit=r.toolkit_resolved,
                   base=r.base_ref, fingerprint=r.fingerprint, host=r.host, suite=suite,
-                  extensions=extensions)
+                  extensions=packages.extensions, requested=packages.requested)
 
 
 def _status(text: str) -> Status:
     return status_of(text, "history")
 
 
-def _extensions(conn: Connection, result_ids: list[int] | Select[tuple[int]]
-                ) -> dict[int, tuple[tuple[str, str | None], ...]]:
-    """The extensions of the results ``result_ids`` lists or selects."""
-    found: dict[int, list[tuple[str, str | None]]] = {}
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Packages:
+    """What a result's cell installed of what it asked for, and the requirements it asked."""
+
+    extensions: tuple[tuple[str, str | None], ...] = ()
+    requested: tuple[str, ...] = ()
+
+
+NO_PACKAGES = _Packages()
+
+
+def _packages(conn: Connection, result_ids: list[int] | Select[tuple[int]]
+              ) -> dict[int, _Packages]:
+    """The extensions and requirements of the results ``result_ids`` lists or selects."""
+    extensions: dict[int, list[tuple[str, str | None]]] = {}
+    requested: dict[int, list[str]] = {}
     if not isinstance(result_ids, list) or result_ids:
         rows = conn.execute(select(t.extensions).where(t.extensions.c.result_id.in_(result_ids))
                             .order_by(t.extensions.c.name))
         for row in rows:
-            found.setdefault(row.result_id, []).append((row.name, row.version))
-    return {k: tuple(v) for k, v in found.items()}
+            extensions.setdefault(row.result_id, []).append((row.name, row.version))
+        lines = conn.execute(select(t.requirements)
+                             .where(t.requirements.c.result_id.in_(result_ids))
+                             .order_by(t.requirements.c.result_id, t.requirements.c.position))
+        for line in lines:
+            requested.setdefault(line.result_id, []).append(line.text)
+    return {k: _Packages(extensions=tuple(extensions.get(k, ())),
+                         requested=tuple(requested.get(k, ())))
+            for k in extensions.keys() | requested.keys()}
 
 
 def outcomes(store: Store, *, vendor: str | None = None, cell: str | None = None,
@@ -324,11 +348,11 @@ def outcomes(store: Store, *, vendor: str | None = None, cell: str | None = None
     query = query.order_by(runs.c.started_at, runs.c.id, r.c.host)
     with _reading(store) as conn:
         rows = conn.execute(query).all()
-        extensions = _extensions(conn, query.with_only_columns(r.c.id).order_by(None))
+        packages = _packages(conn, query.with_only_columns(r.c.id).order_by(None))
     return [Point(run_key=row.run_key, origin=row.origin, started_at=row.run_started,
                   cell_id=row.cell_id, test_id=test, status=_status(row.outcome),
                   message=row.outcome_message,
-                  inputs=_inputs(row, row.oota_version, extensions.get(row.id, ())))
+                  inputs=_inputs(row, row.oota_version, packages.get(row.id, NO_PACKAGES)))
             for row in rows]
 
 
@@ -342,7 +366,7 @@ def read_timeline(store: Store, *, metrics_layer: str = WORKLOAD_LAYER) -> Timel
                  for row in conn.execute(select(t.runs.c.id, t.runs.c.run_key, t.runs.c.origin,
                                                 t.runs.c.started_at, t.runs.c.oota_version))}
         rows = conn.execute(select(t.results).order_by(t.results.c.id)).all()
-        extensions = _extensions(conn, select(t.results.c.id))
+        packages = _packages(conn, select(t.results.c.id))
         figures = conn.execute(
             select(t.results.c.cell_id, t.results.c.host, t.results.c.run_id,
                    t.figures.c.test_id, t.figures.c.name, t.figures.c.number, t.tests.c.status)
@@ -351,13 +375,12 @@ def read_timeline(store: Store, *, metrics_layer: str = WORKLOAD_LAYER) -> Timel
             .join(t.results, t.results.c.id == t.figures.c.result_id)
             .where(t.tests.c.layer == metrics_layer, t.figures.c.number.is_not(None))).all()
     order = sorted(heads.values(), key=lambda h: (h[0].started_at, h[0].id))
-    return Timeline(runs=tuple(h for h, _ in order), cells=_series(rows, heads, extensions),
+    return Timeline(runs=tuple(h for h, _ in order), cells=_series(rows, heads, packages),
                     metrics=_metric_series(figures, heads))
 
 
 def _series(rows: Sequence[Row[Any]], heads: dict[int, tuple[RunHead, str]],
-            extensions: dict[int, tuple[tuple[str, str | None], ...]]
-            ) -> tuple[CellSeries, ...]:
+            packages: dict[int, _Packages]) -> tuple[CellSeries, ...]:
     newest: dict[str, Row[Any]] = {}
     by_cell: dict[str, dict[int, list[Outcome]]] = {}
     for r in rows:
@@ -365,7 +388,7 @@ def _series(rows: Sequence[Row[Any]], heads: dict[int, tuple[RunHead, str]],
         newest[r.cell_id] = r  # its coordinates name the cell (rows are in id order)
         by_cell.setdefault(r.cell_id, {}).setdefault(r.run_id, []).append(Outcome(
             run=head, status=_status(r.status), message=r.message,
-            inputs=_inputs(r, suite, extensions.get(r.id, ()))))
+            inputs=_inputs(r, suite, packages.get(r.id, NO_PACKAGES))))
     series = [CellSeries(cell=cell_ref(newest[cell]), outcomes=tuple(sorted(
         (found[0] if len(found) == 1 else deciding(found) for found in runs.values()),
         key=lambda o: (o.run.started_at, o.run.id)))) for cell, runs in by_cell.items()]

@@ -89,6 +89,16 @@ extensions = Table(
     Column("version", String(128)),
 )
 
+# The pip requirements a result's cell asked for, in their order (the blame names a changed
+# pin). Added after version 1's first tables: create_all adds it to an older history, whose
+# results simply have none.
+requirements = Table(
+    "requirements", metadata,
+    Column("result_id", ForeignKey("results.id", ondelete="CASCADE"), primary_key=True),
+    Column("position", Integer, primary_key=True, autoincrement=False),
+    Column("text", Text, nullable=False),
+)
+
 tests = Table(
     "tests", metadata,
     Column("result_id", ForeignKey("results.id", ondelete="CASCADE"), primary_key=True),
@@ -109,5 +119,5 @@ figures = Table(
     Column("text", Text),
 )
 
-__all__ = ["SCHEMA_VERSION", "extensions", "figures", "metadata", "results",
+__all__ = ["SCHEMA_VERSION", "extensions", "figures", "metadata", "requirements", "results",
            "run_hosts", "runs", "schema_version", "tests"]

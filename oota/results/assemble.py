@@ -82,7 +82,7 @@ def assemble(*, cell: CellRef, stages: Mapping[str, Stage], tests: Iterable[Test
              host: Host, started_at: str, finished_at: str | None = None,
              run_id: str | None = None, image: Image | None = None,
              installed: Installed | None = None, sources: Sources | None = None,
-             skips: Skips | None = None) -> Result:
+             skips: Skips | None = None, requested: tuple[str, ...] = ()) -> Result:
     """The result of one cell's run; status, summary and message follow from its parts."""
     tests = tuple(tests)
     stages = dict(stages)
@@ -90,7 +90,8 @@ def assemble(*, cell: CellRef, stages: Mapping[str, Stage], tests: Iterable[Test
                   summary=summarize(tests, stages), message=first_problem(stages),
                   stages=stages, tests=tests, host=host, oota_version=__version__,
                   started_at=started_at, finished_at=finished_at or now(), run_id=run_id,
-                  image=image, installed=installed, sources=sources, skips=skips)
+                  image=image, installed=installed, sources=sources, skips=skips,
+                  requested=requested)
 
 
 # -- what the suite wrote ---------------------------------------------------------------------

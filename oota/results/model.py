@@ -516,6 +516,7 @@ class Result:
     installed: Installed | None = None
     sources: Sources | None = None
     skips: Skips | None = None
+    requested: tuple[str, ...] = ()  # the pip requirements the cell asked for
 
     def to_json(self) -> JSONObject:
         data: JSONObject = {
@@ -530,7 +531,8 @@ class Result:
             "image": self.image.to_json() if self.image else None,
             "installed": self.installed.to_json() if self.installed else None,
             "sources": self.sources.to_json() if self.sources else None,
-            "skips": self.skips.to_json() if self.skips else None}
+            "skips": self.skips.to_json() if self.skips else None,
+            "requested": list(self.requested) or None}
         return data | _drop_empty(optional)
 
     @classmethod
@@ -556,7 +558,8 @@ class Result:
             image=None if d.get("image") is None else Image.from_json(d["image"]),
             installed=None if d.get("installed") is None else Installed.from_json(d["installed"]),
             sources=None if d.get("sources") is None else Sources.from_json(d["sources"]),
-            skips=None if d.get("skips") is None else Skips.from_json(d["skips"]))
+            skips=None if d.get("skips") is None else Skips.from_json(d["skips"]),
+            requested=_strs(d, "requested", "result"))
 
 
 __all__ = ["SCHEMA_ID", "BaseImage", "CellRef", "Host", "Image", "Installed",

@@ -17,7 +17,8 @@ MATMUL = "test_device.py::test_matmul"
 
 def result(run_id: str, day: int, *, matmul: str = "passed", torch: str = "2.13.0+cpu",
            vendor: str = "cpu", python: str = "3.11", os_key: str = "debian12",
-           host: str = "lab-a", extension: str | None = None) -> dict[str, Any]:
+           host: str = "lab-a", extension: str | None = None,
+           requested: tuple[str, ...] = ()) -> dict[str, Any]:
     """One cell's result.json of run ``run_id`` on day ``day`` of November."""
     tests = [case("test_install.py::test_imports", "install"),
              case(MATMUL, "device", matmul, "" if matmul == "passed" else "mismatch 0.5"),
@@ -26,6 +27,8 @@ def result(run_id: str, day: int, *, matmul: str = "passed", torch: str = "2.13.
                        installed_torch=torch, host={"engine": host, "arch": "x86_64"},
                        extra_packages={"torch_ext": (extension, True)} if extension else None)
     data["run_id"] = run_id
+    if requested:
+        data["requested"] = list(requested)
     data["started_at"] = f"2026-11-{day:02d}T06:00:00+00:00"
     data["finished_at"] = f"2026-11-{day:02d}T06:30:00+00:00"
     return refresh(data)

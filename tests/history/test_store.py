@@ -40,6 +40,18 @@ def test_a_run_is_read_back_whole(history_url: str) -> None:
     assert back.hosts == ("lab-a",) and back.git_revision == "0123abcd"
 
 
+def test_the_requirements_a_cell_asked_for_are_kept_in_order(history_url: str) -> None:
+    asked = ("torch==2.13.0+cpu", "pytest>=8,<10", "numpy>=1.26,<3")
+    run = run_record(typed(result("run-1", 20, requested=asked), result("run-1", 20,
+                                                                        python="3.13",
+                                                                        os_key="debian13")),
+                     "build", None)
+    store = open_at(history_url)
+    append(store, run)
+    [back] = read_runs(store)
+    assert [c.inputs.requested for c in back.cells] == [asked, ()]
+
+
 def test_appending_the_same_run_again_changes_nothing(history_url: str) -> None:
     store = open_at(history_url)
     run = run_record(typed(result("run-1", 20)), "import", None)

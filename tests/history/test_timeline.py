@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from oota.history.policy import Policy
+from oota.history.records import Inputs
 from oota.history.timeline import Timeline, digest, judge
 from oota.report import hud
 from tests.history.synthetic import BASE, day, timeline
@@ -149,3 +150,13 @@ def test_since_windows(text: str, hours: int) -> None:
 def test_bad_since_windows(text: str) -> None:
     with pytest.raises(ValueError):
         hud.parse_since(text)
+
+
+def test_a_changed_pin_is_named_by_its_requirement_lines() -> None:
+    before = Inputs(fingerprint="sha256:a", requested=("torch==2.13.0+cpu", "numpy>=1.26,<3",
+                                                       "pytest>=8,<10"))
+    after = Inputs(fingerprint="sha256:b", requested=("torch==2.12.0+cpu", "numpy>=1.26,<3",
+                                                      "timm==1.0.9"))
+    assert after.differences(before) == [
+        "fingerprint sha256:a -> sha256:b", "requirement pytest>=8,<10 -> -",
+        "requirement - -> timm==1.0.9", "requirement torch==2.13.0+cpu -> torch==2.12.0+cpu"]

@@ -220,6 +220,8 @@ def test_a_build_that_ends_in_error_verifies_nothing(project, tmp_path):
     assert result.status == "error"
     assert "is stale" in result.stages["build"].message
     assert "verify" not in result.stages
+    # What the cell asked pip for is in its result even so: the history's blame names a pin.
+    assert result.requested[0] == f"torch=={cell.torch}+cpu"
 
 
 # -- hosts.yaml and the flags ------------------------------------------------------------------
