@@ -150,6 +150,7 @@ class RunSpec:
     shm_size: str | None = None
     env: Mapping[str, str] = field(default_factory=_empty)
     mounts: tuple[HostMount, ...] = ()
+    pass_env: tuple[str, ...] = ()       # oota's own variables the container gets, when set
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -375,7 +376,8 @@ def _run(data: dict[str, Any]) -> RunSpec:
         shm_size=data.get("shm_size"), env=MappingProxyType(dict(data.get("env", {}))),
         mounts=tuple(HostMount(source=m["source"], target=m.get("target", m["source"]),
                                read_only=m.get("read_only", True))
-                     for m in data.get("mounts", ())))
+                     for m in data.get("mounts", ())),
+        pass_env=tuple(data.get("pass_env", ())))
 
 
 def discover(vendors_dir: Path) -> dict[str, Path]:

@@ -53,6 +53,12 @@ def forwarded_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     return {name: environ[name] for name in FORWARDED if environ.get(name, "").strip()}
 
 
+def passed_env(vendor: Vendor, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The variables the vendor's ``run.pass_env`` names that are set in oota's environment
+    (e.g. ``REFDEV_SLOW_OP=mm:20 invoke verify --vendor=reference``)."""
+    return {name: environ[name] for name in vendor.run.pass_env if name in environ}
+
+
 def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id: str,
                  layers: tuple[str, ...] = (), timeout_s: int = 1800,
                  unsupported: str = "") -> VerifyOutcome:
@@ -70,7 +76,7 @@ def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id
         (collected / stale).unlink(missing_ok=True)
     request = device_request(cell.vendor, image, command, unsupported)
     run = engine.run(dataclasses.replace(
-        request, env={**request.env, **forwarded_env()},
+        request, env={**request.env, **forwarded_env(), **passed_env(cell.vendor)},
         labels={RUN_LABEL: run_id, "oota.cell": cell.id}, collect=RESULTS_IN_CONTAINER,
         collect_to=collected, log_path=folder / "verify.log", timeout_s=timeout_s))
     try:

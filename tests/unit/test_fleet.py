@@ -25,7 +25,7 @@ from oota.errors import InputError, MatrixError, StepFailed
 from oota.execute.build import BuildOptions, CellRun, host_identity
 from oota.execute.fleet import Station, _Watch, lost_hosts, run_on_stations
 from oota.execute.interrupts import Interrupted, signals_as_interrupts
-from oota.execute.verify import forwarded_env
+from oota.execute.verify import forwarded_env, passed_env
 from oota.lockfile import lock_path
 from oota.plan import plan
 from oota.results.assemble import assemble, cell_ref, now
@@ -381,3 +381,11 @@ def test_suite_settings_are_passed_on_into_the_verify_container():
     assert forwarded_env({"OOTA_OPS_BUDGET_S": "30", "HOME": "/root"}) == {
         "OOTA_OPS_BUDGET_S": "30"}
     assert forwarded_env({"OOTA_OPS_BUDGET_S": " "}) == {}
+
+
+def test_a_vendor_names_the_variables_its_verify_container_gets():
+    matrix = load_matrix(REPO / "matrix.yaml")
+    reference, cpu = matrix.vendors["reference"].vendor, matrix.vendors["cpu"].vendor
+    environ = {"REFDEV_SLOW_OP": "mm:20", "HOME": "/root", "AWS_SECRET_ACCESS_KEY": "x"}
+    assert passed_env(reference, environ) == {"REFDEV_SLOW_OP": "mm:20"}
+    assert passed_env(cpu, environ) == {}   # the CPU vendor names none

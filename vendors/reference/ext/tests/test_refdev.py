@@ -686,3 +686,30 @@ def test_wrong_op_on_purpose_only_changes_that_operator():
     assert json.loads(tanh_diff) == pytest.approx([1.0] * 5)
     assert float(sin_diff) == 0.0
     assert run_python(code).split("\n")[0] == str([0.0] * 5)
+
+
+def test_slow_op_on_purpose_keeps_results_and_takes_its_time():
+    code = (
+        "import time, torch, torch_refdev\n"
+        "a = torch.randn(8, 8); b = torch.randn(8, 8)\n"
+        "da, db = a.to('refdev'), b.to('refdev')\n"
+        "t0 = time.perf_counter()\n"
+        "for _ in range(5):\n"
+        "    out = torch.mm(da, db)\n"
+        "print(time.perf_counter() - t0)\n"
+        "print((out.cpu() - a @ b).abs().max().item())\n"
+        "print(out.device)\n"
+    )
+    seconds, diff, device = run_python(code, REFDEV_SLOW_OP="mm:40").split("\n")[:3]
+    assert float(seconds) >= 5 * 0.040
+    assert float(diff) == 0.0
+    assert device == "refdev:0"
+
+
+def test_a_malformed_slow_op_is_refused_with_the_expected_shape():
+    with tempfile.TemporaryDirectory() as cwd:  # outside the source tree, as run_python
+        failed = subprocess.run([sys.executable, "-c", "import torch_refdev"], cwd=cwd,
+                                capture_output=True, text=True,
+                                env={**os.environ, "REFDEV_SLOW_OP": "mm"})
+    assert failed.returncode != 0
+    assert "REFDEV_SLOW_OP='mm': expected NAME:MILLISECONDS" in failed.stderr

@@ -288,7 +288,7 @@ def _register():
 
 _register()
 
-# Testing aid, off unless REFDEV_WRONG_OP names an operator (see _faults.py).
+# Testing aids, off unless REFDEV_WRONG_OP or REFDEV_SLOW_OP names an operator (_faults.py).
 from . import _faults  # noqa: E402
 
 _faults.install_from_environment()

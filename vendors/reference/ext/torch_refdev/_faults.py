@@ -1,20 +1,28 @@
-"""A deliberately wrong operator, for testing verification suites against refdev.
+"""Deliberate faults of refdev, for testing verification suites and histories against it.
 
-Set ``REFDEV_WRONG_OP`` to an aten operator name (``tanh``, ``mul.Tensor``) before importing
-torch_refdev, and that operator's refdev kernel computes the right result on the host and then
-adds 1 to every floating-point output. Nothing else changes: a verification suite that compares
-refdev with the CPU must report exactly that operator (oota's ops layer is tested this way).
-Unset (the default), nothing is registered.
+``REFDEV_WRONG_OP``: an aten operator name (``tanh``, ``mul.Tensor``). That operator's refdev
+kernel computes the right result on the host and then adds 1 to every floating-point output.
+A verification suite that compares refdev with the CPU must report exactly that operator
+(oota's ops layer is tested this way).
+
+``REFDEV_SLOW_OP``: ``NAME:MILLISECONDS`` (``mm:20``). That operator's refdev kernel waits that
+long before computing the right result on the host: the results stay right, the operator gets
+slow. A latency regression to be caught (oota's history is tested this way).
+
+Both are read once, when torch_refdev is imported. Unset (the default), nothing is registered.
 """
 
 import os
+import time
 
 import torch
 from torch.utils._pytree import tree_map
 
-VARIABLE = "REFDEV_WRONG_OP"
+WRONG_VARIABLE = "REFDEV_WRONG_OP"
+SLOW_VARIABLE = "REFDEV_SLOW_OP"
+VARIABLE = WRONG_VARIABLE  # the first fault's name, kept for callers that use it
 
-# The registration lives as long as this library object: kept for the process's lifetime.
+# The registrations live as long as these library objects: kept for the process's lifetime.
 _libraries = []
 
 
@@ -22,33 +30,69 @@ def _to_host(value):
     return value.cpu() if isinstance(value, torch.Tensor) else value
 
 
+def _on_host(op, args, kwargs, change):
+    """``op`` computed on host copies of the arguments, its tensors changed by ``change`` and
+    moved back to the device of the first tensor argument."""
+    device = next(a.device for a in args if isinstance(a, torch.Tensor))
+    host_args, host_kwargs = tree_map(_to_host, (args, kwargs))
+    result = op(*host_args, **host_kwargs)
+
+    def back(value):
+        return change(value).to(device) if isinstance(value, torch.Tensor) else value
+
+    return tree_map(back, result)
+
+
 def _wrong_kernel(op):
     def kernel(*args, **kwargs):
-        device = next(a.device for a in args if isinstance(a, torch.Tensor))
-        host_args, host_kwargs = tree_map(_to_host, (args, kwargs))
-        result = op(*host_args, **host_kwargs)
-
-        def back(value):
-            if not isinstance(value, torch.Tensor):
-                return value
-            wrong = value + 1 if value.is_floating_point() else value
-            return wrong.to(device)
-
-        return tree_map(back, result)
+        return _on_host(op, args, kwargs,
+                        lambda value: value + 1 if value.is_floating_point() else value)
 
     return kernel
 
 
-def install(name):
-    """Make aten operator ``name`` (``packet`` or ``packet.overload``) wrong on refdev."""
+def _slow_kernel(op, seconds):
+    def kernel(*args, **kwargs):
+        time.sleep(seconds)
+        return _on_host(op, args, kwargs, lambda value: value)
+
+    return kernel
+
+
+def _register(name, make_kernel):
     packet, _, overload = name.partition(".")
     op = getattr(getattr(torch.ops.aten, packet), overload or "default")
     library = torch.library.Library("aten", "IMPL")
-    library.impl(name, _wrong_kernel(op), "PrivateUse1")
+    library.impl(name, make_kernel(op), "PrivateUse1")
     _libraries.append(library)
 
 
+def install(name):
+    """Make aten operator ``name`` (``packet`` or ``packet.overload``) wrong on refdev."""
+    _register(name, _wrong_kernel)
+
+
+def install_slow(name, milliseconds):
+    """Make aten operator ``name`` wait ``milliseconds`` per call on refdev."""
+    _register(name, lambda op: _slow_kernel(op, milliseconds / 1000.0))
+
+
+def parse_slow(text):
+    """``NAME:MILLISECONDS`` as (name, milliseconds); a ValueError says what is wrong."""
+    name, _, number = text.partition(":")
+    try:
+        milliseconds = float(number)
+    except ValueError:
+        milliseconds = -1.0
+    if not name.strip() or not milliseconds >= 0:
+        raise ValueError(f"{SLOW_VARIABLE}={text!r}: expected NAME:MILLISECONDS, e.g. mm:20")
+    return name.strip(), milliseconds
+
+
 def install_from_environment(environ=os.environ):
-    name = environ.get(VARIABLE, "").strip()
+    name = environ.get(WRONG_VARIABLE, "").strip()
     if name:
         install(name)
+    slow = environ.get(SLOW_VARIABLE, "").strip()
+    if slow:
+        install_slow(*parse_slow(slow))
