@@ -205,6 +205,12 @@ def _sdk_tls(docker_module: ModuleType, tls: TlsFiles | None) -> bool | TLSConfi
     return config
 
 
+def _host_name(endpoint: Endpoint) -> str:
+    """' (host NAME)' for a message, unless the name is the endpoint itself (``--host``)."""
+    written = endpoint.url or endpoint.context
+    return "" if endpoint.name in (written, "local") else f" (host {endpoint.name})"
+
+
 def _is_local(url: str) -> bool:
     """Does an engine at ``url`` run on this machine? A unix socket does ('' is the default
     socket); tcp:// and ssh:// are treated as other machines, even on a loopback address (a
@@ -249,7 +255,7 @@ class DockerEngine:
             self.client.ping()
         except docker.errors.DockerException as exc:
             where = "" if self.endpoint.name == "local" and not base_url else \
-                f" at {self.endpoint.where()} (host {self.endpoint.name})"
+                f" at {self.endpoint.where()}" + _host_name(self.endpoint)
             raise EnvironmentProblem(
                 f"cannot reach a Docker Engine{where} ({exc}). Start one (`dockerd &` as root, "
                 "or `systemctl start docker`) or set DOCKER_HOST; `./oota.sh` installs and "
