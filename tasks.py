@@ -268,18 +268,24 @@ def keygen(c: Context, out: str = ".") -> None:
 
 @task(help={**_REGISTRY_HELP,
             "key": "the lab's public key (oota.pub): the signature must verify with it",
+            "host": "the Docker Engine to pull into and re-verify on, as hosts.yaml writes one: "
+                    "unix:///PATH, tcp://HOST:PORT, ssh://USER@HOST or a docker context name "
+                    "(default: DOCKER_HOST, else the local socket)",
             "workdir": "where the run's log and results go (default: .oota-cache/pull)"})
 def pull(c: Context, ref: str, key: str | None = None, registry_auth: str | None = None,
-         registry_ca: str | None = None, workdir: str = ".oota-cache/pull") -> None:
-    """Check a published image's signature and provenance, pull it by digest, re-verify it
-    here with the device flags it carries; exit 5 when the image is refused."""
+         registry_ca: str | None = None, workdir: str = ".oota-cache/pull",
+         host: str | None = None) -> None:
+    """Check a published image's signature and provenance, pull it by digest into an Engine
+    (this host's, or --host's), re-verify it there with the device flags it carries; exit 5
+    when the image is refused."""
     out = api.pull(ref, key=key, auth=api.registry_auth(registry_auth), ca=registry_ca,
-                   workdir=Path(workdir))
+                   workdir=Path(workdir), host=host)
     print(f"image:       {out.ref} -> {out.digest}")
     print(f"signature:   {out.signature}")
     print(f"provenance:  cell {out.provenance.cell}, fingerprint "
           f"{out.provenance.fingerprint[:19]}, verified {out.provenance.verification}")
-    print(f"verify here: {out.counts or 'no counts'} (exit {out.exit_code}; log {out.log})")
+    print(f"engine:      {out.engine}")
+    print(f"verify:      {out.counts or 'no counts'} (exit {out.exit_code}; log {out.log})")
     print(out.comparison or "No comparison: the image carries no verification of its own.")
     if out.exit_code != 0:
         raise Exit(code=EXIT_FAILED)

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from oota import github, lockfile
-from oota.config.hostsfile import HostsFile, load_hosts
+from oota.config.hostsfile import HostsFile, endpoint_of, load_hosts
 from oota.config.matrix import Matrix, load_matrix
 from oota.config.yamlsrc import did_you_mean
 from oota.console import Console
@@ -405,11 +405,23 @@ def keygen(out: str) -> signing.KeyFiles:
 
 
 def pull(reference: str, *, key: str | None, auth: RegistryAuth | None, ca: str | None,
-         workdir: Path) -> Pulled:
-    """Check ``reference``'s signature and provenance, pull it by digest, re-verify it."""
+         workdir: Path, host: str | None = None) -> Pulled:
+    """Check ``reference``'s signature and provenance, pull it by digest, re-verify it on the
+    Engine ``host`` names (``--host``: as a hosts.yaml endpoint or context; default: the
+    environment's engine). The checks talk to the registry, the pull and the run to the Engine."""
+    endpoint = engine_endpoint(host)
     public = signing.load_public(Path(key)) if key else None
-    return pull_and_verify(DockerEngine(), reference, key=public, auth=auth,
+    return pull_and_verify(DockerEngine(endpoint), reference, key=public, auth=auth,
                            ca=registry_ca(ca), workdir=workdir)
+
+
+def engine_endpoint(host: str | None) -> Endpoint:
+    """``--host``: one Docker Engine, written as a host of hosts.yaml writes its endpoint or
+    context (InputError otherwise); None: the environment's engine."""
+    if host is None:
+        return Endpoint()
+    url, context = endpoint_of(host, "--host")
+    return Endpoint(name=host, url=url, context=context)
 
 
 def exit_code_for(ran: Ran) -> int:

@@ -19,6 +19,7 @@ the matrix knows); every problem is reported at once with ``file:line:col``, exi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ from typing import Any
 from oota import schemas
 from oota.config.schemacheck import check_against
 from oota.config.yamlsrc import Doc, did_you_mean, load_yaml
+from oota.errors import InputError
+from oota.net import redact
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "hosts-v1.json"
 
@@ -55,6 +58,19 @@ class HostsFile:
 def schema() -> Mapping[str, Any]:
     """schema/hosts-v1.json, the published format of hosts.yaml."""
     return schemas.load(SCHEMA_FILE.name)
+
+
+def endpoint_of(text: str, flag: str) -> tuple[str, str]:
+    """(url, context) of one engine written as a host's ``endpoint`` (a URL) or ``context`` (a
+    name) of hosts.yaml, checked with the schema's own patterns; InputError naming ``flag``."""
+    fields = schema()["$defs"]["host"]["properties"]
+    field = "endpoint" if "://" in text else "context"
+    if not re.fullmatch(str(fields[field]["pattern"]), text):
+        # The ssh example is not written as a URL: messages redact a URL's user.
+        raise InputError(f"{flag} {redact(text)!r}: give a Docker endpoint as hosts.yaml writes "
+                         "it (unix:///var/run/docker.sock, tcp://HOST:PORT, ssh:// then "
+                         "USER@HOST[:PORT]) or a docker context name (`docker context ls`)")
+    return (text, "") if field == "endpoint" else ("", text)
 
 
 def load_hosts(file: Path, vendors: tuple[str, ...]) -> HostsFile:

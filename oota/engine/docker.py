@@ -27,11 +27,12 @@ import subprocess
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from oota.engine.base import (
     RUN_LABEL,
@@ -47,6 +48,7 @@ from oota.engine.base import (
     TlsFiles,
 )
 from oota.errors import EnvironmentProblem, StepFailed
+from oota.net import redact_text
 
 if TYPE_CHECKING:  # the SDK itself is imported when an engine is made (it is slow to import)
     from docker.models.containers import Container
@@ -205,11 +207,88 @@ def _sdk_tls(docker_module: ModuleType, tls: TlsFiles | None) -> bool | TLSConfi
     return config
 
 
+def _host_name(endpoint: Endpoint) -> str:
+    """' (host NAME)' for a message, unless the name is the endpoint itself (``--host``)."""
+    written = endpoint.url or endpoint.context
+    return "" if endpoint.name in (written, "local") else f" (host {endpoint.name})"
+
+
 def _is_local(url: str) -> bool:
     """Does an engine at ``url`` run on this machine? A unix socket does ('' is the default
     socket); tcp:// and ssh:// are treated as other machines, even on a loopback address (a
     lab may forward a remote engine to one), so the host check probes inside the engine."""
     return url == "" or url.startswith("unix://")
+
+
+def stored_credentials(registry: str, config: Mapping[str, Any],
+                       where: Path) -> RegistryAuth | None:
+    """The docker CLI's credentials for ``registry`` in ``config`` (its config.json, read from
+    ``where``), in docker's order: the helper ``credHelpers`` names for the registry, else the
+    ``credsStore`` helper, else the ``auths`` entry; None when none holds any.
+
+    The SDK's own reader does the lookup and the helpers' protocol (``docker-credential-NAME
+    get``, the server on stdin, ``{ServerURL, Username, Secret}`` back), as for its pulls. A
+    helper that is missing, fails or answers something else is an EnvironmentProblem naming
+    it; what a helper answered is never quoted (it may hold the secret), only the first line a
+    failing one printed."""
+    import docker.auth  # here, as in DockerEngine: the SDK is slow to import
+    import docker.errors
+
+    if not config:  # the SDK would go and look for a file of its own
+        return None
+    try:
+        stored = docker.auth.load_config(config_dict=dict(config))
+    except (docker.errors.DockerException, ValueError) as exc:
+        raise EnvironmentProblem(f"{where}: an `auths` entry is not docker's (base64 of "
+                                 f"USER:PASSWORD) ({type(exc).__name__}); `docker login "
+                                 f"{registry}` rewrites it") from None
+    helper = stored.get_credential_store(registry)
+    try:
+        with warnings.catch_warnings():  # the SDK warns of a missing helper; raised below
+            warnings.simplefilter("ignore")
+            found = stored.resolve_authconfig(registry)
+    except docker.errors.DockerException as exc:
+        raise _helper_failed(helper, registry, where, _store_error(exc)) from None
+    except (ValueError, LookupError, TypeError, AttributeError):
+        raise _helper_failed(helper, registry, where, "its answer is not the JSON "
+                             "{ServerURL, Username, Secret} of docker's credential helpers"
+                             ) from None
+    return _as_auth(found, helper, registry, where)
+
+
+def _as_auth(found: Mapping[str, Any] | None, helper: str | None, registry: str,
+             where: Path) -> RegistryAuth | None:
+    """The SDK's answer (a helper's Username/Password, or an auths entry's username/password)
+    as RegistryAuth."""
+    if not found:
+        return None
+    if found.get("IdentityToken"):
+        source = f"docker-credential-{helper}" if helper else f"{where} (auths)"
+        raise EnvironmentProblem(f"{source} holds an identity token for {registry}, not a user "
+                                 "and password, and oota's registry client cannot use one; give "
+                                 "--registry-auth FILE")
+    user = found.get("Username") or found.get("username") or ""
+    password = found.get("Password") or found.get("password") or ""
+    return RegistryAuth(username=str(user), password=str(password)) if user else None
+
+
+def _store_error(exc: BaseException) -> str:
+    """Why a helper failed: its exit status and the first line of what it printed (a failing
+    helper prints its error there), or the SDK's reason (not on PATH)."""
+    store_error = exc.__cause__ or exc
+    run = store_error.__cause__
+    if isinstance(run, subprocess.CalledProcessError):
+        said = (bytes(run.output or b"").decode(errors="replace").strip().splitlines() or [""])[0]
+        return f"it exited with {run.returncode}" + (f": {said}" if said else "")
+    return str(store_error)
+
+
+def _helper_failed(helper: str | None, registry: str, where: Path,
+                   reason: str) -> EnvironmentProblem:
+    first = redact_text((reason.strip().splitlines() or ["no reason given"])[0][:200])
+    return EnvironmentProblem(f"the Docker credential helper docker-credential-{helper} (named "
+                              f"in {where}) gave no credentials for {registry}: {first}; fix "
+                              "or install it, or give --registry-auth FILE")
 
 
 class DockerEngine:
@@ -249,7 +328,7 @@ class DockerEngine:
             self.client.ping()
         except docker.errors.DockerException as exc:
             where = "" if self.endpoint.name == "local" and not base_url else \
-                f" at {self.endpoint.where()} (host {self.endpoint.name})"
+                f" at {self.endpoint.where()}" + _host_name(self.endpoint)
             raise EnvironmentProblem(
                 f"cannot reach a Docker Engine{where} ({exc}). Start one (`dockerd &` as root, "
                 "or `systemctl start docker`) or set DOCKER_HOST; `./oota.sh` installs and "

@@ -1,5 +1,5 @@
 """``invoke pull REF --key oota.pub``: check an image in its registry before anything of it runs,
-then pull it by digest and re-verify it on this host.
+then pull it by digest and re-verify it on an Engine (this host's, or ``--host``'s).
 
 1. REF's tag is resolved to the digest it names now.
 2. The signature (``REPO:sha256-<hex>.sig``) must verify with the key and vouch for exactly that
@@ -8,9 +8,10 @@ then pull it by digest and re-verify it on this host.
    signature of another image (a signature copied onto a re-tagged image), a bad signature.
 3. The provenance (``.att``: a DSSE envelope, signed by the same key) must check out and be
    about that digest; refused otherwise.
-4. The image is pulled as ``REPO@DIGEST`` (never by tag: the tag could move in between), and
-   ``oota-verify`` runs in it with the device flags of its ``oota.run-flags`` label; its output
-   compares the run with the verification the image carries (``/opt/oota/expected.json``).
+4. The image is pulled as ``REPO@DIGEST`` (never by tag: the tag could move in between) into
+   the given Engine (the checks above talk to the registry only), and ``oota-verify`` runs in
+   it there with the device flags of its ``oota.run-flags`` label; its output compares the run
+   with the verification the image carries (``/opt/oota/expected.json``).
 
 Without ``--key`` nothing can vouch for the image: the signature is not checked (said so), the
 provenance's subject still is.
@@ -48,6 +49,7 @@ class Refused(OotaError):
 class Pulled:
     ref: str
     digest: str
+    engine: str            # where the image was pulled and re-verified (Endpoint.where())
     signature: str         # what the signature check found, for the user
     provenance: Checked
     exit_code: int
@@ -127,6 +129,7 @@ def pull_and_verify(engine: Engine, reference: str, *, key: ec.EllipticCurvePubl
 
 def _verify(engine: Engine, ref: str, image: str, digest: str, signature: str,
             provenance: Checked, folder: Path) -> Pulled:
+    """Run the image's suite on ``engine`` with the device flags of its label."""
     labels = engine.image_labels(image) or {}
     command = ["oota-verify", "--out", RESULTS_IN_CONTAINER]
     try:
@@ -142,8 +145,8 @@ def _verify(engine: Engine, ref: str, image: str, digest: str, signature: str,
         timeout_s=3600))
     text = log.read_text(encoding="utf-8", errors="replace") if log.exists() \
         else outcome.output_tail
-    return Pulled(ref=ref, digest=digest, signature=signature, provenance=provenance,
-                  exit_code=outcome.exit_code, counts=_counts(text),
+    return Pulled(ref=ref, digest=digest, engine=engine.endpoint.where(), signature=signature,
+                  provenance=provenance, exit_code=outcome.exit_code, counts=_counts(text),
                   comparison=comparison(text), log=log)
 
 

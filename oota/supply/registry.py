@@ -4,7 +4,8 @@ images only, not the artifact manifests of :mod:`oota.supply.cosign`, hence this
 
 Authentication follows the registry's challenge: Basic, or a Bearer token from the realm it
 names (Docker's token protocol). Credentials are ``--registry-auth``'s, else the docker CLI's
-``config.json`` ``auths`` entry for the registry (credential helpers are not consulted). They
+as docker looks them up: the credential helper ``config.json`` names for the registry
+(``credHelpers``), else its credential store (``credsStore``), else its ``auths`` entry. They
 go only into Authorization headers that urllib does not carry across redirects (a blob may be
 served from other storage), and never into a message: errors name the URL without them.
 
@@ -23,10 +24,12 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from oota.engine.base import RegistryAuth
+from oota.engine.docker import stored_credentials
 from oota.errors import EnvironmentProblem, InputError, OotaError
 from oota.supply.cosign import Artifact, digest_of
 
@@ -79,24 +82,35 @@ class Reference:
             f"@{self.digest}" if self.digest else "")
 
 
-def docker_config_auth(registry: str, environ: dict[str, str] | None = None) -> RegistryAuth | None:
-    """The docker CLI's stored credentials for ``registry`` (``auths`` in its config.json)."""
+def docker_config_auth(registry: str, environ: Mapping[str, str] | None = None
+                       ) -> RegistryAuth | None:
+    """The docker CLI's stored credentials for ``registry``, looked up as docker does: the
+    credential helper its config.json's ``credHelpers`` names for the registry, else its
+    ``credsStore``, else its ``auths`` entry (:func:`oota.engine.docker.stored_credentials`).
+    None without a config.json; EnvironmentProblem for one that is not JSON or a helper that
+    fails."""
     env = os.environ if environ is None else environ
-    folder = Path(env.get("DOCKER_CONFIG") or Path.home() / ".docker")
+    file = Path(env.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
     try:
-        auths = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("auths", {})
-        encoded = auths[registry]["auth"]
-        user, _, password = base64.b64decode(encoded).decode().partition(":")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        config = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
         return None
-    return RegistryAuth(username=user, password=password) if user else None
+    except (OSError, ValueError) as exc:
+        raise EnvironmentProblem(f"{file}: not a readable JSON file ({type(exc).__name__}); "
+                                 "fix it, or give --registry-auth FILE") from None
+    if not isinstance(config, dict):
+        raise EnvironmentProblem(f"{file}: not docker's config.json (a JSON object)")
+    return stored_credentials(registry, config, file)
 
 
 class RegistryClient:
     def __init__(self, registry: str, *, auth: RegistryAuth | None, ca: Path | None = None,
                  timeout_s: float = 120):
         self.registry = registry
-        self._auth = auth or docker_config_auth(registry)
+        # The docker CLI's stored credentials are looked up on the registry's first challenge
+        # only: a registry that wants none never runs a credential helper.
+        self._auth = auth
+        self._stored_looked_up = auth is not None
         self._tls = ssl.create_default_context(cafile=str(ca) if ca else None)
         self._timeout = timeout_s
         self._base = ""
@@ -205,6 +219,8 @@ class RegistryClient:
     def _answer(self, challenge: str, url: str) -> str:
         """The Authorization header for a 401's challenge (Basic, or a Bearer token)."""
         scheme, _, params = challenge.partition(" ")
+        if not self._stored_looked_up:
+            self._auth, self._stored_looked_up = docker_config_auth(self.registry), True
         if self._auth is None:
             raise RegistryError(f"{_bare(url)}: the registry wants credentials; give "
                                 "--registry-auth FILE or `docker login` to it")

@@ -1,20 +1,26 @@
 """invoke publish and invoke pull against real registries (Debian's docker-registry on
 loopback): the verified CPU cell is pushed and its digest recorded, a cell without a verified
 image is refused; published with the lab's key to a registry with htpasswd auth and TLS from a
-test CA, it is pulled back, checked and re-verified; an image pushed under its tag and a
-corrupted signature are refused; no key, password or registry credential reaches a layer, a
-label, a log or a result."""
+test CA, it is pulled back, checked and re-verified, also into a second Engine (``--host``, a
+dockerd of tests/engines.py standing in for a lab's hardware host); an image pushed under its
+tag and a corrupted signature are refused; no key, password or registry credential reaches a
+layer, a label, a log or a result."""
 
 from __future__ import annotations
 
 import base64
 import io
 import json
+import os
+import subprocess
+import sys
+import time
 import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from oota import api
@@ -33,6 +39,7 @@ from oota.supply.registry import Reference, RegistryClient
 from oota.supply.runflags import LABEL as RUN_FLAGS
 from oota.supply.sbom import torch_entry
 from tests import registry_server
+from tests.engines import ExtraEngine
 
 from .conftest import DEFAULT_CELL, NAMESPACE, REPO
 
@@ -197,3 +204,69 @@ def _no_secrets_anywhere(docker_client, ref: str, private_key: Path, passwords: 
         tail = window[-256:]
     for text in [labels, *texts]:
         assert not any(m.decode() in text for m in markers)
+
+
+@pytest.fixture(scope="module")
+def second_engine(tmp_path_factory):
+    """A dockerd of its own on loopback TCP, empty, standing in for a lab's hardware host. Like
+    every dockerd it treats 127.0.0.0/8 registries as insecure (TLS without verification), so it
+    pulls from the test registry with no CA installed; the credentials come with each pull."""
+    why = ExtraEngine.usable()
+    if why:
+        pytest.skip(f"no second Docker Engine here: {why}")
+    extra = ExtraEngine(tmp_path_factory.mktemp("second-engine"), 5).start()
+    yield extra
+    extra.remove()
+
+
+def test_pull_into_a_second_engine_verifies_there(verified, secure_registry, engine,
+                                                  docker_client, second_engine, tmp_path,
+                                                  monkeypatch):
+    """`oota pull REF --key PUB --host tcp://...` as a user runs it: the image is checked in the
+    registry, pulled by digest into the second Engine (not this one) and re-verified there."""
+    matrix = load_matrix(REPO / "matrix.yaml")
+    [default] = select(matrix, plan(matrix, ["cpu"]), ids=[DEFAULT_CELL])
+    monkeypatch.setenv(signing.PASSWORD_ENV, SIGNING_PASSWORD)
+    keys = api.keygen(str(tmp_path / "keys"))
+    auth = api.registry_auth(str(secure_registry.auth_file))
+    signer = Signer(key=signing.load_private(keys.private, SIGNING_PASSWORD.encode()),
+                    auth=auth, ca=secure_registry.ca)
+    [pushed] = publish_cells(matrix, [default], engine, Console(io.StringIO(), live=False),
+                             results_dir=verified.results, registry=secure_registry.host,
+                             namespace=f"oota-test-{uuid.uuid4().hex[:8]}",
+                             local_namespace=verified.namespace, auth=auth, signer=signer,
+                             run_id=f"publish-{uuid.uuid4().hex[:8]}")
+    pinned = f"{pushed.ref.rsplit(':', 1)[0]}@{pushed.digest}"
+    try:
+        assert pushed.status == "pushed" and pushed.signed, pushed.reason
+        _untag(docker_client, pushed.ref)  # this Engine no longer knows the published image
+        since = int(time.time()) - 1
+        ran = subprocess.run(
+            [sys.executable, "-m", "oota", "-r", str(REPO), "pull", pushed.ref,
+             "--key", str(keys.public), "--registry-auth", str(secure_registry.auth_file),
+             "--registry-ca", str(secure_registry.ca), "--host", second_engine.url,
+             "--workdir", str(tmp_path / "pull")],
+            env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+            cwd=tmp_path, timeout=1800)
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert f"engine:      {second_engine.url}" in ran.stdout
+        assert "signature:   verified with the given key" in ran.stdout
+        assert "Compared with its verification" in ran.stdout
+        second_engine.docker("image", "inspect", pinned)  # raises unless it is there
+        with pytest.raises(docker.errors.ImageNotFound):
+            docker_client.images.get(pinned)
+        until = int(time.time()) + 1
+        assert _pull_runs(second_engine.docker("events", "--since", str(since), "--until",
+                                               str(until), "--format", "{{json .}}").stdout), \
+            "the second Engine ran no verify container"
+        assert not _pull_runs("\n".join(json.dumps(e) for e in docker_client.events(
+            since=since, until=until, decode=True))), "the verify container ran on this Engine"
+    finally:
+        _untag(docker_client, pushed.ref)
+
+
+def _pull_runs(events: str) -> list[dict]:
+    """The container starts among ``events`` (JSON lines) of a pull's verify run."""
+    found = (json.loads(line) for line in events.splitlines() if line.strip())
+    return [e for e in found if e.get("Type") == "container" and e.get("Action") == "start"
+            and e.get("Actor", {}).get("Attributes", {}).get(RUN_LABEL, "").startswith("pull-")]

@@ -17,7 +17,7 @@ import pytest
 
 from oota.config.matrix import load_matrix
 from oota.console import Console
-from oota.engine.base import RegistryAuth, RunOutcome, RunRequest
+from oota.engine.base import Endpoint, RegistryAuth, RunOutcome, RunRequest
 from oota.errors import EXIT_REFUSED, EnvironmentProblem, InputError
 from oota.execute.publish import publish_cells
 from oota.plan import plan
@@ -76,6 +76,8 @@ def _stand_in_image(client: RegistryClient, repository: str, tag: str, seed: byt
 
 class FakeEngine:
     """The engine door as publish and pull use it: the image is the stand-in in the registry."""
+
+    endpoint = Endpoint(name="fake", url="tcp://fake.lab:2375")
 
     def __init__(self, server, labels: dict[str, str], verify_exit: int = 0) -> None:
         self.server, self.labels, self.verify_exit = server, labels, verify_exit
@@ -167,7 +169,7 @@ def test_pull_checks_then_pulls_by_digest_and_runs_with_the_images_flags(project
     _, engine, outcome, _ = _published(project, server, keys, tmp_path)
     pulled = pull_and_verify(engine, outcome.ref, key=signing.load_public(keys.public),
                              auth=_auth(), ca=server.ca, workdir=tmp_path / "pull")
-    assert pulled.digest == outcome.digest
+    assert pulled.digest == outcome.digest and pulled.engine == "tcp://fake.lab:2375"
     assert pulled.signature == "verified with the given key"
     assert pulled.provenance.verification.startswith("passed at ")
     assert engine.pulled == [(Reference.parse(outcome.ref).name, outcome.digest)]

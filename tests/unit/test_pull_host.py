@@ -1,0 +1,60 @@
+"""``invoke pull --host ENDPOINT``: the Engine to pull into and re-verify on, written as a host
+of hosts.yaml writes its endpoint or context (the same schema patterns); a malformed one is
+exit 2, one that does not answer exit 3, each as one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from oota import api
+from oota.engine.base import Endpoint
+from oota.errors import InputError
+from tests.engines import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("text, endpoint", [
+    (None, Endpoint()),
+    ("unix:///run/docker.sock", Endpoint(name="unix:///run/docker.sock",
+                                         url="unix:///run/docker.sock")),
+    ("tcp://gpu-a.lab:2375", Endpoint(name="tcp://gpu-a.lab:2375", url="tcp://gpu-a.lab:2375")),
+    ("ssh://oota@gpu-b.lab", Endpoint(name="ssh://oota@gpu-b.lab", url="ssh://oota@gpu-b.lab")),
+    ("gpu-a", Endpoint(name="gpu-a", context="gpu-a")),
+], ids=["default", "unix", "tcp", "ssh", "context"])
+def test_host_is_written_as_hosts_yaml_writes_an_engine(text, endpoint):
+    assert api.engine_endpoint(text) == endpoint
+
+
+@pytest.mark.parametrize("text", ["tcp://gpu-a.lab", "http://gpu-a.lab:2375", "gpu a",
+                                  "ssh://oota:hunter2@gpu-b.lab", ""],
+                         ids=["no-port", "http", "space", "password", "empty"])
+def test_a_malformed_host_is_bad_input(text):
+    with pytest.raises(InputError, match="--host .*give a Docker endpoint as hosts.yaml") as info:
+        api.engine_endpoint(text)
+    assert "hunter2" not in str(info.value)
+
+
+def _pull(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "oota", "-r", str(REPO), "pull", *args],
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                          text=True, cwd=cwd, timeout=120)
+
+
+def test_the_command_line_says_which_host_is_wrong_or_silent(tmp_path):
+    bad = _pull("127.0.0.1:5000/oota/cpu:c1", "--host", "tcp://gpu-a.lab", cwd=tmp_path)
+    assert bad.returncode == 2, bad.stderr
+    assert bad.stderr.strip().splitlines() == [
+        "error: --host 'tcp://gpu-a.lab': give a Docker endpoint as hosts.yaml writes it "
+        "(unix:///var/run/docker.sock, tcp://HOST:PORT, ssh:// then USER@HOST[:PORT]) or a "
+        "docker context name (`docker context ls`)"]
+    silent = f"tcp://127.0.0.1:{free_port()}"
+    down = _pull("127.0.0.1:5000/oota/cpu:c1", "--host", silent, cwd=tmp_path)
+    assert down.returncode == 3, down.stderr
+    [line] = down.stderr.strip().splitlines()
+    assert line.startswith(f"error: cannot reach a Docker Engine at {silent} (")
