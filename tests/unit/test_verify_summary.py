@@ -186,3 +186,15 @@ def test_pairs_a_folded_run_holds_are_not_compared_with_those_the_other_run_reac
         "time and 2 then" in text
     now[0] = {"id": ops.format("add"), "status": "failed", "message": "mismatch"}
     assert "1 test(s) ended differently" in oota_summary.compare(expected, now)
+
+
+@pytest.mark.parametrize(("status", "message", "data", "pairs"), [
+    ("skipped", "time budget of 5 s spent (OOTA_OPS_BUDGET_S)", {}, 1),
+    ("skipped", "time budget of 5 s spent (OOTA_OPS_BUDGET_S): 7 operator×dtype pairs of 3 "
+                "operators not run", {"unrun_pairs": 7, "unrun_operators": 3}, 7),
+    ("skipped", "time budget of 5 s spent (OOTA_OPS_BUDGET_S): ...", {"unrun_pairs": True}, 1),
+    ("skipped", "the OpInfo of add does not support int8 on the CPU", {}, 0),
+    ("passed", "time budget of 5 s spent", {"unrun_pairs": 7}, 0),
+], ids=["one-pair", "folded", "bad-count", "other-skip", "not-skipped"])
+def test_how_many_pairs_a_test_says_the_budget_left_unrun(status, message, data, pairs):
+    assert vocab.budget_unrun(status, message, data) == pairs
