@@ -8,7 +8,7 @@ disagree on what a status means or which one wins.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Final, Literal
 
 Status = Literal["passed", "failed", "error", "skipped", "unsupported-here", "interrupted"]
@@ -34,6 +34,12 @@ UNSUPPORTED_PREFIX: Final = "unsupported-here: "
 # How a test the ops layer's time budget left unrun begins its skip reason. Which operators a
 # budget reaches depends on the host's speed, so two runs are not compared on those tests.
 BUDGET_PREFIX: Final = "time budget of "
+# The pairs a budget left unrun are folded into one skipped test per run, its id the test's
+# name with this parameter ('test_ops.py::test_op_runs[unrun-by-budget]'), its data holding how
+# many pairs (UNRUN_KEY): thousands of identical skips said nothing a count does not. Results
+# of images from before the fold hold one skipped test per pair instead; both read alike here.
+UNRUN_PARAM: Final = "unrun-by-budget"
+UNRUN_KEY: Final = "unrun_pairs"
 
 
 def worst(statuses: Iterable[str]) -> str:
@@ -47,3 +53,24 @@ def normalized(status: str, message: str) -> tuple[str, str]:
     if status == "skipped" and message.startswith(UNSUPPORTED_PREFIX):
         return "unsupported-here", message.removeprefix(UNSUPPORTED_PREFIX)
     return status, message
+
+
+def budget_unrun(status: str, message: str, data: Mapping[str, object]) -> int:
+    """How many operator × dtype pairs a test says the ops layer's time budget left unrun:
+    its count when folded, 1 for an unfolded pair, 0 for any other test."""
+    if status != "skipped" or not message.startswith(BUDGET_PREFIX):
+        return 0
+    count = data.get(UNRUN_KEY)
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1
+
+
+def budget_blind(before: Mapping[str, int], after: Mapping[str, int]) -> frozenset[str]:
+    """The test ids two runs cannot be compared on: those the time budget left unrun in either
+    (``before`` and ``after`` map every test id to :func:`budget_unrun`), and, where a run
+    folded its unrun pairs, the pairs of that test present in one run only (the fold hides
+    which pairs it holds). Which pairs a budget reaches depends on the host's speed."""
+    unrun = {test_id for side in (before, after) for test_id, n in side.items() if n}
+    folded = tuple({test_id.partition("[")[0] + "[" for test_id in unrun
+                    if test_id.endswith(f"[{UNRUN_PARAM}]")})
+    one_side = before.keys() ^ after.keys()
+    return frozenset(unrun | {test_id for test_id in one_side if test_id.startswith(folded)})

@@ -15,13 +15,15 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import oota_summary  # noqa: F401 - first: it makes oota_vocab importable in a checkout too
-from oota_vocab import BUDGET_PREFIX
+from oota_vocab import BUDGET_PREFIX, UNRUN_KEY, UNRUN_PARAM, budget_unrun
 
 MUST_PASS_FILE = Path(__file__).resolve().with_name("ops-must-pass.yaml")
 BUDGET_VARIABLE = "OOTA_OPS_BUDGET_S"
 DEFAULT_BUDGET_S = 180.0
+UNRUN_OPERATORS = "unrun_operators"  # the folded entry's count of operators (UNRUN_KEY: pairs)
 ENTRY_KEYS = ("op", "reason")
 
 
@@ -153,6 +155,45 @@ class Budget:
         if must_pass or now - self.started < self.seconds:
             return None
         return f"{BUDGET_PREFIX}{self.seconds:g} s spent ({BUDGET_VARIABLE})"
+
+
+def _data(test: Mapping[str, Any]) -> Mapping[str, Any]:
+    return test.get("data") or {}
+
+
+def _unrun(test: Mapping[str, Any]) -> int:
+    return budget_unrun(str(test.get("status", "")), str(test.get("message") or ""),
+                        _data(test))
+
+
+def _operators(unrun: Sequence[Mapping[str, Any]]) -> int:
+    """How many operators the unrun pairs are of: a folded entry's count, and the operator of
+    each unfolded pair's id ('test_ops.py::test_op_runs[max.binary-float32]')."""
+    folded = sum(int(_data(t).get(UNRUN_OPERATORS, 0)) for t in unrun if UNRUN_KEY in _data(t))
+    names = {str(t["id"]).partition("[")[2].rpartition("-")[0] for t in unrun
+             if UNRUN_KEY not in _data(t)}
+    return folded + len(names)
+
+
+def fold_unrun(tests: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """``tests`` (tests.json's entries) with the pairs the time budget left unrun folded into
+    one skipped entry where the first of them stood: its message gives the budget and how many
+    pairs and operators it left unrun, its data the counts. Pairs skipped for any other reason
+    stay as they are: each says something of its own (the device lacks the operator, a skip
+    list names it). Folding folded entries again changes nothing."""
+    unrun = [t for t in tests if _unrun(t)]
+    if not unrun:
+        return list(tests)
+    first, pairs, operators = unrun[0], sum(_unrun(t) for t in unrun), _operators(unrun)
+    folded = {"id": f"{str(first['id']).partition('[')[0]}[{UNRUN_PARAM}]",
+              "layer": first.get("layer", "ops"), "status": "skipped",
+              "duration_s": round(sum(float(t.get("duration_s") or 0) for t in unrun), 4),
+              "message": f"{str(first['message']).partition(': ')[0]}: {pairs} operator×dtype "
+                         f"pairs of {operators} operators not run",
+              "data": {UNRUN_KEY: pairs, UNRUN_OPERATORS: operators}}
+    rest = [t for t in tests if not _unrun(t)]
+    at = next(i for i, t in enumerate(tests) if t is first)  # only kept tests come before it
+    return [*rest[:at], folded, *rest[at:]]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -8,6 +8,8 @@ Every test belongs to a layer (install, compat, device, ops, models, workload): 
 selects layers; the ``skips`` layer (expired skip-list entries) always runs, because an expired
 entry must fail every run until it is renewed or removed. Each test's outcome is written to
 ``$OOTA_VERIFY_OUT/tests.json``; a test adds measurements to its entry with ``record_data``.
+The operator × dtype pairs the ops layer's time budget left unrun are one entry there, with
+their count (``oota_ops.fold_unrun``).
 
 The cell file (``/opt/oota/cell.json``, or ``OOTA_CELL_FILE``) says what to expect: the torch
 release, the vendor's ``verify`` section (dtypes, tolerances, models, extensions, workload) and
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import oota_ops
 import oota_summary  # noqa: F401 - first: it makes oota_vocab importable in a checkout too
 import pytest
 from oota_vocab import LAYERS, UNSUPPORTED_PREFIX
@@ -271,12 +274,14 @@ class _Recorder:
             entry.update(status=status, message=message[:2000])
 
     def pytest_sessionfinish(self, session, exitstatus):
+        # The pairs the ops layer's time budget left unrun become one entry (oota_ops).
+        tests = oota_ops.fold_unrun(list(self.tests.values()))
         counts: dict[str, int] = {}
-        for test in self.tests.values():
+        for test in tests:
             counts[test["status"]] = counts.get(test["status"], 0) + 1
         state = self.config.stash.get(SKIPS_KEY, None)
         wanted = os.environ.get("OOTA_VERIFY_LAYERS", "")
-        data = {"python": platform.python_version(), "tests": list(self.tests.values()),
+        data = {"python": platform.python_version(), "tests": tests,
                 "counts": counts, "duration_s": round(time.time() - self.started, 3),
                 "exit_status": int(exitstatus),
                 "layers": [x.strip() for x in wanted.split(",") if x.strip()] or list(LAYERS),

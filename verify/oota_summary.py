@@ -42,7 +42,7 @@ def _load_vocab() -> None:
 
 _load_vocab()
 import oota_vocab  # noqa: E402 - found by _load_vocab
-from oota_vocab import BUDGET_PREFIX, LAYERS, worst  # noqa: E402
+from oota_vocab import LAYERS, UNRUN_KEY, budget_blind, budget_unrun, worst  # noqa: E402
 
 MARK = {"passed": "✓", "failed": "✗", "error": "✗", "interrupted": "stopped", "skipped": "skip",
         "unsupported-here": "n/a here", "": "–"}
@@ -123,7 +123,9 @@ def _not_passed(tests: list[dict[str, Any]]) -> list[str]:
     ops_skipped = 0  # the ops layer skips thousands of operator x dtype pairs: counted only
     for test in tests:
         status, message = normalized(test)
-        if status == "skipped" and test.get("layer") == "ops":
+        # The pairs the time budget left unrun are one entry already, listed with its count.
+        if status == "skipped" and test.get("layer") == "ops" and UNRUN_KEY not in (
+                test.get("data") or {}):
             ops_skipped += 1
         elif status != "passed":
             out.append(f"- {test['id']}: {status}" + (f": {message.splitlines()[0]}"
@@ -140,39 +142,44 @@ def _outcome(status: str) -> str:
                                                                                      status)
 
 
-def _budget_skip(test: dict[str, Any] | None) -> bool:
-    """A test the ops layer's time budget left unrun (which ones depends on the host's speed)."""
-    return bool(test) and test.get("status") == "skipped" and str(
-        test.get("message") or "").startswith(BUDGET_PREFIX)
+def _unrun(tests: dict[str, dict[str, Any]]) -> dict[str, int]:
+    """test id -> how many operator x dtype pairs the ops layer's time budget left unrun."""
+    return {test_id: budget_unrun(str(t.get("status", "")), str(t.get("message") or ""),
+                                  t.get("data") or {}) for test_id, t in tests.items()}
 
 
 def compare(expected: dict[str, Any], tests: list[dict[str, Any]]) -> str:
-    """How this run's outcomes differ from the verification the image carries."""
+    """How this run's outcomes differ from the verification the image carries. Which operators
+    the ops layer's time budget reaches depends on the host's speed: pairs it left unrun in
+    either run are not compared (nor, in a run that folded them into one entry, the pairs the
+    other run holds alone), and the note says how many it left unrun in each."""
     then = {t["id"]: t for t in expected.get("tests", [])}
     now = {t["id"]: t for t in tests}
+    unrun_then, unrun_now = _unrun(then), _unrun(now)
+    blind = budget_blind(unrun_then, unrun_now)
     host = expected.get("host") or {}
     where = "a host with the hardware" if host.get("hardware") else "a host without the hardware"
     head = (f"Compared with its verification by {expected.get('verified_by', 'oota')} on "
             f"{expected.get('verified_at', '?')} ({where}; status {expected.get('status')}):")
     changes = []
-    unbudgeted = 0
     for test_id, test in now.items():
-        if _budget_skip(test) or _budget_skip(then.get(test_id)):
-            unbudgeted += 1
+        if test_id in blind:
             continue
         before = normalized(then[test_id])[0] if test_id in then else "absent"
         status, message = normalized(test)
         if _outcome(before) != _outcome(status):
             why = f" ({message.splitlines()[0]})" if message else ""
             changes.append(f"- {test_id}: {before} then, {status} now{why}")
-    left_out = len(then.keys() - now.keys())
+    left_out = len(then.keys() - now.keys() - blind)
     notes = [f"{left_out} of its tests did not run this time"] if left_out else []
-    if unbudgeted:
-        notes.append(f"{unbudgeted} ops-layer tests not compared: the time budget left them "
-                     "unrun in one of the two runs")
+    pairs_now, pairs_then = sum(unrun_now.values()), sum(unrun_then.values())
+    if pairs_now or pairs_then:
+        notes.append(f"the ops layer's time budget left {pairs_now} operator x dtype pairs "
+                     f"unrun this time and {pairs_then} then: those are not compared")
     tail = f" ({'; '.join(notes)})" if notes else ""
     if not changes:
-        return f"{head} every one of the {len(now) - unbudgeted} tests ended the same way{tail}."
+        return (f"{head} every one of the {len(now.keys() - blind)} tests ended the same "
+                f"way{tail}.")
     return "\n".join([f"{head} {len(changes)} test(s) ended differently{tail}:", *changes])
 
 

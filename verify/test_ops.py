@@ -15,7 +15,8 @@ all catches a broken wheel); accelerators get ``test_op_matches_cpu``.
 
 The must-pass operators (``ops-must-pass.yaml``, those the models layer needs) run first and
 always; the others run until the time budget (``OOTA_OPS_BUDGET_S``, default 180 s, counted from
-the first operator) is spent and are skipped after it. Decisions that need no torch live in
+the first operator) is spent and are skipped after it; tests.json holds those as one skipped entry
+(``[unrun-by-budget]``, with their count). Decisions that need no torch live in
 ``oota_ops.py``. op_db is imported while this module's tests are collected, and only when the
 ops layer is selected: its import takes seconds that the other layers should not pay.
 """

@@ -60,7 +60,7 @@ from oota.results.model import (
 )
 from oota.results.store import load, save
 from oota.supply import runflags
-from oota.vocab import BAD, BUDGET_PREFIX, Status
+from oota.vocab import BAD, Status, budget_blind, budget_unrun
 
 log = logging.getLogger("oota.build")
 _MOUNT_FLAG = re.compile(r"--mount=\S+\s*")
@@ -471,9 +471,7 @@ def same_verification(sealed: dict[str, Any], now: JSONObject) -> bool:
     """Do two expected-results documents say the same, apart from when and which run? Tests
     the ops layer's time budget left unrun in either are left out (which operators a budget
     reaches depends on the host's speed), and so are the counts they change."""
-    unrun = {t.get("id") for doc in (sealed, now) for t in _tests(doc)
-             if t.get("status") == "skipped"
-             and str(t.get("message", "")).startswith(BUDGET_PREFIX)}
+    unrun = budget_blind(_unrun(sealed), _unrun(now))
 
     def kept(doc: dict[str, Any] | JSONObject) -> dict[str, Any]:
         body = {k: v for k, v in doc.items()
@@ -481,6 +479,11 @@ def same_verification(sealed: dict[str, Any], now: JSONObject) -> bool:
         return {**body, "tests": [t for t in _tests(doc) if t.get("id") not in unrun]}
 
     return kept(sealed) == kept(now)
+
+
+def _unrun(doc: dict[str, Any] | JSONObject) -> dict[str, int]:
+    return {str(t.get("id")): budget_unrun(str(t.get("status")), str(t.get("message", "")),
+                                           t.get("data") or {}) for t in _tests(doc)}
 
 
 def _tests(doc: dict[str, Any] | JSONObject) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from packaging.version import InvalidVersion, Version
 from oota.errors import InputError
 from oota.results.model import JSONObject, Result, TestOutcome
 from oota.results.store import load_all
-from oota.vocab import BAD
+from oota.vocab import BAD, budget_blind, budget_unrun
 
 COMPARE_SCHEMA = "oota.compare/v1"
 FAILING = BAD  # interrupted, error, failed
@@ -274,6 +274,10 @@ def _statuses(result: Result, known: list[str]) -> dict[str, TestChange]:
     return out
 
 
+def _unrun(result: Result) -> dict[str, int]:
+    return {t.id: budget_unrun(t.status, t.message, t.data) for t in result.tests}
+
+
 def diff_cell(before: Result, after: Result, known: list[str]) -> CellDiff:
     old, new = _statuses(before, known), _statuses(after, known)
     failing, passing, skips = [], [], []
@@ -287,10 +291,15 @@ def diff_cell(before: Result, after: Result, known: list[str]) -> CellDiff:
             passing.append(change)
         elif now_.after in SKIPPING and was not in SKIPPING:
             skips.append(change)
+    # An ops pair one run's time budget left unrun (folded into one test there) is no test
+    # added or removed: which pairs a budget reaches depends on the host's speed. One that
+    # fails now is still listed.
+    blind = budget_blind(_unrun(before), _unrun(after))
     added = [TestChange(id=i, subject=new[i].subject, before=None, after=new[i].after,
-                        message=new[i].message) for i in new.keys() - old.keys()]
+                        message=new[i].message) for i in new.keys() - old.keys()
+             if i not in blind or new[i].after in FAILING]
     removed = [TestChange(id=i, subject=old[i].subject, before=old[i].after, after=None)
-               for i in old.keys() - new.keys()]
+               for i in old.keys() - new.keys() - blind]
 
     def order(items: list[TestChange]) -> tuple[TestChange, ...]:
         return tuple(sorted(items, key=lambda c: (not c.id.startswith("stage::"), c.id)))

@@ -40,7 +40,7 @@ from oota.results.model import (
     place_name,
 )
 from oota.results.store import RESULT_FILE, load, load_found
-from oota.vocab import BAD, LAYERS, worst
+from oota.vocab import BAD, LAYERS, budget_unrun, worst
 
 # The report's columns: the build stage, then the suite's layers (oota.vocab.LAYERS).
 COLUMNS = ("build", *LAYERS)
@@ -315,7 +315,8 @@ class OpsSummary:
 
     ``tried`` counts the operator × dtype pairs that ran (including those the device does not
     implement, which count as not passed) and those that failed; ``not_run`` the pairs skipped
-    before running (time budget spent, dtype unsupported, skip list)."""
+    before running (time budget spent, dtype unsupported, skip list): one test holds all
+    those the time budget left unrun, with their count."""
 
     label: str  # the vendor, or the cell
     cells: int
@@ -352,9 +353,11 @@ def ops_summary(label: str, rows: Sequence[CellRow]) -> OpsSummary | None:
     pairs = [t for _, t in ran if t.data.get("op") or t.status != "passed"]
     bad = [(cell, t) for cell, t in ran if t.status in BAD]
     tried = [t for t in pairs if t.data.get("tried") or t.status in BAD]
+    not_run = sum(budget_unrun(t.status, t.message, t.data) or 1 for t in pairs
+                  if not (t.data.get("tried") or t.status in BAD))
     return OpsSummary(
         label=label, cells=len({cell for cell, _ in ran}), tried=len(tried),
-        passed=sum(t.status == "passed" for t in tried), not_run=len(pairs) - len(tried),
+        passed=sum(t.status == "passed" for t in tried), not_run=not_run,
         failures=tuple(OpsFailure(cell=cell, test=_ops_pair(t),
                                   message=t.message.strip().removeprefix("Failed: "))
                        for cell, t in bad))

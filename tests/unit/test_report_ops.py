@@ -114,3 +114,33 @@ def test_compare_sees_an_operator_that_broke_as_a_test_change():
     (cell,) = compare(typed([before]), typed([after])).cells
     assert [t.id for t in cell.newly_failing] == [
         "test_ops.py::test_op_matches_cpu[matmul-float32]"]
+
+
+FOLDED = case("test_ops.py::test_op_matches_cpu[unrun-by-budget]", "ops", "skipped",
+              "time budget of 0 s spent (OOTA_OPS_BUDGET_S): 2891 operator×dtype pairs of 640 "
+              "operators not run", {"unrun_pairs": 2891, "unrun_operators": 640})
+
+
+def test_the_pairs_folded_into_one_test_count_each_as_not_run():
+    folded = [t for t in OPS if "time budget" not in t.get("message", "")] + [FOLDED]
+    (ops,) = build_report(typed([reference(*folded)]), [], generated_at=NOW).ops
+    assert ops.text == "ops: 2 of 4 operator×dtype pairs pass (2892 not run)"
+
+
+def test_compare_takes_pairs_a_fold_hides_for_no_added_or_removed_tests():
+    """A run of an image from before the fold (one skipped test per unrun pair) against one
+    that folds them: no test added or removed, only what changed; a pair failing now that the
+    earlier run's budget left unrun is still listed."""
+    budget = "time budget of 0 s spent (OOTA_OPS_BUDGET_S)"
+    before = reference(*OPS, op_test("sub", "float32", "skipped", budget, tried=False),
+                       op_test("div", "float32", "skipped", budget, tried=False))
+    unrun = ("[sort-float32]", "[sub-float32]", "[div-float32]", "[matmul-float32]")
+    after = reference(*[t for t in OPS if not t["id"].endswith(unrun)], FOLDED)
+    same = compare(typed([before]), typed([after]))
+    assert same.cells == () and same.unchanged == 1
+    after = reference(*[t for t in OPS if not t["id"].endswith(unrun)], FOLDED,
+                      op_test("div", "float32", "failed", MISMATCH))
+    (cell,) = compare(typed([reference(*OPS, FOLDED)]), typed([after])).cells
+    assert [(t.id, t.after) for t in cell.added_tests] == [
+        ("test_ops.py::test_op_matches_cpu[div-float32]", "failed")]
+    assert cell.removed_tests == ()

@@ -168,3 +168,33 @@ def test_a_verification_differing_only_in_what_the_ops_budget_reached_keeps_the_
     assert same_verification(sealed, now)
     failed = {**now, "tests": [{"id": "a", "status": "failed"}, *now["tests"][1:]]}
     assert not same_verification(sealed, failed)
+
+
+def _folded(pairs: int, operators: int) -> TestOutcome:
+    return TestOutcome(id="test_ops.py::test_op_runs[unrun-by-budget]", layer="ops",
+                       status="skipped", duration_s=0.1,
+                       message=f"time budget of 20 s spent (OOTA_OPS_BUDGET_S): {pairs} "
+                               f"operator×dtype pairs of {operators} operators not run",
+                       data={"unrun_pairs": pairs, "unrun_operators": operators})
+
+
+def _op(name: str, status: str = "passed") -> TestOutcome:
+    return TestOutcome(id=f"test_ops.py::test_op_runs[{name}-float32]", layer="ops",
+                       status=status, duration_s=0.1, data={"op": name, "samples": 4})
+
+
+def test_a_folded_verification_differing_only_in_what_the_budget_reached_keeps_the_seal(
+        project, tmp_path):
+    """Each run folds the pairs its budget left unrun into one test: a pair that ran in one
+    and is in the other's fold is no difference. The image keeps the fold's count."""
+    earlier = _cell_run(project, tmp_path, SealedImage(None))
+    sealed = dict(expected_results(earlier.cell, (*TESTS, _op("add"), _op("mul"), _folded(
+        10, 9)), None, earlier.host, "r0").document)
+    assert sealed["tests"][-1]["data"] == {"unrun_pairs": 10, "unrun_operators": 9}
+    assert "data" not in sealed["tests"][1]  # measurements stay out of the image
+    now = dict(expected_results(earlier.cell, (*TESTS, _op("add"), _folded(11, 10)), None,
+                                earlier.host, "r1").document)
+    assert same_verification(sealed, now)
+    broken = dict(expected_results(earlier.cell, (*TESTS, _op("add", "failed"), _folded(
+        11, 10)), None, earlier.host, "r1").document)
+    assert not same_verification(sealed, broken)

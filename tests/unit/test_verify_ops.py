@@ -3,6 +3,8 @@ operators run in, the time budget, and how one operator × dtype ends."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -132,3 +134,105 @@ def test_oota_verify_counts_the_ops_layers_skips_instead_of_listing_them():
     assert "op0" not in text and "- test_ops.py::test_op_runs[add-float16]: failed" in text
     assert "- ops layer: 3 operator x dtype pairs skipped (each reason is in tests.json)" in text
     assert "| ops | ✗ | 0 | 3 | 0 | 1 |" in text
+
+
+# -- the pairs the budget left unrun: one entry -------------------------------------------------
+
+BUDGET = "time budget of 0 s spent (OOTA_OPS_BUDGET_S)"
+PAIR = "test_ops.py::test_op_matches_cpu[{}]"
+
+
+def pair(name, status="skipped", message=BUDGET, **data):
+    test = {"id": PAIR.format(name), "layer": "ops", "status": status, "duration_s": 0.001,
+            "message": message}
+    return {**test, "data": data} if data else test
+
+
+# As the suite's recorder holds them: must-pass pairs ran, then the budget was spent.
+RUN = [{"id": "test_install.py::test_imports", "layer": "install", "status": "passed",
+        "duration_s": 0.5, "message": ""},
+       pair("add-float32", "passed", "4 samples of add (float32) match the CPU", op="add",
+            tried=True),
+       pair("cumsum-float32"), pair("cumsum-float16"),
+       pair("sort-int64", message="the OpInfo of sort does not support int64 on the CPU"),
+       pair("nn.functional.conv2d-float32", message="skip list: broken (owner x, expires "
+            "2099-12-31)"),
+       pair("max.binary-float32"),
+       pair("cummax-float32", message="cummax (float32) is not implemented on refdev: "
+            "NotImplementedError: no kernel", op="cummax", tried=True),
+       pair("max.binary-float16"),
+       {"id": "test_models.py::test_model[llama]", "layer": "models", "status": "passed",
+        "duration_s": 2.0, "message": ""}]
+
+
+def test_the_pairs_the_budget_left_unrun_become_one_skipped_entry():
+    folded = oota_ops.fold_unrun(RUN)
+    assert folded[2] == {
+        "id": "test_ops.py::test_op_matches_cpu[unrun-by-budget]", "layer": "ops",
+        "status": "skipped", "duration_s": 0.004,
+        "message": "time budget of 0 s spent (OOTA_OPS_BUDGET_S): 4 operator×dtype pairs of 2 "
+                   "operators not run",
+        "data": {"unrun_pairs": 4, "unrun_operators": 2}}
+    # Every other test stays, in its place: a skip for any other reason is a finding.
+    assert [t for t in folded if t is not folded[2]] == [
+        t for t in RUN if not t["message"].startswith("time budget")]
+
+
+def test_folding_again_or_with_nothing_to_fold_changes_nothing():
+    folded = oota_ops.fold_unrun(RUN)
+    assert oota_ops.fold_unrun(folded) == folded
+    assert oota_ops.fold_unrun(RUN[:2]) == RUN[:2]
+
+
+def test_a_folded_entry_and_more_unrun_pairs_fold_into_one_count():
+    folded = oota_ops.fold_unrun(RUN)
+    (entry,) = [t for t in oota_ops.fold_unrun([*folded, pair("sub-float32")])
+                if t["id"].endswith("[unrun-by-budget]")]
+    assert entry["data"] == {"unrun_pairs": 5, "unrun_operators": 3}
+    assert entry["message"].endswith(": 5 operator×dtype pairs of 3 operators not run")
+
+
+def test_oota_verify_lists_the_folded_entry_with_its_count():
+    text = oota_summary.report({"id": "cpu"}, oota_ops.fold_unrun(RUN))
+    assert ("- test_ops.py::test_op_matches_cpu[unrun-by-budget]: skipped: time budget of 0 s "
+            "spent (OOTA_OPS_BUDGET_S): 4 operator×dtype pairs of 2 operators not run") in text
+    # The other skipped pairs (dtype, skip list, not implemented) are still counted only.
+    assert "- ops layer: 3 operator x dtype pairs skipped (each reason is in tests.json)" in text
+    assert "| ops | ✓ | 1 | 4 | 0 | 0 |" in text
+
+
+FAKE_OPS_LAYER = '''
+import pytest
+
+LAYER = "ops"
+
+
+@pytest.mark.parametrize("pair", ["add-float32", "mul-float32", "div-float32", "mul-float16"])
+def test_op_matches_cpu(pair):
+    if pair == "div-float32":
+        pytest.skip("the OpInfo of div does not support float32 on the CPU")
+    if pair != "add-float32":
+        pytest.skip("time budget of 0 s spent (OOTA_OPS_BUDGET_S)")
+'''
+
+
+def test_the_suite_writes_the_unrun_pairs_as_one_entry_of_tests_json(tmp_path):
+    """The suite's recorder (oota_suite.py, no torch needed) folds what the budget left unrun
+    when it writes tests.json; the dtype's skip stays a test of its own."""
+    (tmp_path / "test_fake_ops.py").write_text(FAKE_OPS_LAYER)
+    (tmp_path / "cell.json").write_text("{}")
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {"PYTHONPATH": str(REPO / "verify"), "OOTA_VERIFY_OUT": str(out),
+           "OOTA_CELL_FILE": str(tmp_path / "cell.json"), "PATH": "/usr/bin:/bin"}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "oota_suite", "-p",
+                          "no:cacheprovider", "-c", str(REPO / "verify" / "pytest.ini"),
+                          "--rootdir", str(tmp_path), str(tmp_path)],
+                         capture_output=True, text=True, check=False, env=env, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    data = json.loads((out / "tests.json").read_text())
+    assert [(t["id"].split("[")[1], t["status"]) for t in data["tests"]] == [
+        ("add-float32]", "passed"), ("unrun-by-budget]", "skipped"), ("div-float32]", "skipped")]
+    assert data["tests"][1]["message"] == ("time budget of 0 s spent (OOTA_OPS_BUDGET_S): 2 "
+                                           "operator×dtype pairs of 1 operators not run")
+    assert data["counts"] == {"passed": 1, "skipped": 2}

@@ -109,7 +109,7 @@ def test_summary_uses_oota_vocabulary():
 def test_in_an_image_the_copy_beside_the_suite_is_used(tmp_path):
     """The image layout: verify/ files with oota_vocab.py beside them (render.context_files),
     no oota package anywhere."""
-    for name in ("oota_summary.py", "oota_suite.py", "oota-verify"):
+    for name in ("oota_summary.py", "oota_ops.py", "oota_suite.py", "oota-verify"):
         shutil.copy(REPO / "verify" / name, tmp_path / name)
     shutil.copy(REPO / "oota" / "vocab.py", tmp_path / "oota_vocab.py")
     code = ("import oota_summary, oota_vocab, oota_suite; "
@@ -139,7 +139,62 @@ def test_tests_the_ops_budget_left_unrun_are_not_compared():
            {"id": ops.format("sub"), "status": "skipped", "message": budget}]
     text = oota_summary.compare(expected, now)
     assert "every one of the 1 tests ended the same way" in text
-    assert "2 ops-layer tests not compared: the time budget left them unrun" in text
+    assert ("the ops layer's time budget left 1 operator x dtype pairs unrun this time and 1 "
+            "then: those are not compared") in text
     now[0] = {"id": ops.format("add"), "status": "failed", "message": "mismatch"}
     assert f"- {ops.format('add')}: passed then, failed now (mismatch)" in oota_summary.compare(
         expected, now)
+
+
+FOLDED = {"id": "test_ops.py::test_op_runs[unrun-by-budget]", "layer": "ops",
+          "status": "skipped", "message": "time budget of 0 s spent (OOTA_OPS_BUDGET_S): 3 "
+          "operator×dtype pairs of 2 operators not run",
+          "data": {"unrun_pairs": 3, "unrun_operators": 2}}
+
+
+def test_an_image_verified_before_the_fold_compares_with_a_folded_run():
+    """An image sealed with one skipped test per unrun pair, run by a suite that folds them:
+    the pairs and the folded entry are not compared, and nothing is said to be missing."""
+    budget = "time budget of 0 s spent (OOTA_OPS_BUDGET_S)"
+    ops = "test_ops.py::test_op_runs[{}-float32]"
+    expected = {"verified_by": "oota", "verified_at": "then", "status": "passed",
+                "host": {"hardware": True}, "tests": [
+                    {"id": "test_install.py::test_imports", "status": "passed"},
+                    {"id": ops.format("add"), "status": "passed"},
+                    *({"id": ops.format(op), "status": "skipped", "message": budget}
+                      for op in ("mul", "sub", "div"))]}
+    now = [{"id": "test_install.py::test_imports", "status": "passed"},
+           {"id": ops.format("add"), "status": "passed"}, FOLDED]
+    text = oota_summary.compare(expected, now)
+    assert text.endswith("every one of the 2 tests ended the same way (the ops layer's time "
+                         "budget left 3 operator x dtype pairs unrun this time and 3 then: "
+                         "those are not compared).")
+
+
+def test_pairs_a_folded_run_holds_are_not_compared_with_those_the_other_run_reached():
+    """Both runs folded: a pair that ran in one and is in the other's fold is no difference."""
+    ops = "test_ops.py::test_op_runs[{}-float32]"
+    then_folded = {**FOLDED, "data": {"unrun_pairs": 2, "unrun_operators": 2}}
+    expected = {"verified_by": "oota", "verified_at": "then", "status": "passed",
+                "host": {"hardware": True}, "tests": [
+                    {"id": ops.format("add"), "status": "passed"},
+                    {"id": ops.format("mul"), "status": "passed"}, then_folded]}
+    now = [{"id": ops.format("add"), "status": "passed"}, FOLDED]
+    text = oota_summary.compare(expected, now)
+    assert "every one of the 1 tests ended the same way" in text
+    assert "did not run this time" not in text and "3 operator x dtype pairs unrun this " \
+        "time and 2 then" in text
+    now[0] = {"id": ops.format("add"), "status": "failed", "message": "mismatch"}
+    assert "1 test(s) ended differently" in oota_summary.compare(expected, now)
+
+
+@pytest.mark.parametrize(("status", "message", "data", "pairs"), [
+    ("skipped", "time budget of 5 s spent (OOTA_OPS_BUDGET_S)", {}, 1),
+    ("skipped", "time budget of 5 s spent (OOTA_OPS_BUDGET_S): 7 operator×dtype pairs of 3 "
+                "operators not run", {"unrun_pairs": 7, "unrun_operators": 3}, 7),
+    ("skipped", "time budget of 5 s spent (OOTA_OPS_BUDGET_S): ...", {"unrun_pairs": True}, 1),
+    ("skipped", "the OpInfo of add does not support int8 on the CPU", {}, 0),
+    ("passed", "time budget of 5 s spent", {"unrun_pairs": 7}, 0),
+], ids=["one-pair", "folded", "bad-count", "other-skip", "not-skipped"])
+def test_how_many_pairs_a_test_says_the_budget_left_unrun(status, message, data, pairs):
+    assert vocab.budget_unrun(status, message, data) == pairs
