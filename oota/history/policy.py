@@ -74,20 +74,27 @@ class Judgement:
 
 def judge(values: Sequence[tuple[float, bool]], rule: Rule) -> Judgement:
     """The verdict on a metric's ``values`` (oldest first; each with whether its test passed,
-    as only good runs make the baseline)."""
-    judged, earlier = values[-JUDGED_RUNS:], values[:-JUDGED_RUNS]
-    good = [value for value, ok in earlier if ok][-rule.baseline_runs:]
-    latest = judged[-1][0] if judged else None
-    if not judged or len(good) < rule.min_runs:
+    as only good runs make the baseline). "regression": the last two runs are both past the
+    baseline of the good runs before them; "suspicious": the last run is past the baseline of
+    the good runs before it (which may include the run just before: a slow run after a
+    normal one is one violation, not two)."""
+    if len(values) >= JUDGED_RUNS:
+        baseline = _baseline(values[:-JUDGED_RUNS], rule)
+        pair = [value for value, _ in values[-JUDGED_RUNS:]]
+        if baseline is not None and all(rule.violated_by(v, baseline) for v in pair):
+            return Judgement(verdict="regression", baseline=baseline, latest=pair[-1])
+    latest = values[-1][0] if values else None
+    baseline = _baseline(values[:-1], rule)
+    if latest is None or baseline is None:
         return Judgement(verdict="insufficient data", latest=latest)
-    baseline = statistics.median(good)
-    violated = [rule.violated_by(value, baseline) for value, _ in judged]
-    verdict: Verdict = "ok"
-    if len(violated) == JUDGED_RUNS and all(violated):
-        verdict = "regression"
-    elif violated[-1]:
-        verdict = "suspicious"
+    verdict: Verdict = "suspicious" if rule.violated_by(latest, baseline) else "ok"
     return Judgement(verdict=verdict, baseline=baseline, latest=latest)
+
+
+def _baseline(values: Sequence[tuple[float, bool]], rule: Rule) -> float | None:
+    """The median of the last ``baseline_runs`` good values; None below ``min_runs`` of them."""
+    good = [value for value, ok in values if ok][-rule.baseline_runs:]
+    return statistics.median(good) if len(good) >= rule.min_runs else None
 
 
 def load_policy(file: Path) -> Policy:

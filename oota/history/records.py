@@ -49,16 +49,20 @@ class Inputs:
     requested: tuple[str, ...] = ()  # the pip requirements the cell asked for, as written
 
     def differences(self, before: Inputs) -> list[str]:
-        """'torch 2.5.0 -> 2.5.1' for every input that differs from ``before``."""
-        pairs = (("torch", before.torch, self.torch), ("torch commit", before.torch_git,
-                 self.torch_git), ("toolkit", before.toolkit, self.toolkit),
-                 ("base image", before.base, self.base),
-                 ("fingerprint", before.fingerprint, self.fingerprint),
+        """'torch 2.5.0 -> 2.5.1' for every input that differs from ``before``. What one of
+        the two runs never resolved (a build that stopped before installing anything) is not
+        known to have changed, and is left out: the inputs both runs had say what changed."""
+        resolved = (("torch", before.torch, self.torch), ("torch commit", before.torch_git,
+                    self.torch_git), ("toolkit", before.toolkit, self.toolkit),
+                    ("base image", before.base, self.base))
+        given = (("fingerprint", before.fingerprint, self.fingerprint),
                  ("host", before.host, self.host), ("oota", before.suite, self.suite))
-        found = [f"{name} {old or '-'} -> {new or '-'}" for name, old, new in pairs
-                 if old != new]
+        found = [f"{name} {old} -> {new}" for name, old, new in resolved
+                 if old and new and old != new]
+        found += [f"{name} {old or '-'} -> {new or '-'}" for name, old, new in given
+                  if old != new]
         old_ext, new_ext = dict(before.extensions), dict(self.extensions)
-        for name in sorted(old_ext.keys() | new_ext.keys()):
+        for name in sorted(old_ext.keys() | new_ext.keys() if old_ext and new_ext else ()):
             if name != "torch" and old_ext.get(name) != new_ext.get(name):
                 found.append(f"{name} {old_ext.get(name) or '-'} -> {new_ext.get(name) or '-'}")
         return found + requirement_changes(before.requested, self.requested)
@@ -173,7 +177,7 @@ def inputs_of(result: Result) -> Inputs:
         if result.cell.toolkit and result.cell.toolkit_version else None
     extensions = tuple(sorted((name, p.version) for name, p in installed.packages.items()
                               if p.requested)) if installed else ()
-    return Inputs(torch=(torch.version if torch else None) or result.cell.torch,
+    return Inputs(torch=torch.version if torch else None,
                   torch_git=torch.git_version if torch else None,
                   toolkit=toolkit or declared,
                   base=image.base.ref if image and image.base else None,

@@ -31,11 +31,15 @@ def good(values: list[float]) -> list[tuple[float, bool]]:
     (STEADY + [1.0, 1.3], LATENCY, "suspicious"),
     (STEADY + [1.3, 1.35], LATENCY, "regression"),
     (STEADY + [1.3, 1.0], LATENCY, "ok"),                 # the last run is back to normal
-    ([1.0, 1.0, 1.5, 1.6], LATENCY, "insufficient data"),  # 2 good runs before the last two
+    ([1.0, 1.0, 1.5], LATENCY, "insufficient data"),  # 2 good runs before the last
+    # The minimum of good runs before the last one, the last one slow: one violation so far.
+    ([1.0, 1.02, 0.98, 1.5], LATENCY, "suspicious"),
+    ([1.0, 1.02, 0.98, 1.5, 1.6], LATENCY, "regression"),
     ([], LATENCY, "insufficient data"),
     ([10.0] * 6 + [8.0, 8.1], THROUGHPUT, "regression"),  # higher is better: 10/8 > 1.2
     ([10.0] * 6 + [9.0, 12.0], THROUGHPUT, "ok"),
-], ids=["ok", "one-bad-run", "two-bad-runs", "recovered", "few-runs", "no-runs",
+], ids=["ok", "one-bad-run", "two-bad-runs", "recovered", "few-runs", "min-runs-then-one",
+        "min-runs-then-two", "no-runs",
         "throughput-down", "throughput-up"])
 def test_the_three_verdicts(values: list[float], rule: Rule, verdict: str) -> None:
     assert judge(good(values), rule).verdict == verdict

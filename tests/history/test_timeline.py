@@ -160,3 +160,12 @@ def test_a_changed_pin_is_named_by_its_requirement_lines() -> None:
     assert after.differences(before) == [
         "fingerprint sha256:a -> sha256:b", "requirement pytest>=8,<10 -> -",
         "requirement - -> timm==1.0.9", "requirement torch==2.13.0+cpu -> torch==2.12.0+cpu"]
+
+
+def test_what_a_stopped_build_never_resolved_is_not_blamed() -> None:
+    good = Inputs(torch="2.13.0+cpu", torch_git="cf30153", base="oota/base:debian12",
+                  fingerprint="sha256:a", extensions=(("numpy", "2.4.6"), ("torch", "2.13.0")),
+                  requested=("torch==2.13.0+cpu",))
+    stopped = Inputs(fingerprint="sha256:b", requested=("torch==2.12.0+cpu",))
+    assert stopped.differences(good) == [
+        "fingerprint sha256:a -> sha256:b", "requirement torch==2.13.0+cpu -> torch==2.12.0+cpu"]
