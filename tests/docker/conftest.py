@@ -28,6 +28,9 @@ from oota.execute.fleet import build_cells
 from oota.plan import plan, select
 from tests import registry_server
 
+# The history tests' throw-away PostgreSQL server, for the history made of real runs.
+from tests.history.conftest import postgres_database, postgres_server  # noqa: F401
+
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CELL = "cpu-torch2.13.0-py3.11-debian12"
 NAMESPACE = "oota-test"

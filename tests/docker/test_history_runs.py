@@ -23,7 +23,6 @@ from oota.history.timeline import CellState, states
 from oota.plan import plan, select
 from oota.results.model import Result
 from tests.docker.conftest import DEFAULT_CELL, NAMESPACE, REPO, copy_project
-from tests.history.conftest import postgres_database, postgres_server  # noqa: F401 - fixtures
 from tests.history.helpers import invoke
 
 REFERENCE_CELL = "reference-torch2.13.0-py3.11-debian12"
