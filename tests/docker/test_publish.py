@@ -115,8 +115,9 @@ def _untag(docker_client, ref: str) -> None:
                     pass
 
 
-def test_signed_publish_then_pull_and_reverify_and_tampering_refused(
-        verified, secure_registry, engine, docker_client, tmp_path, monkeypatch, capsys):
+def _publish_signed(verified, secure_registry, engine, tmp_path, monkeypatch, shown):
+    """The default CPU cell published to the secure registry under a namespace of its own,
+    signed with a new key pair: (what was pushed, the key pair, the registry credentials)."""
     matrix = load_matrix(REPO / "matrix.yaml")
     [default] = select(matrix, plan(matrix, ["cpu"]), ids=[DEFAULT_CELL])
     monkeypatch.setenv(signing.PASSWORD_ENV, SIGNING_PASSWORD)
@@ -124,12 +125,19 @@ def test_signed_publish_then_pull_and_reverify_and_tampering_refused(
     auth = api.registry_auth(str(secure_registry.auth_file))
     signer = Signer(key=signing.load_private(keys.private, SIGNING_PASSWORD.encode()),
                     auth=auth, ca=secure_registry.ca)
-    shown = io.StringIO()
-    namespace = f"oota-test-{uuid.uuid4().hex[:8]}"
     [pushed] = publish_cells(matrix, [default], engine, Console(shown, live=False),
                              results_dir=verified.results, registry=secure_registry.host,
-                             namespace=namespace, local_namespace=verified.namespace, auth=auth,
-                             signer=signer, run_id=f"publish-{uuid.uuid4().hex[:8]}")
+                             namespace=f"oota-test-{uuid.uuid4().hex[:8]}",
+                             local_namespace=verified.namespace, auth=auth, signer=signer,
+                             run_id=f"publish-{uuid.uuid4().hex[:8]}")
+    return pushed, keys, auth
+
+
+def test_signed_publish_then_pull_and_reverify_and_tampering_refused(
+        verified, secure_registry, engine, docker_client, tmp_path, monkeypatch, capsys):
+    shown = io.StringIO()
+    pushed, keys, auth = _publish_signed(verified, secure_registry, engine, tmp_path,
+                                         monkeypatch, shown)
     try:
         assert pushed.status == "pushed" and pushed.signed, pushed.reason
         _check_artifacts(secure_registry, pushed.ref, pushed.digest, verified.results)
@@ -224,18 +232,8 @@ def test_pull_into_a_second_engine_verifies_there(verified, secure_registry, eng
                                                   monkeypatch):
     """`oota pull REF --key PUB --host tcp://...` as a user runs it: the image is checked in the
     registry, pulled by digest into the second Engine (not this one) and re-verified there."""
-    matrix = load_matrix(REPO / "matrix.yaml")
-    [default] = select(matrix, plan(matrix, ["cpu"]), ids=[DEFAULT_CELL])
-    monkeypatch.setenv(signing.PASSWORD_ENV, SIGNING_PASSWORD)
-    keys = api.keygen(str(tmp_path / "keys"))
-    auth = api.registry_auth(str(secure_registry.auth_file))
-    signer = Signer(key=signing.load_private(keys.private, SIGNING_PASSWORD.encode()),
-                    auth=auth, ca=secure_registry.ca)
-    [pushed] = publish_cells(matrix, [default], engine, Console(io.StringIO(), live=False),
-                             results_dir=verified.results, registry=secure_registry.host,
-                             namespace=f"oota-test-{uuid.uuid4().hex[:8]}",
-                             local_namespace=verified.namespace, auth=auth, signer=signer,
-                             run_id=f"publish-{uuid.uuid4().hex[:8]}")
+    pushed, keys, auth = _publish_signed(verified, secure_registry, engine, tmp_path,
+                                         monkeypatch, io.StringIO())
     pinned = f"{pushed.ref.rsplit(':', 1)[0]}@{pushed.digest}"
     try:
         assert pushed.status == "pushed" and pushed.signed, pushed.reason
