@@ -64,6 +64,18 @@ def budget_unrun(status: str, message: str, data: Mapping[str, object]) -> int:
     return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1
 
 
+def entry_unrun(test: Mapping[str, object]) -> int:
+    """:func:`budget_unrun` of one test as JSON holds it (tests.json, expected.json)."""
+    data = test.get("data")
+    return budget_unrun(str(test.get("status", "")), str(test.get("message") or ""),
+                        data if isinstance(data, Mapping) else {})
+
+
+def unrun_by_id(tests: Iterable[Mapping[str, object]]) -> dict[str, int]:
+    """Test id -> :func:`entry_unrun` of each of ``tests`` (JSON entries)."""
+    return {str(test.get("id")): entry_unrun(test) for test in tests}
+
+
 def budget_blind(before: Mapping[str, int], after: Mapping[str, int]) -> frozenset[str]:
     """The test ids two runs cannot be compared on: those the time budget left unrun in either
     (``before`` and ``after`` map every test id to :func:`budget_unrun`), and, where a run

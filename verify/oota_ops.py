@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import oota_summary  # noqa: F401 - first: it makes oota_vocab importable in a checkout too
-from oota_vocab import BUDGET_PREFIX, UNRUN_KEY, UNRUN_PARAM, budget_unrun
+from oota_vocab import BUDGET_PREFIX, UNRUN_KEY, UNRUN_PARAM, entry_unrun
 
 MUST_PASS_FILE = Path(__file__).resolve().with_name("ops-must-pass.yaml")
 BUDGET_VARIABLE = "OOTA_OPS_BUDGET_S"
@@ -161,11 +161,6 @@ def _data(test: Mapping[str, Any]) -> Mapping[str, Any]:
     return test.get("data") or {}
 
 
-def _unrun(test: Mapping[str, Any]) -> int:
-    return budget_unrun(str(test.get("status", "")), str(test.get("message") or ""),
-                        _data(test))
-
-
 def _operators(unrun: Sequence[Mapping[str, Any]]) -> int:
     """How many operators the unrun pairs are of: a folded entry's count, and the operator of
     each unfolded pair's id ('test_ops.py::test_op_runs[max.binary-float32]')."""
@@ -181,17 +176,17 @@ def fold_unrun(tests: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     pairs and operators it left unrun, its data the counts. Pairs skipped for any other reason
     stay as they are: each says something of its own (the device lacks the operator, a skip
     list names it). Folding folded entries again changes nothing."""
-    unrun = [t for t in tests if _unrun(t)]
+    unrun = [t for t in tests if entry_unrun(t)]
     if not unrun:
         return list(tests)
-    first, pairs, operators = unrun[0], sum(_unrun(t) for t in unrun), _operators(unrun)
+    first, pairs, operators = unrun[0], sum(entry_unrun(t) for t in unrun), _operators(unrun)
     folded = {"id": f"{str(first['id']).partition('[')[0]}[{UNRUN_PARAM}]",
               "layer": first.get("layer", "ops"), "status": "skipped",
               "duration_s": round(sum(float(t.get("duration_s") or 0) for t in unrun), 4),
               "message": f"{str(first['message']).partition(': ')[0]}: {pairs} operator×dtype "
                          f"pairs of {operators} operators not run",
               "data": {UNRUN_KEY: pairs, UNRUN_OPERATORS: operators}}
-    rest = [t for t in tests if not _unrun(t)]
+    rest = [t for t in tests if not entry_unrun(t)]
     at = next(i for i, t in enumerate(tests) if t is first)  # only kept tests come before it
     return [*rest[:at], folded, *rest[at:]]
 

@@ -42,7 +42,7 @@ def _load_vocab() -> None:
 
 _load_vocab()
 import oota_vocab  # noqa: E402 - found by _load_vocab
-from oota_vocab import LAYERS, UNRUN_KEY, budget_blind, budget_unrun, worst  # noqa: E402
+from oota_vocab import LAYERS, UNRUN_KEY, budget_blind, unrun_by_id, worst  # noqa: E402
 
 MARK = {"passed": "✓", "failed": "✗", "error": "✗", "interrupted": "stopped", "skipped": "skip",
         "unsupported-here": "n/a here", "": "–"}
@@ -142,12 +142,6 @@ def _outcome(status: str) -> str:
                                                                                      status)
 
 
-def _unrun(tests: dict[str, dict[str, Any]]) -> dict[str, int]:
-    """test id -> how many operator x dtype pairs the ops layer's time budget left unrun."""
-    return {test_id: budget_unrun(str(t.get("status", "")), str(t.get("message") or ""),
-                                  t.get("data") or {}) for test_id, t in tests.items()}
-
-
 def compare(expected: dict[str, Any], tests: list[dict[str, Any]]) -> str:
     """How this run's outcomes differ from the verification the image carries. Which operators
     the ops layer's time budget reaches depends on the host's speed: pairs it left unrun in
@@ -155,7 +149,7 @@ def compare(expected: dict[str, Any], tests: list[dict[str, Any]]) -> str:
     other run holds alone), and the note says how many it left unrun in each."""
     then = {t["id"]: t for t in expected.get("tests", [])}
     now = {t["id"]: t for t in tests}
-    unrun_then, unrun_now = _unrun(then), _unrun(now)
+    unrun_then, unrun_now = unrun_by_id(then.values()), unrun_by_id(now.values())
     blind = budget_blind(unrun_then, unrun_now)
     host = expected.get("host") or {}
     where = "a host with the hardware" if host.get("hardware") else "a host without the hardware"

@@ -60,7 +60,7 @@ from oota.results.model import (
 )
 from oota.results.store import load, save
 from oota.supply import runflags
-from oota.vocab import BAD, Status, budget_blind, budget_unrun
+from oota.vocab import BAD, Status, budget_blind, unrun_by_id
 
 log = logging.getLogger("oota.build")
 _MOUNT_FLAG = re.compile(r"--mount=\S+\s*")
@@ -471,7 +471,7 @@ def same_verification(sealed: dict[str, Any], now: JSONObject) -> bool:
     """Do two expected-results documents say the same, apart from when and which run? Tests
     the ops layer's time budget left unrun in either are left out (which operators a budget
     reaches depends on the host's speed), and so are the counts they change."""
-    unrun = budget_blind(_unrun(sealed), _unrun(now))
+    unrun = budget_blind(unrun_by_id(_tests(sealed)), unrun_by_id(_tests(now)))
 
     def kept(doc: dict[str, Any] | JSONObject) -> dict[str, Any]:
         body = {k: v for k, v in doc.items()
@@ -479,11 +479,6 @@ def same_verification(sealed: dict[str, Any], now: JSONObject) -> bool:
         return {**body, "tests": [t for t in _tests(doc) if t.get("id") not in unrun]}
 
     return kept(sealed) == kept(now)
-
-
-def _unrun(doc: dict[str, Any] | JSONObject) -> dict[str, int]:
-    return {str(t.get("id")): budget_unrun(str(t.get("status")), str(t.get("message", "")),
-                                           t.get("data") or {}) for t in _tests(doc)}
 
 
 def _tests(doc: dict[str, Any] | JSONObject) -> list[dict[str, Any]]:
