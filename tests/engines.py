@@ -2,7 +2,7 @@
 
 Each :class:`ExtraEngine` is a dockerd of its own: its own data-root, exec-root (where it starts
 its own containerd) and pidfile, answering on a loopback TCP port. It shares the first engine's
-``docker0`` bridge, taking its container addresses from its own slice of that subnet
+default bridge (``docker0``), taking its container addresses from its own slice of that subnet
 (``--fixed-cidr``) and leaving iptables to the first engine, whose NAT rule already covers the
 bridge: so its builds reach the package indexes like the first engine's do. It starts empty; the
 base images it needs are copied in from the first engine (``docker save | docker load``).
@@ -13,16 +13,50 @@ used. :meth:`ExtraEngine.kill` is a host dying (SIGKILL of the daemon and its co
 
 from __future__ import annotations
 
+import fcntl
+import ipaddress
+import json
 import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import time
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 DOCKER = shutil.which("docker") or "/usr/bin/docker"
+BRIDGE_NAME_OPTION = "com.docker.network.bridge.name"
+_SIOCGIFADDR, _SIOCGIFNETMASK = 0x8915, 0x891B  # linux/sockios.h
+
+
+def interface_address(name: str) -> ipaddress.IPv4Interface:
+    """The IPv4 address and prefix the kernel gives interface ``name`` (OSError if none)."""
+    request = struct.pack("256s", name.encode()[:15])
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        address = fcntl.ioctl(sock.fileno(), _SIOCGIFADDR, request)[20:24]
+        netmask = fcntl.ioctl(sock.fileno(), _SIOCGIFNETMASK, request)[20:24]
+    return ipaddress.IPv4Interface(f"{socket.inet_ntoa(address)}/{socket.inet_ntoa(netmask)}")
+
+
+def bridge_interface(network: dict[str, Any]) -> str:
+    """The Linux interface of Docker's ``bridge`` network, from its inspect output."""
+    return str((network.get("Options") or {}).get(BRIDGE_NAME_OPTION) or "docker0")
+
+
+def host_address(network: dict[str, Any] | None = None) -> ipaddress.IPv4Interface:
+    """Where a container or a build step on the default bridge reaches this host: the bridge
+    interface's own address, as the kernel has it.
+
+    Not the network's ``IPAM.Config[0].Gateway``: some Engines (Debian's docker.io 20.10.24)
+    list only the subnet there. The interface's name is the one thing every Engine's inspect
+    output gives (``Options``, ``docker0`` when absent); the address is read from the kernel."""
+    if network is None:
+        out = subprocess.run([DOCKER, "network", "inspect", "bridge"], capture_output=True,
+                             text=True, timeout=60, check=True).stdout
+        network = json.loads(out)[0]
+    return interface_address(bridge_interface(network))
 
 
 def free_port() -> int:
@@ -45,8 +79,10 @@ class ExtraEngine:
             return "starting a dockerd needs root"
         if shutil.which("dockerd") is None:
             return "no dockerd on PATH"
-        if not Path("/sys/class/net/docker0").exists():
-            return "the first engine's docker0 bridge is missing"
+        try:
+            host_address()
+        except (OSError, subprocess.SubprocessError, ValueError) as exc:
+            return f"the first engine's bridge has no address here: {exc}"
         if shutil.which("pkill") is None:
             return "no pkill on PATH (procps) to stop a daemon's containerd"
         return ""
@@ -55,10 +91,12 @@ class ExtraEngine:
         data, exec_root = self.root / "data", self.root / "exec"
         data.mkdir(parents=True, exist_ok=True)
         exec_root.mkdir(parents=True, exist_ok=True)
-        # A /20 of docker0's 172.17.0.0/16 per engine, away from the first engine's low addresses.
-        cidr = f"172.17.{128 + 16 * self.index}.0/20"
+        network = json.loads(subprocess.run(
+            [DOCKER, "network", "inspect", "bridge"], capture_output=True, text=True, timeout=60,
+            check=True).stdout)[0]
+        bridge, cidr = bridge_interface(network), self.slice_of(host_address(network).network)
         with (self.root / "dockerd.log").open("ab") as log:  # the daemon keeps its own copy
-            self.proc = self._spawn(data, exec_root, cidr, log)
+            self.proc = self._spawn(data, exec_root, bridge, cidr, log)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -69,11 +107,20 @@ class ExtraEngine:
             time.sleep(0.5)
         raise RuntimeError(f"dockerd at {self.url} did not answer within {timeout_s} s")
 
-    def _spawn(self, data: Path, exec_root: Path, cidr: str,
+    def slice_of(self, network: ipaddress.IPv4Network) -> str:
+        """This engine's share of the bridge's subnet for its containers: the upper half split
+        in 64, away from the first engine's low addresses (a /16 gives each a /23). Test
+        sessions that run at once on one machine set ``OOTA_TEST_ENGINE_BASE`` apart (0, 16,
+        32, ...), so that their engines never hand out the same addresses."""
+        upper = list(network.subnets(prefixlen_diff=1))[1]
+        base = int(os.environ.get("OOTA_TEST_ENGINE_BASE", "0") or 0)
+        return str(list(upper.subnets(prefixlen_diff=6))[(base + self.index) % 64])
+
+    def _spawn(self, data: Path, exec_root: Path, bridge: str, cidr: str,
                log: BinaryIO) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             ["dockerd", "--data-root", str(data), "--exec-root", str(exec_root),
-             "--pidfile", str(self.root / "docker.pid"), "-H", self.url, "--bridge", "docker0",
+             "--pidfile", str(self.root / "docker.pid"), "-H", self.url, "--bridge", bridge,
              "--fixed-cidr", cidr, "--iptables=false", "--ip-forward=false",
              "--storage-driver", "overlay2"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

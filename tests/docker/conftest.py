@@ -33,7 +33,9 @@ from tests.history.conftest import postgres_database, postgres_server  # noqa: F
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CELL = "cpu-torch2.13.0-py3.11-debian12"
-NAMESPACE = "oota-test"
+# Test sessions that run at once on one Engine set OOTA_TEST_NAMESPACE apart: tags are shared
+# by every session of an Engine, run labels are not.
+NAMESPACE = os.environ.get("OOTA_TEST_NAMESPACE", "oota-test")
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # the Ryuk image cannot be pulled
 # Every verification here runs the ops layer, on its must-pass operators only (a budget of 0 s):

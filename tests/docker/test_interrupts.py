@@ -25,10 +25,10 @@ import pytest
 
 from oota.engine.base import RUN_LABEL
 
-from .conftest import DEFAULT_CELL, REPO
+from .conftest import DEFAULT_CELL, NAMESPACE, REPO
 
 TAG = f"oota/cpu:{DEFAULT_CELL}"
-ASIDE = f"oota-test/aside:{DEFAULT_CELL}"
+ASIDE = f"{NAMESPACE}/aside:{DEFAULT_CELL}"
 CACHE = REPO / ".oota-cache"
 STARTED: list[str] = []   # the run ids of the commands the tests started
 

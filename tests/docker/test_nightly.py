@@ -3,8 +3,9 @@
 download.pytorch.org is not reachable here, so the test makes its own "nightly": the host's
 torch 2.13.0+cpu wheel with its version rewritten to 2.13.0.dev<day>+cpu (dist-info folder,
 METADATA, torch/version.py, RECORD hashes), served with torch's dependencies (taken from the
-host's local package mirror) over HTTP on the Docker bridge's gateway address: a build step's
-network reaches the host there, not on the host's loopback. One index holds today's nightly
+host's local package mirror) over HTTP on the address the host has on Docker's default bridge
+(``tests.engines.host_address``): a build step's network reaches the host there, not on the
+host's loopback. One index holds today's nightly
 (the cell passes and records version, date and commit), another one dated 10 days ago (the
 compat layer fails it: older than the 3 days allowed).
 """
@@ -24,7 +25,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import docker
 import pytest
 import yaml
 
@@ -34,6 +34,7 @@ from oota.engine.base import RUN_LABEL
 from oota.execute.build import BuildOptions
 from oota.execute.fleet import build_cells
 from oota.plan import plan, select
+from tests.engines import host_address
 
 from .conftest import NAMESPACE, copy_project
 
@@ -138,7 +139,7 @@ def make_index(root: Path, wheel: Path) -> None:
 
 @pytest.fixture(scope="module")
 def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """Two nightly indexes (today's and one 10 days old), served on the bridge's gateway."""
+    """Two nightly indexes (today's and one 10 days old), served on the host's bridge address."""
     if not WHEEL.is_file() or not MIRROR.is_dir():
         pytest.skip(f"needs {WHEEL} and the local package mirror {MIRROR}")
     top = tmp_path_factory.mktemp("nightly-index")
@@ -147,7 +148,7 @@ def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
         wheels = top / f"{label}-wheel"
         wheels.mkdir()
         make_index(top / label, nightly_wheel(wheels, day))
-    gateway = docker.from_env().networks.get("bridge").attrs["IPAM"]["Config"][0]["Gateway"]
+    gateway = str(host_address().ip)
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(top))
     server = http.server.ThreadingHTTPServer((gateway, 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
