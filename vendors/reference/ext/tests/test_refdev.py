@@ -713,3 +713,25 @@ def test_a_malformed_slow_op_is_refused_with_the_expected_shape():
                                 env={**os.environ, "REFDEV_SLOW_OP": "mm"})
     assert failed.returncode != 0
     assert "REFDEV_SLOW_OP='mm': expected NAME:MILLISECONDS" in failed.stderr
+
+
+def test_scaled_op_on_purpose_biases_that_operator_by_its_factor():
+    code = (
+        "import torch, torch_refdev\n"
+        "a = torch.randn(8, 8); b = torch.randn(8, 8)\n"
+        "out = torch.mm(a.to('refdev'), b.to('refdev')).cpu()\n"
+        "print(((out / (a @ b)) - 1).abs().max().item())\n"
+        "print((torch.sin(a.to('refdev')).cpu() - torch.sin(a)).abs().max().item())\n"
+    )
+    bias, sin_diff = run_python(code, REFDEV_SCALE_OP="mm:1.001").split("\n")[:2]
+    assert float(bias) == pytest.approx(0.001, rel=1e-3)
+    assert float(sin_diff) == 0.0
+
+
+def test_a_malformed_scale_is_refused_with_the_expected_shape():
+    with tempfile.TemporaryDirectory() as cwd:  # outside the source tree, as run_python
+        failed = subprocess.run([sys.executable, "-c", "import torch_refdev"], cwd=cwd,
+                                capture_output=True, text=True,
+                                env={**os.environ, "REFDEV_SCALE_OP": "mm:big"})
+    assert failed.returncode != 0
+    assert "REFDEV_SCALE_OP='mm:big': expected NAME:FACTOR" in failed.stderr

@@ -9,7 +9,12 @@ A verification suite that compares refdev with the CPU must report exactly that 
 long before computing the right result on the host: the results stay right, the operator gets
 slow. A latency regression to be caught (oota's history is tested this way).
 
-Both are read once, when torch_refdev is imported. Unset (the default), nothing is registered.
+``REFDEV_SCALE_OP``: ``NAME:FACTOR`` (``mm:1.001``). That operator's refdev kernel computes the
+right result on the host and multiplies every floating-point output by FACTOR: a small bias
+in an operator a model uses (its forward and its gradients), which a training curve judged
+against float64 must catch (oota's workload layer is tested this way).
+
+All are read once, when torch_refdev is imported. Unset (the default), nothing is registered.
 """
 
 import os
@@ -20,6 +25,7 @@ from torch.utils._pytree import tree_map
 
 WRONG_VARIABLE = "REFDEV_WRONG_OP"
 SLOW_VARIABLE = "REFDEV_SLOW_OP"
+SCALE_VARIABLE = "REFDEV_SCALE_OP"
 VARIABLE = WRONG_VARIABLE  # the first fault's name, kept for callers that use it
 
 # The registrations live as long as these library objects: kept for the process's lifetime.
@@ -59,6 +65,14 @@ def _slow_kernel(op, seconds):
     return kernel
 
 
+def _scaled_kernel(op, factor):
+    def kernel(*args, **kwargs):
+        return _on_host(op, args, kwargs,
+                        lambda value: value * factor if value.is_floating_point() else value)
+
+    return kernel
+
+
 def _register(name, make_kernel):
     packet, _, overload = name.partition(".")
     op = getattr(getattr(torch.ops.aten, packet), overload or "default")
@@ -77,16 +91,31 @@ def install_slow(name, milliseconds):
     _register(name, lambda op: _slow_kernel(op, milliseconds / 1000.0))
 
 
-def parse_slow(text):
-    """``NAME:MILLISECONDS`` as (name, milliseconds); a ValueError says what is wrong."""
+def install_scaled(name, factor):
+    """Make aten operator ``name`` multiply its floating-point results by ``factor``."""
+    _register(name, lambda op: _scaled_kernel(op, factor))
+
+
+def _parse(text, variable, example):
+    """``NAME:NUMBER`` as (name, number >= 0); a ValueError says what is wrong."""
     name, _, number = text.partition(":")
     try:
-        milliseconds = float(number)
+        value = float(number)
     except ValueError:
-        milliseconds = -1.0
-    if not name.strip() or not milliseconds >= 0:
-        raise ValueError(f"{SLOW_VARIABLE}={text!r}: expected NAME:MILLISECONDS, e.g. mm:20")
-    return name.strip(), milliseconds
+        value = -1.0
+    if not name.strip() or not value >= 0 or value == float("inf"):
+        raise ValueError(f"{variable}={text!r}: expected {example}")
+    return name.strip(), value
+
+
+def parse_slow(text):
+    """``NAME:MILLISECONDS`` as (name, milliseconds); a ValueError says what is wrong."""
+    return _parse(text, SLOW_VARIABLE, "NAME:MILLISECONDS, e.g. mm:20")
+
+
+def parse_scale(text):
+    """``NAME:FACTOR`` as (name, factor); a ValueError says what is wrong."""
+    return _parse(text, SCALE_VARIABLE, "NAME:FACTOR, e.g. mm:1.001")
 
 
 def install_from_environment(environ=os.environ):
@@ -96,3 +125,6 @@ def install_from_environment(environ=os.environ):
     slow = environ.get(SLOW_VARIABLE, "").strip()
     if slow:
         install_slow(*parse_slow(slow))
+    scale = environ.get(SCALE_VARIABLE, "").strip()
+    if scale:
+        install_scaled(*parse_scale(scale))
