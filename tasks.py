@@ -426,6 +426,27 @@ def lock(c: Context, vendor: list[str] | None = None, cell: list[str] | None = N
         raise Exit(code=EXIT_FAILED)
 
 
+@task(help={
+    "path": "a recording (cases.pt beside an accelerator's result), or a folder: every *.pt "
+            "under it",
+    "python": "an interpreter with torch to judge with (default: this one if it has torch)",
+    "image": "an image with torch to judge in (default: the CPU vendor's default cell)",
+    "check": "exit 1 when a verdict or message differs from the recorded one",
+    "quiet": "print failed and moved cases only",
+    "matrix": HELP_MATRIX})
+def judge(c: Context, path: str, python: str | None = None, image: str | None = None,
+          check: bool = False, quiet: bool = False, matrix: str = "matrix.yaml") -> None:
+    """Judge recorded cases again, without an accelerator; print each verdict (exit 1 when a
+    case fails, or with --check when a verdict moved)."""
+    out = api.judge([path], python=python, image=image, matrix_path=matrix, check=check)
+    for case in out.cases:
+        if not quiet or case.status == "failed" or case.moved:
+            print(case.line())
+    _stderr([out.summary()])
+    if out.count("failed") or (check and out.moved):
+        raise Exit(code=EXIT_FAILED)
+
+
 @task(help={"matrix": HELP_MATRIX})
 def lint(c: Context, matrix: str = "matrix.yaml") -> None:
     """hadolint every generated Dockerfile and the templates' current output (.hadolint.yaml)."""

@@ -29,6 +29,7 @@ from oota.engine.base import Endpoint, RegistryAuth, TlsFiles
 from oota.engine.docker import DockerEngine
 from oota.errors import EXIT_FAILED, EXIT_HOST_LOST, EXIT_OK, InputError, OotaError
 from oota.execute import inplace
+from oota.execute import judge as judging
 from oota.execute import lock as locks
 from oota.execute.bases import Base, parse_mirrors
 from oota.execute.build import BuildOptions
@@ -568,6 +569,36 @@ def verify_here(matrix_path: str, vendors: list[str] | None, results_dir: Path,
     plan(matrix, vendors)
     return inplace.verify_here(matrix, vendors[0], results_dir, layers=suite_layers,
                                python=python or sys.executable)
+
+
+def judge(paths: Sequence[str], *, python: str | None, image: str | None,
+          matrix_path: str, check: bool) -> judging.Replay:
+    """``judge``: recorded cases judged again by the checkout's judge, with ``python`` (it
+    must have torch), else this interpreter when it has torch, else in ``image`` (default:
+    the CPU vendor's default cell as ``build`` tags it) on the environment's engine."""
+    files = judging.recordings(paths)
+    if python is not None and image is not None:
+        raise InputError("--python and --image name two places to judge in: give one")
+    if python is not None:
+        if not judging.has_torch(python):
+            raise InputError(f"--python {python}: it cannot import torch; name an interpreter "
+                             "that has torch")
+        return judging.with_python(python, files, check)
+    if image is None and judging.has_torch(sys.executable):
+        return judging.with_python(sys.executable, files, check)
+    return judging.in_image(DockerEngine(), image or default_torch_image(matrix_path), files,
+                            check)
+
+
+def default_torch_image(matrix_path: str) -> str:
+    """The tag ``build --vendor=cpu`` gives the CPU vendor's default cell: an image with torch
+    and nothing else that ``judge`` needs."""
+    matrix = load_matrix(matrix_path)
+    if "cpu" not in matrix.vendors:
+        raise InputError(f"{matrix_path} has no cpu vendor to take an image with torch from: "
+                         "pass --image or --python")
+    cells = select(matrix, plan(matrix, ["cpu"]))
+    return BuildOptions(results_dir=Path("results")).tag_for(cells[0])
 
 
 def lint(matrix_path: str) -> list[str]:

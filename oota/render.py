@@ -165,9 +165,11 @@ def _verify_manifest(cell: Cell, spec: VerifySpec) -> dict[str, Any]:
     return {
         "dtypes": list(spec.dtypes),
         "tolerances": tolerances(spec.tolerances),
+        # Only the dtypes a vendor overrides: the judge's own numbers live with the judge.
+        **({"judge": {dtype: o.to_json() for dtype, o in spec.judge.items()}}
+           if spec.judge else {}),
         "models": list(spec.models),
         "model_dtype": spec.model_dtype,
-        "model_tolerances": tolerances(spec.model_tolerances),
         "extensions": [{"import": ext.import_name, "distribution": ext.distribution,
                         "torch": _extension_torch(cell, ext.torch)}
                        for ext in spec.extensions],

@@ -8,6 +8,7 @@ disagree on what a status means or which one wins.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Final, Literal
 
@@ -86,3 +87,31 @@ def budget_blind(before: Mapping[str, int], after: Mapping[str, int]) -> frozens
                     if test_id.endswith(f"[{UNRUN_PARAM}]")})
     one_side = before.keys() ^ after.keys()
     return frozenset(unrun | {test_id for test_id in one_side if test_id.startswith(folded)})
+
+
+# Why an operator × dtype of the ops layer was not compared, from the words its skip begins
+# with (verify/test_ops.py, oota_opinfo.py, oota_ops.py, oota_suite.py): a reader of "N not
+# run" needs to tell PyTorch's own skips and dtypes the OpInfo lacks from a budget cut.
+# (pattern, reason), the first that matches wins.
+NOT_COMPARED: Final[tuple[tuple[str, str], ...]] = (
+    (re.escape(BUDGET_PREFIX), "time budget spent"),
+    (r"the OpInfo of .* does not support \S+ on the CPU", "dtype the OpInfo lacks on the CPU"),
+    (r"the OpInfo of .* does not declare \S+ for ", "dtype the OpInfo lacks on the device"),
+    (r"PyTorch's test_compare_cpu skips", "skipped by PyTorch's own test"),
+    (r"PyTorch's test_compare_cpu expects", "expected to fail by PyTorch's own test"),
+    (r"skip list: ", "on the vendor's skip list"),
+    (r"\S.* is not implemented on ", "not implemented on the device"),
+    (r"the OpInfo of .* has no sample inputs", "no sample inputs"),
+    (r"every one of the \d+ samples .* raised on the CPU too", "every sample refused by the CPU"),
+    (re.escape(UNSUPPORTED_PREFIX) + "|no \\S+ device visible|torch has no torch\\.",
+     "no device here"),
+    (r"the ops layer is not selected", "layer not selected"),
+)
+
+
+def not_compared_reason(message: str) -> str:
+    """The reason (one of NOT_COMPARED's) a skipped ops-layer pair was not compared."""
+    for pattern, reason in NOT_COMPARED:
+        if re.match(pattern, message):
+            return reason
+    return "other"

@@ -192,27 +192,16 @@ def fold_unrun(tests: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Mismatch:
-    """The first sample whose device result differs from the CPU's."""
-
-    sample: int
-    description: str  # the sample's inputs in short ("Tensor[3, 4] float32, dim=1")
-    where: str  # which output ("output", "output[1]")
-    max_abs: float
-    max_rel: float
-    atol: float
-    rtol: float
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
 class Outcome:
     """What happened to one operator × dtype's samples (filled by verify/test_ops.py)."""
 
     samples: int = 0  # sample inputs the OpInfo gave
-    ran: int = 0  # samples run on the device (and compared, unless cpu_only)
+    ran: int = 0  # samples run on the device (and judged, unless cpu_only)
     cpu_errors: int = 0  # samples the CPU itself refused (nothing to compare with)
     cpu_only: bool = False  # the CPU vendor: the device is the CPU, nothing is compared
-    mismatch: Mismatch | None = None
+    failure: str = ""  # the judge's message on the first wrong sample (oota_judge.judge)
+    rule: str = ""  # the rule that judged the samples, in words (oota_rules.Rule.describe)
+    worst: float = 0.0  # the largest share of the rule's allowance a sample used
     not_implemented: str = ""  # the device's NotImplementedError, first line
     error: str = ""  # anything else the device raised (on a sample the CPU ran, or making one)
 
@@ -230,8 +219,8 @@ def verdict(outcome: Outcome, *, op: str, dtype: str, device: str,
         return ("failed", f"must-pass operator: {text}") if must_pass else ("skipped", text)
     if outcome.error:
         return "failed", f"{pair} raised on {device}: {outcome.error}"
-    if outcome.mismatch is not None:
-        return "failed", f"{pair}: {mismatch_message(outcome.mismatch, device)}"
+    if outcome.failure:
+        return "failed", outcome.failure
     if outcome.samples == 0:
         return "skipped", f"the OpInfo of {op} has no sample inputs for {dtype}"
     if outcome.ran == 0:
@@ -240,10 +229,5 @@ def verdict(outcome: Outcome, *, op: str, dtype: str, device: str,
     if outcome.cpu_only:
         return "passed", (f"ran {outcome.ran} samples of {pair} on the CPU; the CPU vendor's "
                           "device is the CPU, so nothing was compared")
-    return "passed", f"{outcome.ran} samples of {pair} match the CPU"
-
-
-def mismatch_message(m: Mismatch, device: str) -> str:
-    return (f"sample {m.sample} ({m.description}): {m.where} on {device} differs from the CPU: "
-            f"max abs diff {m.max_abs:.3g}, max rel diff {m.max_rel:.3g} "
-            f"(atol {m.atol:g}, rtol {m.rtol:g})")
+    return "passed", (f"{outcome.ran} samples of {pair} on {device} within {outcome.rule} "
+                      f"(the worst uses {outcome.worst:.2g} of it)")

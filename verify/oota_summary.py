@@ -42,7 +42,14 @@ def _load_vocab() -> None:
 
 _load_vocab()
 import oota_vocab  # noqa: E402 - found by _load_vocab
-from oota_vocab import LAYERS, UNRUN_KEY, budget_blind, unrun_by_id, worst  # noqa: E402
+from oota_vocab import (  # noqa: E402
+    LAYERS,
+    UNRUN_KEY,
+    budget_blind,
+    not_compared_reason,
+    unrun_by_id,
+    worst,
+)
 
 MARK = {"passed": "✓", "failed": "✗", "error": "✗", "interrupted": "stopped", "skipped": "skip",
         "unsupported-here": "n/a here", "": "–"}
@@ -120,19 +127,23 @@ def _workload(tests: list[dict[str, Any]]) -> list[str]:
 
 def _not_passed(tests: list[dict[str, Any]]) -> list[str]:
     out = []
-    ops_skipped = 0  # the ops layer skips thousands of operator x dtype pairs: counted only
+    # The ops layer skips thousands of operator x dtype pairs: counted by why, not listed.
+    ops_skipped: dict[str, int] = {}
     for test in tests:
         status, message = normalized(test)
         # The pairs the time budget left unrun are one entry already, listed with its count.
         if status == "skipped" and test.get("layer") == "ops" and UNRUN_KEY not in (
                 test.get("data") or {}):
-            ops_skipped += 1
+            reason = not_compared_reason(message)
+            ops_skipped[reason] = ops_skipped.get(reason, 0) + 1
         elif status != "passed":
             out.append(f"- {test['id']}: {status}" + (f": {message.splitlines()[0]}"
                                                       if message else ""))
     if ops_skipped:
-        out.append(f"- ops layer: {ops_skipped} operator x dtype pairs skipped (each reason is "
-                   "in tests.json)")
+        counts = ", ".join(f"{n} {why}" for why, n in sorted(ops_skipped.items(),
+                                                             key=lambda kv: (-kv[1], kv[0])))
+        out.append(f"- ops layer: {sum(ops_skipped.values())} operator x dtype pairs not "
+                   f"compared: {counts} (each reason is in tests.json)")
     return ["", "Not passed:"] + out if out else []
 
 

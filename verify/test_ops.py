@@ -2,12 +2,22 @@
 
 For every operator of ``torch.testing._internal.common_methods_invocations.op_db`` (shipped in
 the wheel) and every dtype the vendor declares (cell.json ``verify.dtypes``) that the OpInfo
-supports on the CPU, the OpInfo's sample inputs run on the device and on the CPU and the
-results are compared, as PyTorch's ``test_compare_cpu`` does: with the OpInfo's own tolerance
-override for that test where it has one, else the vendor's per-dtype ``verify.tolerances``.
-Comparisons PyTorch's own test skips or expects to fail (random operators, uninitialised
-memory, known CPU/GPU differences) are skipped here with its reason. One result per operator
-and dtype: passed, failed with the first mismatch, or skipped with the reason.
+supports on the CPU and declares for the device, the OpInfo's sample inputs run on the device
+and on the CPU, and the judge (``oota_judge.py``) decides each sample by the rule
+``oota_rules.choose`` gives the pair: PyTorch's own ``test_compare_cpu`` rule where PyTorch
+judges the operator in that dtype (its ``reference_inputs``, atol = rtol = 1e-3 or the OpInfo's
+override), else the device's error against the CPU's float64 result relative to the CPU's own
+error, else the vendor's tolerance. Comparisons PyTorch's own test skips or expects to fail
+(random operators, uninitialised memory, known CPU/GPU differences) are skipped with its reason
+(``oota_opinfo.py``). One result per operator and dtype: passed, failed with the first wrong
+sample, or skipped with the reason.
+
+An accelerator's run records what it judged in ``$OOTA_VERIFY_OUT/cases.pt``: every failing
+case and the closest call among the samples of one passing pair in ``OOTA_RECORD_EVERY``
+(default 4; 0 records failures only), so ``oota judge`` can judge them again on any machine.
+A failing sample is run once more under a dispatch recorder, and the aten operators it called
+are kept in the test's data (``calls``): the report says which failures are built on another
+failing operator.
 
 For the CPU vendor the device IS the CPU: comparing it with itself proves nothing, so there
 the test is named ``test_op_runs`` and only runs each operator's samples once (that they run at
@@ -17,26 +27,30 @@ The must-pass operators (``ops-must-pass.yaml``, those the models layer needs) r
 always; the others run until the time budget (``OOTA_OPS_BUDGET_S``, default 180 s, counted from
 the first operator) is spent and are skipped after it; tests.json holds those as one skipped entry
 (``[unrun-by-budget]``, with their count). Decisions that need no torch live in
-``oota_ops.py``. op_db is imported while this module's tests are collected, and only when the
-ops layer is selected: its import takes seconds that the other layers should not pay.
+``oota_ops.py`` and ``oota_rules.py``. op_db is imported while this module's tests are
+collected, and only when the ops layer is selected: its import takes seconds that the other
+layers should not pay.
 """
 
 from __future__ import annotations
 
-import math
 import os
-import sys
-import types
-import unittest
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import oota_judge
+import oota_opinfo
 import oota_ops
+import oota_rules
 import pytest
 from oota_suite import read_cell
 
 LAYER = "ops"
-COMPARE_TEST = ("TestCommon", "test_compare_cpu")  # whose decorators in op_db apply here
-DESCRIPTION_LIMIT = 160
+RECORD_VARIABLE = "OOTA_RECORD_EVERY"
+DEFAULT_RECORD_EVERY = 4
+# A passing case is kept only if it is this small (elements in all): a sample, not a dump.
+PASSING_CASE_ELEMENTS = 20_000
 
 
 def _selected() -> bool:
@@ -45,23 +59,9 @@ def _selected() -> bool:
     return not wanted or LAYER in wanted
 
 
-def _import_op_db() -> list[Any]:
-    """op_db. Its module imports ``expecttest`` for a TestCase base class that op_db itself
-    never uses; images install only what the suite runs, so a missing expecttest is stood in
-    for by a plain unittest.TestCase rather than failing the whole layer."""
-    try:
-        import expecttest  # noqa: F401
-    except ImportError:
-        stand_in = types.ModuleType("expecttest")
-        stand_in.TestCase = unittest.TestCase  # type: ignore[attr-defined]
-        sys.modules["expecttest"] = stand_in
-    from torch.testing._internal.common_methods_invocations import op_db
-
-    return list(op_db)
-
-
-def _full_name(op: Any) -> str:
-    return f"{op.name}.{op.variant_test_name}" if op.variant_test_name else op.name
+def _record_every(environ: Any = os.environ) -> int:
+    text = environ.get(RECORD_VARIABLE, "").strip()
+    return int(text) if text.isdigit() else DEFAULT_RECORD_EVERY
 
 
 class _Database:
@@ -74,7 +74,7 @@ class _Database:
         if not _selected():
             return
         try:
-            self.ops = {_full_name(op): op for op in _import_op_db()}
+            self.ops = oota_opinfo.by_name()
         except Exception as exc:  # noqa: BLE001 - reported as the layer's one failure
             self.problem = f"cannot import PyTorch's OpInfo database: {type(exc).__name__}: {exc}"
             return
@@ -86,6 +86,7 @@ class _Database:
 
 DATABASE = _Database()
 BUDGET = oota_ops.Budget(oota_ops.budget_seconds())
+SPEC: dict[str, Any] = read_cell().get("verify") or {}
 
 
 def _cases() -> list[Any]:
@@ -99,7 +100,7 @@ def _cases() -> list[Any]:
     params = []
     for name in oota_ops.ordered(list(DATABASE.ops), list(DATABASE.must)):
         on_cpu = DATABASE.ops[name].supported_dtypes("cpu")
-        for dtype_name in (read_cell().get("verify") or {}).get("dtypes") or ["float32"]:
+        for dtype_name in SPEC.get("dtypes") or ["float32"]:
             dtype = getattr(torch, str(dtype_name), None)
             marks = () if dtype in on_cpu else pytest.mark.skip(
                 reason=f"the OpInfo of {name} does not support {dtype_name} on the CPU")
@@ -113,6 +114,55 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("op_name,op_dtype", _cases())
 
 
+# -- what a run records ---------------------------------------------------------------------
+
+class _Recording:
+    """The cases this run keeps, written to ``$OOTA_VERIFY_OUT/cases.pt`` at the end."""
+
+    def __init__(self) -> None:
+        self.cases: list[dict[str, Any]] = []
+        self.settings: dict[str, Any] = {}
+        self.device = ""
+
+    def start(self, device: Any, device_module: Any) -> None:
+        import torch
+
+        if self.settings:
+            return
+        cudnn = getattr(torch.backends, "cudnn", None)
+        matmul = getattr(getattr(torch.backends, "cuda", None), "matmul", None)
+        self.settings = {
+            "cudnn_allow_tf32": bool(cudnn and cudnn.is_available() and cudnn.allow_tf32),
+            "matmul_allow_tf32": bool(matmul and matmul.allow_tf32),
+            "float32_matmul_precision": torch.get_float32_matmul_precision()}
+        name = getattr(device_module, "get_device_name", None)
+        try:
+            self.device = str(name()) if callable(name) else device.type
+        except Exception:  # noqa: BLE001 - a name is only for the reader
+            self.device = device.type
+
+    def write(self, folder: str) -> None:
+        import torch
+
+        if not folder or not self.cases:
+            return
+        cell = read_cell()
+        data = oota_judge.recording(
+            self.cases, device=self.device, device_type=str(cell.get("device") or ""),
+            torch=torch.__version__, cell=str(cell.get("id") or ""), settings=self.settings,
+            note="", by="oota-verify's ops layer")
+        oota_judge.save(Path(folder) / oota_judge.CASES_FILE, data)
+
+
+RECORDING = _Recording()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _write_recording() -> Any:
+    yield
+    RECORDING.write(os.environ.get("OOTA_VERIFY_OUT", ""))
+
+
 # -- one operator × dtype ----------------------------------------------------------------------
 
 def _check_database() -> None:
@@ -120,101 +170,24 @@ def _check_database() -> None:
         pytest.fail(DATABASE.problem)
 
 
-def _compare_decorators(op: Any, device_type: str, dtype: Any) -> list[Any]:
-    """The decorators op_db gives PyTorch's test_compare_cpu for this device and dtype."""
-    from torch.testing._internal.opinfo.core import DecorateInfo
-
-    found = []
-    for info in op.decorators:
-        if isinstance(info, DecorateInfo):
-            if info.is_active(*COMPARE_TEST, device_type, dtype, {}):
-                found += list(info.decorators)
-        else:
-            found.append(info)  # a bare decorator applies to every test of the op
-    return found
-
-
-def _pytorch_skip(decorators: list[Any]) -> str | None:
-    """Why PyTorch's own comparison skips (or expects to fail) this op, if it does."""
-    for decorator in decorators:
-        name = getattr(decorator, "__name__", "")
-        if name == "expectedFailure":
-            return "PyTorch's test_compare_cpu expects this comparison to fail"
-        if name == "decorator":  # what unittest.skip(reason) returns; the reason is in it
-            cells = [c.cell_contents for c in getattr(decorator, "__closure__", None) or ()]
-            reason = next((c for c in cells if isinstance(c, str)), "no reason given")
-            return f"PyTorch's test_compare_cpu skips this comparison: {reason}"
-    return None
-
-
-def _tolerance(decorators: list[Any], dtype: Any, vendor: dict[str, float]) -> tuple[
-        dict[str, float], str]:
-    """The OpInfo's tolerance override for the comparison, else the vendor's."""
-    for decorator in decorators:
-        table = getattr(decorator, "d", None)
-        entry = table.get(dtype) if isinstance(table, dict) else None
-        if entry is not None and hasattr(entry, "atol"):
-            return {"atol": float(entry.atol), "rtol": float(entry.rtol)}, "opinfo"
-    return vendor, "vendor"
-
-
-def _describe(sample: Any) -> str:
-    def short(value: Any) -> str:
-        import torch
-
-        if isinstance(value, torch.Tensor):
-            return f"Tensor{list(value.shape)} {str(value.dtype).removeprefix('torch.')}"
-        if isinstance(value, (list, tuple)):
-            return "(" + ", ".join(short(v) for v in value) + ")"
-        return repr(value)
-
-    parts = [short(sample.input)] + [short(a) for a in sample.args]
-    parts += [f"{k}={short(v)}" for k, v in sample.kwargs.items()]
-    text = ", ".join(parts)
-    return text if len(text) <= DESCRIPTION_LIMIT else text[:DESCRIPTION_LIMIT - 1] + "…"
-
-
 def _run(op: Any, sample: Any) -> Any:
     return sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs))
 
 
-def _leaf_difference(got: Any, want: Any, tol: dict[str, float]) -> tuple[float, float] | None:
-    """(max abs, max rel) difference of one output where it is not within tolerance."""
+def _to_float64(value: Any) -> Any:
     import torch
 
-    if not isinstance(want, torch.Tensor):
-        if isinstance(got, torch.Tensor):
-            return math.inf, math.inf
-        same = got == want or (isinstance(got, float) and isinstance(want, float)
-                               and math.isnan(got) and math.isnan(want))
-        return None if same else (math.inf, math.inf)
-    if not isinstance(got, torch.Tensor) or got.shape != want.shape or got.dtype != want.dtype:
-        return math.inf, math.inf
-    got, want = got.cpu(), want.cpu()
-    if got.layout != torch.strided:
-        got, want = got.to_dense(), want.to_dense()
-    wide = torch.complex128 if want.is_complex() else torch.float64
-    a, b = got.to(wide), want.to(wide)
-    close = torch.isclose(a, b, equal_nan=True, **tol)
-    if bool(close.all()):
+    if isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex()):
+        return value.to(torch.complex128 if value.is_complex() else torch.float64)
+    return value
+
+
+def _reference(op: Any, cpu_sample: Any) -> Any:
+    """The sample's result on the CPU in float64 (None where the operator cannot run so)."""
+    try:
+        return _run(op, cpu_sample.transform(_to_float64))
+    except Exception:  # noqa: BLE001 - no reference: the judge falls back to the tolerance
         return None
-    diff = (a - b).abs()[~close]
-    rel = diff / b.abs()[~close]
-    return float(diff.max()), float(rel.max())
-
-
-def _first_mismatch(got: Any, want: Any, tol: dict[str, float]) -> tuple[str, float, float] | None:
-    from torch.utils._pytree import tree_flatten
-
-    got_leaves, got_spec = tree_flatten(got)
-    want_leaves, want_spec = tree_flatten(want)
-    if got_spec != want_spec:
-        return "output structure", math.inf, math.inf
-    for index, (a, b) in enumerate(zip(got_leaves, want_leaves, strict=True)):
-        found = _leaf_difference(a, b, tol)
-        if found is not None:
-            return ("output" if len(want_leaves) == 1 else f"output[{index}]"), *found
-    return None
 
 
 def _not_implemented(exc: Exception) -> bool:
@@ -226,70 +199,165 @@ def _first_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
 
 
-def _outcome(op: Any, device: Any, dtype: Any, tol: dict[str, float],
-             cpu_only: bool) -> oota_ops.Outcome:
+def _calls(op: Any, sample: Any) -> list[str]:
+    """The aten operators one sample dispatches (in first-call order), from a second run
+    under a dispatch recorder: which operators a failure is built on."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Calls(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.names: dict[str, None] = {}
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            self.names[func.overloadpacket.__name__] = None
+            return func(*args, **(kwargs or {}))
+
+    recorder = Calls()
+    try:
+        with recorder:
+            _run(op, sample)
+    except Exception:  # noqa: BLE001 - what it called before failing is still the answer
+        pass
+    return list(recorder.names)
+
+
+@dataclass
+class _Judged:
+    """One pair's judgement: the outcome, the case to record (None: none), the calls of a
+    failing sample."""
+
+    outcome: oota_ops.Outcome
+    case: dict[str, Any] | None = None
+    calls: list[str] = field(default_factory=list)
+
+
+def _device_failure(exc: Exception, samples: int, ran: int, index: int) -> oota_ops.Outcome:
+    if _not_implemented(exc):
+        return oota_ops.Outcome(samples=samples, ran=ran, not_implemented=_first_line(exc))
+    return oota_ops.Outcome(samples=samples, ran=ran,
+                            error=f"sample {index}: {_first_line(exc)} (the CPU ran it)")
+
+
+def _cpu_copy(sample: Any) -> Any:
     import torch
 
-    samples = ran = cpu_errors = 0
+    return sample.transform(lambda t: t.to("cpu") if isinstance(t, torch.Tensor) else t)
+
+
+def _judge_samples(op: Any, name: str, dtype_name: str, device: Any, rule: oota_rules.Rule,
+                   keep_passing: bool) -> _Judged:
+    import torch
+
+    dtype = getattr(torch, dtype_name)
     try:
-        # Made on the device, as PyTorch's test does; a device that cannot even make them
-        # fails (or lacks) the operator like one that cannot run it.
-        made = list(op.sample_inputs(device, dtype))
-        if cpu_only:  # the samples only have to run: a few prove that (max_pool2d has 1440)
-            made = made[:oota_ops.CPU_ONLY_SAMPLES]
+        made = oota_opinfo.samples(op, device, dtype, reference=rule.kind == oota_rules.PYTORCH)
     except Exception as exc:  # noqa: BLE001 - the device's failure is the finding
         if _not_implemented(exc):
-            return oota_ops.Outcome(not_implemented=f"making samples: {_first_line(exc)}")
-        return oota_ops.Outcome(error=f"making samples: {_first_line(exc)}")
+            return _Judged(oota_ops.Outcome(not_implemented=f"making samples: {_first_line(exc)}"))
+        return _Judged(oota_ops.Outcome(error=f"making samples: {_first_line(exc)}"))
+    samples = ran = cpu_errors = 0
+    worst, kept, kept_ratio = 0.0, None, -1.0
     for index, sample in enumerate(made):
         samples += 1
-        cpu_sample = sample.transform(
-            lambda t: t.to("cpu") if isinstance(t, torch.Tensor) else t)
+        cpu_sample = _cpu_copy(sample)
         try:
             want = _run(op, cpu_sample)
         except Exception:  # noqa: BLE001 - a sample the CPU refuses has nothing to compare
             cpu_errors += 1
             continue
         ran += 1
-        if cpu_only:
-            continue
         try:
             got = _run(op, sample)
         except Exception as exc:  # noqa: BLE001 - the device's failure is the finding
-            if _not_implemented(exc):
-                return oota_ops.Outcome(samples=samples, ran=ran,
-                                        not_implemented=_first_line(exc))
-            return oota_ops.Outcome(samples=samples, ran=ran,
-                                    error=f"sample {index}: {_first_line(exc)} (the CPU "
-                                          "ran it)")
-        found = _first_mismatch(got, want, tol)
-        if found is not None:
-            return oota_ops.Outcome(samples=samples, ran=ran, mismatch=oota_ops.Mismatch(
-                sample=index, description=_describe(sample), where=found[0], max_abs=found[1],
-                max_rel=found[2], **tol))
-    return oota_ops.Outcome(samples=samples, ran=ran, cpu_errors=cpu_errors, cpu_only=cpu_only)
+            return _Judged(_device_failure(exc, samples, ran, index))
+        wide = rule.kind == oota_rules.FLOAT64 and not oota_judge.identical(
+            oota_judge.plain(got, copy=False), oota_judge.plain(want, copy=False))
+        reference = _reference(op, cpu_sample) if wide else None
+        case = oota_judge.make_case(
+            op=name, dtype=dtype_name, sample=index, input_=cpu_sample.input,
+            args=cpu_sample.args, kwargs=cpu_sample.kwargs, cpu=want, device=got,
+            reference=reference, rule=rule, device_type=device.type, copy=False)
+        verdict = oota_judge.judge(case, device.type, RECORDING.settings)
+        if verdict.status == "failed":
+            return _Judged(oota_ops.Outcome(samples=samples, ran=ran, failure=verdict.message),
+                           oota_judge.finish(case, verdict), _calls(op, sample))
+        ratio = verdict.ratio or 0.0
+        worst = max(worst, ratio)
+        if keep_passing and ratio > kept_ratio and \
+                oota_judge.case_elements(case) <= PASSING_CASE_ELEMENTS:
+            kept, kept_ratio = oota_judge.finish(case, verdict), ratio
+    return _Judged(oota_ops.Outcome(samples=samples, ran=ran, cpu_errors=cpu_errors,
+                                    rule=rule.describe(), worst=worst), kept)
 
 
-def _check(op_name: str, op_dtype: str, device: Any, tolerance: Any, record_data: Any) -> None:
+def _run_only(op: Any, dtype_name: str, device: Any) -> oota_ops.Outcome:
+    """The CPU vendor: a few of the operator's samples run (nothing to compare with)."""
     import torch
 
+    try:
+        made = oota_opinfo.samples(op, device, getattr(torch, dtype_name), reference=False,
+                                   limit=oota_ops.CPU_ONLY_SAMPLES)
+    except Exception as exc:  # noqa: BLE001 - the failure is the finding
+        if _not_implemented(exc):
+            return oota_ops.Outcome(not_implemented=f"making samples: {_first_line(exc)}")
+        return oota_ops.Outcome(error=f"making samples: {_first_line(exc)}")
+    ran = cpu_errors = 0
+    for sample in made:
+        try:
+            _run(op, sample)
+        except Exception:  # noqa: BLE001 - a sample the CPU refuses has nothing to run
+            cpu_errors += 1
+            continue
+        ran += 1
+    return oota_ops.Outcome(samples=len(made), ran=ran, cpu_errors=cpu_errors, cpu_only=True)
+
+
+def _rule(op: Any, name: str, dtype_name: str, device: Any) -> oota_rules.Rule:
+    """The rule for the pair, or pytest.skip with PyTorch's (or the OpInfo's) reason."""
+    import torch
+
+    decided = oota_opinfo.decisions(op, device.type, getattr(torch, dtype_name))
+    if decided.skip:
+        pytest.skip(decided.skip)
+    if not decided.device_dtypes:
+        pytest.skip(f"the OpInfo of {name} does not declare {dtype_name} for {device.type}")
+    try:
+        return oota_rules.choose(
+            dtype_name, pytorch_judges=dtype_name == decided.compare_dtype,
+            override=(decided.atol, decided.rtol), judge=SPEC.get("judge"),
+            tolerance=(SPEC.get("tolerances") or {}).get(dtype_name))
+    except oota_rules.RuleError as exc:
+        pytest.fail(f"cell.json verify: {exc}", pytrace=False)
+
+
+def _check(op_name: str, op_dtype: str, device: Any, device_module: Any,
+           record_data: Any) -> None:
     _check_database()
     must = op_name in DATABASE.must
     late = BUDGET.skip_reason(must)
     if late:
         pytest.skip(late)
-    op, dtype = DATABASE.ops[op_name], getattr(torch, op_dtype)
-    decorators = _compare_decorators(op, device.type, dtype)
-    skipped = None if device.type == "cpu" else _pytorch_skip(decorators)
-    if skipped:
-        pytest.skip(skipped)
-    tol, source = _tolerance(decorators, dtype, tolerance(op_dtype))
-    outcome = _outcome(op, device, dtype, tol, cpu_only=device.type == "cpu")
+    op = DATABASE.ops[op_name]
+    if device.type == "cpu":
+        judged = _Judged(_run_only(op, op_dtype, device))
+        rule = None
+    else:
+        RECORDING.start(device, device_module)
+        rule = _rule(op, op_name, op_dtype, device)
+        keep = oota_judge.keep_passing(op_name, op_dtype, _record_every())
+        judged = _judge_samples(op, op_name, op_dtype, device, rule, keep)
+    outcome = judged.outcome
     status, message = oota_ops.verdict(outcome, op=op_name, dtype=op_dtype, device=device.type,
                                        must_pass=must)
-    record_data(op=op_name, dtype=op_dtype, must_pass=must, tried=True, samples=outcome.samples,
-                ran=outcome.ran, cpu_errors=outcome.cpu_errors, compared=not outcome.cpu_only,
-                tolerance_from=source, **tol, note=message)
+    if judged.case is not None:
+        RECORDING.cases.append(judged.case)
+    record_data(op=op_name, aten=str(getattr(op, "aten_name", op.name)), dtype=op_dtype,
+                must_pass=must, tried=True, samples=outcome.samples, ran=outcome.ran,
+                cpu_errors=outcome.cpu_errors, compared=not outcome.cpu_only,
+                rule=rule.kind if rule else "", rule_source=rule.source if rule else "",
+                worst=round(outcome.worst, 4), recorded=judged.case is not None,
+                **({"calls": judged.calls} if judged.calls else {}), note=message)
     if status == "skipped":
         pytest.skip(message)
     if status == "failed":
@@ -306,12 +374,12 @@ def test_must_pass_names_are_operators(record_data: Any) -> None:
 
 
 if read_cell().get("device") == "cpu":
-    def test_op_runs(op_name: str, op_dtype: str, device: Any, tolerance: Any,
+    def test_op_runs(op_name: str, op_dtype: str, device: Any, device_module: Any,
                      record_data: Any) -> None:
         """The CPU vendor: the operator's samples run (nothing to compare with)."""
-        _check(op_name, op_dtype, device, tolerance, record_data)
+        _check(op_name, op_dtype, device, device_module, record_data)
 else:
-    def test_op_matches_cpu(op_name: str, op_dtype: str, device: Any, tolerance: Any,
+    def test_op_matches_cpu(op_name: str, op_dtype: str, device: Any, device_module: Any,
                             record_data: Any) -> None:
-        """An accelerator: the operator's results on the device match the CPU's."""
-        _check(op_name, op_dtype, device, tolerance, record_data)
+        """An accelerator: each sample's result on the device is judged against the CPU's."""
+        _check(op_name, op_dtype, device, device_module, record_data)

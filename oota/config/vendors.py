@@ -68,29 +68,40 @@ class Extension:
     torch: str = ""    # a specifier with placeholders, e.g. "=={torch}" ("" pairs with any)
 
 
-# The workload layer's loss curves: the device's loss at each step against the CPU's. Looser
-# than one operation's tolerance: a difference grows over the steps of a training run.
-WORKLOAD_LOSS_TOLERANCE = Tolerance(rtol=1e-3, atol=1e-4)
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JudgeOverride:
+    """A vendor's own numbers for the judge's float64 rule (``verify.judge.<dtype>``) or its
+    curve rule (``verify.workload.judge``): the device's error against the float64 CPU
+    result may be ``multiplier`` times the CPU's own plus ``floor_ulps`` units in the last
+    place. ``reason`` says why the vendor's hardware needs other numbers than oota's."""
+
+    reason: str
+    multiplier: float | None = None  # None: oota's default (verify/oota_rules.py)
+    floor_ulps: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        numbers = {"multiplier": self.multiplier, "floor_ulps": self.floor_ulps}
+        return {"reason": self.reason, **{k: v for k, v in numbers.items() if v is not None}}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WorkloadSpec:
     """The workload layer (``verify.workload``; off when absent): per model, a training run
-    from a fixed seed on the device and on the CPU, timed inference forwards, throughput and
-    peak device memory (verify/test_workload.py)."""
+    from a fixed seed on the device, on the CPU and on the CPU in float64, timed inference
+    forwards, throughput and peak device memory (verify/test_workload.py)."""
 
     models: tuple[str, ...]
     train_steps: int = 20
     timed_forwards: int = 30
     warmup_forwards: int = 3
-    loss_tolerance: Tolerance = WORKLOAD_LOSS_TOLERANCE
+    judge: JudgeOverride | None = None  # None: oota's curve rule
 
     def to_json(self) -> dict[str, Any]:
-        """The cell.json form, every default filled in (the suite has no defaults of its own)."""
+        """The cell.json form, every default filled in (the suite has no defaults of its own
+        but the judge's, which live with the judge)."""
         return {"models": list(self.models), "train_steps": self.train_steps,
                 "timed_forwards": self.timed_forwards, "warmup_forwards": self.warmup_forwards,
-                "loss_tolerance": {"rtol": self.loss_tolerance.rtol,
-                                   "atol": self.loss_tolerance.atol}}
+                **({"judge": self.judge.to_json()} if self.judge else {})}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -99,9 +110,9 @@ class VerifySpec:
 
     dtypes: tuple[str, ...]
     tolerances: Mapping[str, Tolerance]
+    judge: Mapping[str, JudgeOverride] = field(default_factory=_empty)
     models: tuple[str, ...] = ()
     model_dtype: str = "float32"
-    model_tolerances: Mapping[str, Tolerance] = field(default_factory=_empty)
     extensions: tuple[Extension, ...] = ()
     toolkit_version: str | None = None   # where torch reports it, e.g. "torch.version.cuda"
     workload: WorkloadSpec | None = None  # None: the workload layer is off
@@ -317,11 +328,23 @@ def _tolerances(table: dict[str, dict[str, Any]]) -> Mapping[str, Tolerance]:
                              for dtype, t in table.items()})
 
 
+def _judge(data: dict[str, Any] | None) -> JudgeOverride | None:
+    if data is None:
+        return None
+    numbers = {k: float(data[k]) for k in ("multiplier", "floor_ulps") if k in data}
+    return JudgeOverride(reason=str(data["reason"]), **numbers)
+
+
+def _judges(table: dict[str, dict[str, Any]]) -> Mapping[str, JudgeOverride]:
+    return MappingProxyType({dtype: override for dtype, entry in table.items()
+                             if (override := _judge(entry)) is not None})
+
+
 def _verify(data: dict[str, Any]) -> VerifySpec:
     return VerifySpec(
         dtypes=tuple(data["dtypes"]), tolerances=_tolerances(data["tolerances"]),
+        judge=_judges(data.get("judge", {})),
         models=tuple(data.get("models", ())), model_dtype=data.get("model_dtype", "float32"),
-        model_tolerances=_tolerances(data.get("model_tolerances", {})),
         extensions=tuple(Extension(import_name=e["import"], distribution=e["distribution"],
                                    torch=e.get("torch", ""))
                          for e in data.get("extensions", ())),
@@ -334,10 +357,7 @@ def _workload(data: dict[str, Any] | None) -> WorkloadSpec | None:
     # The counts' defaults are WorkloadSpec's own: only the keys the file gives are passed.
     counts = {k: data[k] for k in ("train_steps", "timed_forwards", "warmup_forwards")
               if k in data}
-    tolerance = data.get("loss_tolerance")
-    return WorkloadSpec(models=tuple(data["models"]), **counts, loss_tolerance=(
-        WORKLOAD_LOSS_TOLERANCE if tolerance is None
-        else Tolerance(rtol=float(tolerance["rtol"]), atol=float(tolerance["atol"]))))
+    return WorkloadSpec(models=tuple(data["models"]), **counts, judge=_judge(data.get("judge")))
 
 
 def _facts(data: dict[str, Any]) -> Facts:

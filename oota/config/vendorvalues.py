@@ -205,17 +205,13 @@ def _dict(value: Any) -> dict[str, Any]:
 
 def _verify(check: _Checker) -> None:
     verify = _dict(check.data.get("verify"))
-    pairs: list[tuple[Path_, Any]] = [
-        (("verify", table, dtype), pair) for table in ("tolerances", "model_tolerances")
-        for dtype, pair in _dict(verify.get(table)).items()]
-    pairs.append((("verify", "workload", "loss_tolerance"),
-                  _dict(verify.get("workload")).get("loss_tolerance")))
-    for where, pair in pairs:
+    for dtype, pair in _dict(verify.get("tolerances")).items():
         for key, value in _dict(pair).items():
-            path: Path_ = (*where, key)
-            if isinstance(value, str) and not check.skip(path) and not _unit(value):
+            path: Path_ = ("verify", "tolerances", dtype, key)
+            if isinstance(value, str) and not check.skip(path) and not _within(value, 1):
                 check.doc.error(path, f"'{value}' is not a number from 0 to 1",
                                 "a tolerance above 1 lets every result pass")
+    _judge(check, verify)
     dtypes, tolerances = verify.get("dtypes"), verify.get("tolerances")
     if check.skip(("verify",)) or not isinstance(dtypes, list) \
             or not isinstance(tolerances, dict):
@@ -227,13 +223,38 @@ def _verify(check: _Checker) -> None:
                             "verify.tolerances", f"add {dtype}: {{rtol: ..., atol: ...}} there")
 
 
-def _unit(text: str) -> bool:
-    """A YAML float kept as text (yamlsrc) that is a finite number from 0 to 1."""
+def _judge(check: _Checker, verify: dict[str, Any]) -> None:
+    """The judge's overrides: numbers within range (YAML floats arrive as text), and only for
+    a dtype the suite judges (``verify.dtypes`` or ``model_dtype``): another does nothing."""
+    overrides: list[tuple[Path_, Any]] = [(("verify", "judge", dtype), entry) for dtype, entry
+                                          in _dict(verify.get("judge")).items()]
+    overrides.append((("verify", "workload", "judge"), _dict(verify.get("workload")).get("judge")))
+    for where, entry in overrides:
+        for key in ("multiplier", "floor_ulps"):
+            value, path = _dict(entry).get(key), (*where, key)
+            if isinstance(value, str) and not check.skip(path) and not _within(value, 1000):
+                check.doc.error(path, f"'{value}' is not a number from 0 to 1000",
+                                "give how many times the CPU's own error (or ulps) to allow")
+    judged = [d for d in _list(verify.get("dtypes")) if isinstance(d, str)]
+    judged.append(str(verify.get("model_dtype") or "float32"))
+    for dtype in _dict(verify.get("judge")):
+        path = ("verify", "judge", dtype)
+        if dtype not in judged and not check.skip(path):
+            check.doc.error(path, f"'{dtype}' is not a dtype the suite judges here",
+                            f"add it to verify.dtypes, or remove verify.judge.{dtype}")
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _within(text: str, top: float) -> bool:
+    """A YAML float kept as text (yamlsrc) that is a finite number from 0 to ``top``."""
     try:
         value = float(text)
     except ValueError:
         return False
-    return math.isfinite(value) and 0 <= value <= 1
+    return math.isfinite(value) and 0 <= value <= top
 
 
 def _companions(check: _Checker) -> None:

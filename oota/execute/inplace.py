@@ -39,7 +39,7 @@ from oota.results.model import (
     VendorCheck,
     json_object,
 )
-from oota.results.store import save
+from oota.results.store import CASES_FILE, keep_recording, save
 
 PROBE = Path(__file__).resolve().parents[2] / "verify" / "oota_probe.py"
 
@@ -158,6 +158,7 @@ def verify_here(matrix: Matrix, vendor: str, results_dir: Path, *,
     folder = results_dir / cell_id
     out = folder / "verify"
     out.mkdir(parents=True, exist_ok=True)
+    (out / CASES_FILE).unlink(missing_ok=True)
     started = now()
     check = check_vendor(matrix.vendors[vendor].vendor, None)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
@@ -175,6 +176,7 @@ def verify_here(matrix: Matrix, vendor: str, results_dir: Path, *,
                                   timeout=3600)
     finally:
         os.unlink(fh.name)
+    keep_recording(out, folder)
     result = _result(manifest, digest, out, proc.returncode, started, check, python)
     save(folder, result)
     return result

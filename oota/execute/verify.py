@@ -24,6 +24,7 @@ from oota.results.model import (
     Skips,
     TestOutcome,
 )
+from oota.results.store import CASES_FILE, keep_recording
 from oota.vocab import BAD, UNRUN_KEY
 
 RESULTS_IN_CONTAINER = "/tmp/oota-results"
@@ -72,13 +73,14 @@ def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id
     if layers:
         command += ["--layer", ",".join(layers)]
     collected = folder / "verify"
-    for stale in ("tests.json", "junit.xml", "installed.json"):
+    for stale in ("tests.json", "junit.xml", "installed.json", CASES_FILE):
         (collected / stale).unlink(missing_ok=True)
     request = device_request(cell.vendor, image, command, unsupported)
     run = engine.run(dataclasses.replace(
         request, env={**request.env, **forwarded_env(), **passed_env(cell.vendor)},
         labels={RUN_LABEL: run_id, "oota.cell": cell.id}, collect=RESULTS_IN_CONTAINER,
         collect_to=collected, log_path=folder / "verify.log", timeout_s=timeout_s))
+    keep_recording(collected, folder)
     try:
         suite = read_suite_output(collected)
     except ResultFormatError as exc:

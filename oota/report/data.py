@@ -40,7 +40,7 @@ from oota.results.model import (
     place_name,
 )
 from oota.results.store import RESULT_FILE, load, load_found
-from oota.vocab import BAD, LAYERS, budget_unrun, worst
+from oota.vocab import BAD, LAYERS, budget_unrun, not_compared_reason, worst
 
 # The report's columns: the build stage, then the suite's layers (oota.vocab.LAYERS).
 COLUMNS = ("build", *LAYERS)
@@ -302,11 +302,20 @@ class SkipDebt:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class OpsFailure:
-    """One operator × dtype of the ops layer that did not pass (or the layer's own failure)."""
+    """One operator × dtype of the ops layer that did not pass (or the layer's own failure);
+    ``built_on`` names another failing operator this one called (it fails through it)."""
 
     cell: str
     test: str  # 'add-float16', or the test's id when it is not an operator's
     message: str
+    built_on: str = ""
+
+    @property
+    def text(self) -> str:
+        """The message, with the operator it fails through first when there is one."""
+        if not self.built_on:
+            return self.message
+        return f"fails through {self.built_on}, which fails too: {self.message}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -314,33 +323,70 @@ class OpsSummary:
     """The ops layer (PyTorch's OpInfo tests, verify/test_ops.py) of one cell or one vendor.
 
     ``tried`` counts the operator × dtype pairs that ran (including those the device does not
-    implement, which count as not passed) and those that failed; ``not_run`` the pairs skipped
-    before running (time budget spent, dtype unsupported, skip list): one test holds all
-    those the time budget left unrun, with their count."""
+    implement, which count as not passed) and those that failed; ``not_compared`` the pairs
+    skipped before running, by why (oota.vocab.NOT_COMPARED: dtype the OpInfo lacks, PyTorch's
+    own skips, skip list, time budget spent...): one test holds all those the time budget
+    left unrun, with their count."""
 
     label: str  # the vendor, or the cell
     cells: int
     passed: int
     tried: int
-    not_run: int
+    not_compared: tuple[tuple[str, int], ...]  # (reason, pairs), most first
     failures: tuple[OpsFailure, ...]
+
+    @property
+    def not_run(self) -> int:
+        return sum(count for _, count in self.not_compared)
 
     @property
     def text(self) -> str:
         cells = f"; {self.cells} cells" if self.cells > 1 else ""
+        reasons = ", ".join(f"{count} {reason}" for reason, count in self.not_compared)
         return (f"ops: {self.passed} of {self.tried} operator×dtype pairs pass "
-                f"({self.not_run} not run{cells})")
+                f"(not compared: {reasons or 'none'}{cells})")
 
     def to_json(self) -> JSONObject:
         return {"label": self.label, "cells": self.cells, "passed": self.passed,
                 "tried": self.tried, "not_run": self.not_run,
-                "failures": [{"cell": f.cell, "test": f.test, "message": f.message}
-                             for f in self.failures]}
+                "not_compared": dict(self.not_compared),
+                "failures": [{"cell": f.cell, "test": f.test, "message": f.message,
+                              "built_on": f.built_on} for f in self.failures]}
 
 
 def _ops_pair(test: TestRow) -> str:
     op, dtype = test.data.get("op"), test.data.get("dtype")
     return f"{op}-{dtype}" if op and dtype else test.id
+
+
+def _not_compared(pairs: Sequence[TestRow]) -> tuple[tuple[str, int], ...]:
+    counts: dict[str, int] = {}
+    for test in pairs:
+        reason = not_compared_reason(test.message)
+        counts[reason] = counts.get(reason, 0) + (
+            budget_unrun(test.status, test.message, test.data) or 1)
+    return tuple(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def _built_on(failed: Sequence[tuple[str, TestRow]]) -> dict[int, str]:
+    """Index in ``failed`` -> the failing operator (same cell, same dtype first) whose aten
+    operator that failure's sample called: ``nn.functional.tanhshrink`` fails through
+    ``tanh`` when refdev's tanh is wrong."""
+    by_aten: dict[tuple[str, str], str] = {}
+    for cell, test in failed:
+        aten, op = test.data.get("aten"), test.data.get("op")
+        if isinstance(aten, str) and isinstance(op, str):
+            by_aten.setdefault((cell, aten), op)
+    found: dict[int, str] = {}
+    for index, (cell, test) in enumerate(failed):
+        calls, own = test.data.get("calls"), test.data.get("aten")
+        if not isinstance(calls, list):
+            continue
+        roots = [by_aten[(cell, c)] for c in calls
+                 if isinstance(c, str) and c != own and (cell, c) in by_aten]
+        if roots:
+            found[index] = roots[0]
+    return found
 
 
 def ops_summary(label: str, rows: Sequence[CellRow]) -> OpsSummary | None:
@@ -353,14 +399,14 @@ def ops_summary(label: str, rows: Sequence[CellRow]) -> OpsSummary | None:
     pairs = [t for _, t in ran if t.data.get("op") or t.status != "passed"]
     bad = [(cell, t) for cell, t in ran if t.status in BAD]
     tried = [t for t in pairs if t.data.get("tried") or t.status in BAD]
-    not_run = sum(budget_unrun(t.status, t.message, t.data) or 1 for t in pairs
-                  if not (t.data.get("tried") or t.status in BAD))
+    skipped = [t for t in pairs if not (t.data.get("tried") or t.status in BAD)]
+    roots = _built_on(bad)
     return OpsSummary(
         label=label, cells=len({cell for cell, _ in ran}), tried=len(tried),
-        passed=sum(t.status == "passed" for t in tried), not_run=not_run,
-        failures=tuple(OpsFailure(cell=cell, test=_ops_pair(t),
+        passed=sum(t.status == "passed" for t in tried), not_compared=_not_compared(skipped),
+        failures=tuple(OpsFailure(cell=cell, test=_ops_pair(t), built_on=roots.get(i, ""),
                                   message=t.message.strip().removeprefix("Failed: "))
-                       for cell, t in bad))
+                       for i, (cell, t) in enumerate(bad)))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -20,13 +20,16 @@ from oota.results.model import SCHEMA_ID, Result, ResultFormatError, Stage, Test
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "result-v1.json"
 RESULT_FILE = "result.json"
 JUNIT_FILE = "junit.xml"
+# The cases an accelerator's ops layer judged (verify/oota_judge.py's format), beside the result:
+# `oota judge results/<cell>/cases.pt` judges them again anywhere.
+CASES_FILE = "cases.pt"
 # JUnit has no word for these: each maps to the element CI systems count it under.
 _JUNIT_ELEMENT = {"failed": "failure", "error": "error", "interrupted": "error",
                   "skipped": "skipped", "unsupported-here": "skipped"}
 _MESSAGE_CHARS = 500
 
-__all__ = ["RESULT_FILE", "SCHEMA_ID", "junit_xml", "load", "load_all", "load_found", "save",
-           "validation_errors"]
+__all__ = ["CASES_FILE", "RESULT_FILE", "SCHEMA_ID", "junit_xml", "keep_recording", "load",
+           "load_all", "load_found", "save", "validation_errors"]
 
 
 class ResultSchemaError(ValueError):
@@ -40,6 +43,17 @@ def schema() -> Mapping[str, object]:
 def validation_errors(data: Mapping[str, object]) -> list[str]:
     """Every way ``data`` (a result.json's content) breaks the schema, as 'path: message'."""
     return schemas.errors(SCHEMA_FILE.name, data)
+
+
+def keep_recording(suite_out: Path, folder: Path) -> Path | None:
+    """The suite's recorded cases moved from its output folder to beside the cell's result
+    (``folder``); a recording of an earlier run is removed when this one made none."""
+    made, kept = suite_out / CASES_FILE, folder / CASES_FILE
+    if made.is_file():
+        made.replace(kept)
+        return kept
+    kept.unlink(missing_ok=True)
+    return None
 
 
 def _case(suite: ET.Element, cell: str, layer: str, name: str, status: str, duration_s: float,

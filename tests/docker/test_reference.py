@@ -5,7 +5,12 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+from pathlib import Path
 
+from oota import api
+from oota.results.store import CASES_FILE
+
+REPO = Path(__file__).resolve().parents[2]
 REFERENCE_CELL = "reference-torch2.13.0-py3.11-debian12"
 
 
@@ -90,22 +95,66 @@ def test_abi_mismatch_is_caught_by_the_compat_layer(reference_built, cuda_built,
     assert loading and "built against torch 2.13.0" in loading[0], failed
 
 
+def _verify_refdev(docker_client, reference_built, folder, command: str,
+                   environment: dict[str, str], volumes: dict | None = None) -> list[dict]:
+    """oota-verify in the reference image with refdev's fault switches; its tests.json."""
+    folder.chmod(0o777)  # the image's user writes the results
+    docker_client.containers.run(
+        reference_built.tag, ["bash", "-c", f"{command} --out /x/out -q; true"],
+        environment=environment, remove=True,
+        volumes={str(folder): {"bind": "/x", "mode": "rw"}, **(volumes or {})},
+        labels={"oota.run": reference_built.options.run_id})
+    return json.loads((folder / "out" / "tests.json").read_text())["tests"]
+
+
 def test_ops_layer_catches_an_operator_broken_on_purpose(reference_built, docker_client,
                                                         tmp_path):
-    """refdev with tanh made wrong (REFDEV_WRONG_OP): the ops layer fails tanh, and only it.
-    A budget of 0 s runs the must-pass operators only (tanh is one), which keeps this short."""
-    tmp_path.chmod(0o777)  # the image's user writes the results
-    docker_client.containers.run(
-        reference_built.tag, ["bash", "-c", "oota-verify --layer ops --out /x/out -q; true"],
-        environment={"REFDEV_WRONG_OP": "tanh", "OOTA_OPS_BUDGET_S": "0"}, remove=True,
-        volumes={str(tmp_path): {"bind": "/x", "mode": "rw"}},
-        labels={"oota.run": reference_built.options.run_id})
-    tests = json.loads((tmp_path / "out" / "tests.json").read_text())["tests"]
-    failed = {t["id"]: t["message"] for t in tests if t["status"] == "failed"}
-    assert failed, "the ops layer missed the broken operator"
-    assert {i.split("[", 1)[1].split("-", 1)[0] for i in failed} == {"tanh"}, failed
-    message = next(iter(failed.values()))
-    assert "tanh" in message and "differs from the CPU" in message
-    assert "max abs diff 1" in message
+    """refdev with tanh made wrong (REFDEV_WRONG_OP): the ops layer fails tanh in every dtype,
+    and tanhshrink, which calls it (added to the must-pass list here so that a budget of 0 s
+    runs it), says it fails through tanh; nothing else fails. The run's recording judged again
+    gives the same verdicts."""
+    must = tmp_path / "must-pass.yaml"
+    must.write_text((REPO / "verify" / "ops-must-pass.yaml").read_text()
+                    + "- op: nn.functional.tanhshrink\n  reason: built on tanh (this test)\n")
+    must.chmod(0o644)
+    tests = _verify_refdev(
+        docker_client, reference_built, tmp_path, "oota-verify --layer ops",
+        {"REFDEV_WRONG_OP": "tanh", "OOTA_OPS_BUDGET_S": "0"},
+        {str(must): {"bind": "/opt/oota/verify/ops-must-pass.yaml", "mode": "ro"}})
+    failed = {t["id"]: t for t in tests if t["status"] == "failed"}
+    tanh = [t for t in tests if "[tanh-" in t["id"]]
+    assert tanh and all(t["status"] == "failed" for t in tanh), tanh  # every dtype
+    assert {i.split("[", 1)[1].rsplit("-", 1)[0] for i in failed} == {
+        "tanh", "nn.functional.tanhshrink"}, list(failed)
+    message = failed["test_ops.py::test_op_matches_cpu[tanh-float32]"]["message"]
+    assert "differs from the CPU: max abs diff 1" in message
+    half = failed["test_ops.py::test_op_matches_cpu[tanh-float16]"]["message"]
+    assert "error against the float64 reference" in half
+    shrink = failed["test_ops.py::test_op_matches_cpu[nn.functional.tanhshrink-float32]"]
+    assert "tanh" in shrink["data"]["calls"]  # the report: "fails through tanh"
     passed = [t for t in tests if t["status"] == "passed" and "test_op_matches_cpu" in t["id"]]
     assert len(passed) > 30  # the other must-pass operators still match
+    replay = api.judge([str(tmp_path / "out" / CASES_FILE)], python=None,
+                       image=reference_built.tag, matrix_path=str(REPO / "matrix.yaml"),
+                       check=True)
+    assert replay.moved == 0
+    assert replay.count("failed") == len(failed)
+
+
+def test_a_small_bias_in_an_operator_the_models_use_fails_training(reference_built,
+                                                                  docker_client, tmp_path):
+    """refdev's mm made 0.1% too large (REFDEV_SCALE_OP): one training step of every model
+    leaves the float64 step far more than the CPU's own float32 step does, and llama's
+    20-step curve leaves the float64 curve (resnet's curve is chaotic at this learning
+    rate: its curve rule lets a bias this small through, its one-step check does not)."""
+    tests = _verify_refdev(docker_client, reference_built, tmp_path,
+                           "oota-verify --layer models,workload",
+                           {"REFDEV_SCALE_OP": "mm:1.001"})
+    models = {t["data"]["model"]: t for t in tests if t["layer"] == "models"}
+    assert models and all(t["status"] == "failed" for t in models.values()), models
+    assert "error against the float64 reference" in models["llama"]["message"]
+    workload = {t["data"]["model"]: t for t in tests if t["layer"] == "workload"}
+    assert workload["llama"]["status"] == "failed"
+    assert "the device's loss curve: drift" in workload["llama"]["message"]
+    assert workload["llama"]["data"]["loss_drift"] > 100 * workload["llama"]["data"][
+        "loss_drift_cpu"]

@@ -45,14 +45,15 @@ def test_a_vendor_line_counts_pairs_tried_and_lists_failures():
     report = build_report(typed([reference(*OPS), make_result("cpu", tests=[
         op_test("add", "float32", name="test_op_runs")])]), [], generated_at=NOW)
     ops = {s.label: s for s in report.ops}
-    assert ops["reference"].text == "ops: 2 of 4 operator×dtype pairs pass (2 not run)"
+    assert ops["reference"].text == ("ops: 2 of 4 operator×dtype pairs pass (not compared: 1 "
+                                     "dtype the OpInfo lacks on the CPU, 1 time budget spent)")
     assert [(f.test, f.message) for f in ops["reference"].failures] == [("add-float16", MISMATCH)]
-    assert ops["cpu"].text == "ops: 1 of 1 operator×dtype pairs pass (0 not run)"
+    assert ops["cpu"].text == "ops: 1 of 1 operator×dtype pairs pass (not compared: none)"
     text = to_markdown(report)
     assert "## Operators: PyTorch's OpInfo tests on each device" in text
-    assert "- reference: ops: 2 of 4 operator×dtype pairs pass (2 not run)\n" \
+    assert f"- reference: {md_text(ops['reference'].text)}\n" \
            f"  - `add-float16`: {md_text(MISMATCH)}\n" in text
-    assert "- cpu: ops: 1 of 1 operator×dtype pairs pass (0 not run)\n" in text
+    assert f"- cpu: {md_text(ops['cpu'].text)}\n" in text
     assert "| cell | build | install | compat | device | ops | models |" in text
 
 
@@ -60,7 +61,8 @@ def test_a_vendor_with_several_cells_names_the_cell_of_each_failure():
     report = build_report(typed([reference(*OPS), reference(*OPS, torch="2.14.0")]), [],
                           generated_at=NOW)
     (ops,) = report.ops
-    assert ops.text == "ops: 4 of 8 operator×dtype pairs pass (4 not run; 2 cells)"
+    assert ops.text == ("ops: 4 of 8 operator×dtype pairs pass (not compared: 2 dtype the "
+                        "OpInfo lacks on the CPU, 2 time budget spent; 2 cells)")
     assert "  - `add-float16` (`reference-torch2.14.0-py3.11-debian12`): " in to_markdown(report)
 
 
@@ -87,7 +89,7 @@ def test_the_layers_own_failure_is_listed_by_test_id():
     broken = case("test_ops.py::test_op_matches_cpu[op_db]", "ops", "failed",
                   "Failed: cannot import PyTorch's OpInfo database: ModuleNotFoundError: numpy")
     (ops,) = build_report(typed([reference(broken)]), [], generated_at=NOW).ops
-    assert ops.text == "ops: 0 of 1 operator×dtype pairs pass (0 not run)"
+    assert ops.text == "ops: 0 of 1 operator×dtype pairs pass (not compared: none)"
     assert [(f.test, f.message) for f in ops.failures] == [
         ("test_ops.py::test_op_matches_cpu[op_db]",
          "cannot import PyTorch's OpInfo database: ModuleNotFoundError: numpy")]
@@ -98,13 +100,16 @@ def test_cell_page_and_json_carry_the_ops_summary(tmp_path):
     write_report(write_results(tmp_path / "results", [reference(*OPS)]), out)
     page = (out / "cells" / "reference-torch2.13.0-py3.11-debian12.html").read_text()
     assert "Operators (PyTorch's OpInfo tests)" in page
-    assert "ops: 2 of 4 operator×dtype pairs pass (2 not run)" in page
+    assert "ops: 2 of 4 operator×dtype pairs pass (not compared: 1 dtype the OpInfo lacks " \
+           "on the CPU, 1 time budget spent)" in page
     assert "<code>add-float16</code>" in page and "max abs diff 0.25" in page
     data = json.loads((out / "results.json").read_text())
     assert data["ops"] == [{"label": "reference", "cells": 1, "passed": 2, "tried": 4,
-                            "not_run": 2, "failures": [{
+                            "not_run": 2, "not_compared": {
+                                "dtype the OpInfo lacks on the CPU": 1, "time budget spent": 1},
+                            "failures": [{
                                 "cell": "reference-torch2.13.0-py3.11-debian12",
-                                "test": "add-float16", "message": MISMATCH}]}]
+                                "test": "add-float16", "message": MISMATCH, "built_on": ""}]}]
 
 
 def test_compare_sees_an_operator_that_broke_as_a_test_change():
@@ -124,7 +129,9 @@ FOLDED = case("test_ops.py::test_op_matches_cpu[unrun-by-budget]", "ops", "skipp
 def test_the_pairs_folded_into_one_test_count_each_as_not_run():
     folded = [t for t in OPS if "time budget" not in t.get("message", "")] + [FOLDED]
     (ops,) = build_report(typed([reference(*folded)]), [], generated_at=NOW).ops
-    assert ops.text == "ops: 2 of 4 operator×dtype pairs pass (2892 not run)"
+    assert ops.text == ("ops: 2 of 4 operator×dtype pairs pass (not compared: 2891 time budget "
+                        "spent, 1 dtype the OpInfo lacks on the CPU)")
+    assert ops.not_run == 2892
 
 
 def test_compare_takes_pairs_a_fold_hides_for_no_added_or_removed_tests():
@@ -144,3 +151,40 @@ def test_compare_takes_pairs_a_fold_hides_for_no_added_or_removed_tests():
     assert [(t.id, t.after) for t in cell.added_tests] == [
         ("test_ops.py::test_op_matches_cpu[div-float32]", "failed")]
     assert cell.removed_tests == ()
+
+
+def test_not_compared_pairs_are_counted_by_why():
+    """The H100 run's '(487 not run)' read like a budget cut; it was dtypes the OpInfo lacks
+    and PyTorch's own skips. Each reason is counted apart."""
+    why = [("cauchy", "PyTorch's test_compare_cpu skips this comparison: output is "
+                      "non-deterministic"),
+           ("empty_like", "PyTorch's test_compare_cpu skips this comparison: output is "
+                          "non-deterministic"),
+           ("linalg.lu", "PyTorch's test_compare_cpu expects this comparison to fail"),
+           ("histc", "the OpInfo of histc does not declare float16 for cuda"),
+           ("bitwise_not", "the OpInfo of bitwise_not does not support float16 on the CPU"),
+           ("add", "skip list: slow here (owner lab, expires 2027-01-01)")]
+    tests = [op_test(op, "float16", "skipped", message, tried=False) for op, message in why]
+    (ops,) = build_report(typed([reference(op_test("mul", "float16"), *tests)]), [],
+                          generated_at=NOW).ops
+    assert ops.not_compared == (("skipped by PyTorch's own test", 2),
+                                ("dtype the OpInfo lacks on the CPU", 1),
+                                ("dtype the OpInfo lacks on the device", 1),
+                                ("expected to fail by PyTorch's own test", 1),
+                                ("on the vendor's skip list", 1))
+
+
+def test_a_failure_built_on_another_failing_operator_says_so():
+    """REFDEV_WRONG_OP=tanh breaks tanh, and tanhshrink, which calls it: the report says
+    tanhshrink fails through tanh (from the aten operators its failing sample called)."""
+    def failing(op: str, aten: str, calls: list[str]) -> dict[str, Any]:
+        test = op_test(op, "float32", "failed", f"{op} (float32): sample 0: wrong")
+        test["data"] |= {"aten": aten, "calls": calls}
+        return test
+
+    tests = [failing("tanh", "tanh", ["tanh"]),
+             failing("nn.functional.tanhshrink", "nn.functional.tanhshrink", ["tanh", "sub"])]
+    (ops,) = build_report(typed([reference(*tests)]), [], generated_at=NOW).ops
+    assert [(f.test, f.built_on) for f in ops.failures] == [
+        ("tanh-float32", ""), ("nn.functional.tanhshrink-float32", "tanh")]
+    assert ops.failures[1].text.startswith("fails through tanh, which fails too: ")

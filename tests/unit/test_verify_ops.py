@@ -95,19 +95,20 @@ def test_the_budget_starts_at_the_first_operator_and_spares_must_pass_ones():
     assert budget.skip_reason(must_pass=True) is None  # must-pass runs whatever is left
 
 
-MISMATCH = oota_ops.Mismatch(sample=3, description="Tensor[3, 4] float32, dim=1",
-                             where="output[1]", max_abs=0.25, max_rel=0.5, atol=1e-5, rtol=1e-5)
+FAILURE = ("add (float32): sample 3 (Tensor[3, 4] float32, dim=1): output[1] on refdev differs "
+           "from the CPU: max abs diff 0.25, max rel diff 0.5 (PyTorch's test_compare_cpu rule: "
+           "atol 0.001, rtol 0.001)")
+RULE = "PyTorch's test_compare_cpu rule: atol 0.001, rtol 0.001"
 
 
 @pytest.mark.parametrize(("outcome", "must", "status", "message"), [
-    (oota_ops.Outcome(samples=4, ran=4), False, "passed",
-     "4 samples of add (float32) match the CPU"),
+    (oota_ops.Outcome(samples=4, ran=4, rule=RULE, worst=0.0125), False, "passed",
+     "4 samples of add (float32) on refdev within PyTorch's test_compare_cpu rule: atol 0.001, "
+     "rtol 0.001 (the worst uses 0.013 of it)"),
     (oota_ops.Outcome(samples=4, ran=4, cpu_only=True), False, "passed",
      "ran 4 samples of add (float32) on the CPU; the CPU vendor's device is the CPU, so nothing "
      "was compared"),
-    (oota_ops.Outcome(samples=4, ran=1, mismatch=MISMATCH), False, "failed",
-     "add (float32): sample 3 (Tensor[3, 4] float32, dim=1): output[1] on refdev differs from "
-     "the CPU: max abs diff 0.25, max rel diff 0.5 (atol 1e-05, rtol 1e-05)"),
+    (oota_ops.Outcome(samples=4, ran=1, failure=FAILURE), False, "failed", FAILURE),
     (oota_ops.Outcome(samples=2, ran=1, not_implemented="NotImplementedError: no kernel"), False,
      "skipped", "add (float32) is not implemented on refdev: NotImplementedError: no kernel"),
     (oota_ops.Outcome(samples=2, ran=1, not_implemented="NotImplementedError: no kernel"), True,
@@ -118,8 +119,8 @@ MISMATCH = oota_ops.Mismatch(sample=3, description="Tensor[3, 4] float32, dim=1"
     (oota_ops.Outcome(), False, "skipped", "the OpInfo of add has no sample inputs for float32"),
     (oota_ops.Outcome(samples=3, cpu_errors=3), False, "skipped",
      "every one of the 3 samples of add (float32) raised on the CPU too: nothing to compare"),
-], ids=["match", "cpu-only", "mismatch", "not-implemented", "not-implemented-must-pass",
-        "device-error", "no-samples", "cpu-refuses"])
+], ids=["within-the-rule", "cpu-only", "judged-wrong", "not-implemented",
+        "not-implemented-must-pass", "device-error", "no-samples", "cpu-refuses"])
 def test_each_outcome_becomes_one_status_and_message(outcome, must, status, message):
     assert oota_ops.verdict(outcome, op="add", dtype="float32", device="refdev",
                             must_pass=must) == (status, message)
@@ -132,7 +133,8 @@ def test_oota_verify_counts_the_ops_layers_skips_instead_of_listing_them():
                   "status": "failed", "message": "sample 0 differs"})
     text = oota_summary.report({"id": "cpu"}, tests)
     assert "op0" not in text and "- test_ops.py::test_op_runs[add-float16]: failed" in text
-    assert "- ops layer: 3 operator x dtype pairs skipped (each reason is in tests.json)" in text
+    assert ("- ops layer: 3 operator x dtype pairs not compared: 3 time budget spent (each "
+            "reason is in tests.json)") in text
     assert "| ops | ✗ | 0 | 3 | 0 | 1 |" in text
 
 
@@ -196,8 +198,10 @@ def test_oota_verify_lists_the_folded_entry_with_its_count():
     text = oota_summary.report({"id": "cpu"}, oota_ops.fold_unrun(RUN))
     assert ("- test_ops.py::test_op_matches_cpu[unrun-by-budget]: skipped: time budget of 0 s "
             "spent (OOTA_OPS_BUDGET_S): 4 operator×dtype pairs of 2 operators not run") in text
-    # The other skipped pairs (dtype, skip list, not implemented) are still counted only.
-    assert "- ops layer: 3 operator x dtype pairs skipped (each reason is in tests.json)" in text
+    # The other skipped pairs (dtype, skip list, not implemented) are still counted only, by why.
+    assert ("- ops layer: 3 operator x dtype pairs not compared: 1 dtype the OpInfo lacks on the "
+            "CPU, 1 not implemented on the device, 1 on the vendor's skip list (each reason is in "
+            "tests.json)") in text
     assert "| ops | ✓ | 1 | 4 | 0 | 0 |" in text
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from oota.config.vendors import WORKLOAD_LOSS_TOLERANCE, WorkloadSpec, load_vendor
+from oota.config.vendors import JudgeOverride, WorkloadSpec, load_vendor
 from oota.config.yamlsrc import load_yaml
 from tests.unit.test_vendor_schema import REPO, SHIPPED, VALIDATOR, copy_vendor, problems_of
 
@@ -21,16 +21,16 @@ WORKLOAD = """  workload:
     train_steps: 20
     timed_forwards: 30
     warmup_forwards: 3
-    loss_tolerance: {rtol: 1.0e-3, atol: 1.0e-4}
 """
+# The curve rule with a vendor's own numbers, and why (the only way to change how it judges).
+JUDGED = WORKLOAD + "    judge: {multiplier: 6, floor_ulps: 16, reason: 'cuDNN picks algorithms'}\n"
 
 
 @pytest.mark.parametrize("name", ["cpu", "reference"])
 def test_cpu_and_reference_run_the_workload(name: str) -> None:
     workload = load_vendor(SHIPPED[name], REPO).verify.workload
     assert workload == WorkloadSpec(models=("llama", "resnet"), train_steps=20,
-                                    timed_forwards=30, warmup_forwards=3,
-                                    loss_tolerance=WORKLOAD_LOSS_TOLERANCE)
+                                    timed_forwards=30, warmup_forwards=3, judge=None)
 
 
 @pytest.mark.parametrize("name", sorted(set(SHIPPED) - {"cpu", "reference"}))
@@ -43,7 +43,7 @@ def test_it_is_off_unless_a_vendor_asks(name: str) -> None:
 def test_cell_json_carries_every_setting() -> None:
     assert json.loads(CPU_CELL.read_text())["verify"]["workload"] == {
         "models": ["llama", "resnet"], "train_steps": 20, "timed_forwards": 30,
-        "warmup_forwards": 3, "loss_tolerance": {"rtol": 0.001, "atol": 0.0001}}
+        "warmup_forwards": 3}
 
 
 def test_only_models_is_required_the_rest_has_defaults(tmp_path: Path) -> None:
@@ -51,8 +51,16 @@ def test_only_models_is_required_the_rest_has_defaults(tmp_path: Path) -> None:
     workload = load_vendor(folder, tmp_path).verify.workload
     assert workload is not None
     assert workload.to_json() == {
-        "models": ["gemma"], "train_steps": 20, "timed_forwards": 30, "warmup_forwards": 3,
-        "loss_tolerance": {"rtol": 1e-3, "atol": 1e-4}}
+        "models": ["gemma"], "train_steps": 20, "timed_forwards": 30, "warmup_forwards": 3}
+
+
+def test_a_vendor_overrides_the_curve_rule_with_a_reason(tmp_path: Path) -> None:
+    folder = copy_vendor(tmp_path, "cpu", (WORKLOAD, JUDGED))
+    workload = load_vendor(folder, tmp_path).verify.workload
+    assert workload is not None and workload.judge == JudgeOverride(
+        reason="cuDNN picks algorithms", multiplier=6.0, floor_ulps=16.0)
+    assert workload.to_json()["judge"] == {"reason": "cuDNN picks algorithms", "multiplier": 6.0,
+                                           "floor_ulps": 16.0}
 
 
 # (replacement of WORKLOAD in cpu's vendor.yaml, the problem after file:line:col, whether
@@ -76,10 +84,14 @@ BAD = {
     "no-forwards": (WORKLOAD.replace("timed_forwards: 30", "timed_forwards: 0"),
                     "verify.workload.timed_forwards: 0 is not a whole number from 1 to 10000",
                     True),
-    "tolerance-loosened-by-typo": (WORKLOAD.replace("rtol: 1.0e-3", "rtol: 1.0e+3"),
-                                   "verify.workload.loss_tolerance.rtol: '1.0e+3' is not a "
-                                   "number from 0 to 1; a tolerance above 1 lets every result "
-                                   "pass", False),
+    "judge-without-reason": (JUDGED.replace(", reason: 'cuDNN picks algorithms'", ""),
+                             "verify.workload.judge: missing required key 'reason'", True),
+    "judge-loosened-by-typo": (JUDGED.replace("multiplier: 6", "multiplier: 6.0e+3"),
+                               "verify.workload.judge.multiplier: '6.0e+3' is not a number from "
+                               "0 to 1000; give how many times the CPU's own error (or ulps) to "
+                               "allow", False),
+    "retired-tolerance": (WORKLOAD + "    loss_tolerance: {rtol: 1.0e-3, atol: 1.0e-4}\n",
+                          "verify.workload.loss_tolerance: unknown key 'loss_tolerance'", True),
 }
 
 

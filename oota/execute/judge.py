@@ -1,0 +1,162 @@
+"""Judge recorded cases again: ``oota judge PATH...``.
+
+An accelerator's verification records the cases its ops layer judged (``cases.pt`` beside its
+result: every failing case and a sample of the passing ones; the format is documented in
+``verify/oota_judge.py``). Judging them again needs torch and no accelerator. This runs the
+checkout's own ``verify/oota_judge.py`` (so a change to the judge is what is checked) with a
+Python that has torch: the one ``--python`` names, else this interpreter when it has torch,
+else inside a local image that has it (``--image``, by default the CPU vendor's default cell
+as ``oota build --vendor=cpu`` tags it) with the recordings mounted read-only. The judge
+answers one JSON object per case; each becomes a :class:`Judged`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from oota.engine.base import Engine, Mount, RunRequest
+from oota.errors import EnvironmentProblem, InputError
+
+VERIFY = Path(__file__).resolve().parents[2] / "verify"
+JUDGE = VERIFY / "oota_judge.py"
+IN_IMAGE = "/opt/oota/judge"
+IMAGE_PYTHON = "/opt/venv/bin/python"  # every oota image's venv (templates/dockerfile)
+SUFFIX = ".pt"
+TIMEOUT_S = 1800
+BAD_RECORDING = 2  # oota_judge.py's exit code for a file that is not a recording
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Judged:
+    """One recorded case judged again: the verdict now, and the one the recording holds."""
+
+    file: str
+    status: str
+    message: str
+    recorded: str  # the recorded status ('' when the case holds none)
+    moved: bool  # the verdict or its message differs from the recorded one
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Judged:
+        recorded = data.get("recorded") if isinstance(data.get("recorded"), dict) else {}
+        return cls(file=str(data.get("file", "")), status=str(data.get("status", "")),
+                   message=str(data.get("message", "")),
+                   recorded=str((recorded or {}).get("status") or ""),
+                   moved=bool(data.get("moved")))
+
+    def line(self) -> str:
+        """The case as the judge prints it, with the recorded status where it moved."""
+        moved = f"  [recorded: {self.recorded or 'nothing'}]" if self.moved else ""
+        return f"{self.status.upper():8} {self.message}{moved}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Replay:
+    cases: tuple[Judged, ...]
+    where: str  # which Python judged them, in words
+
+    def count(self, status: str) -> int:
+        return sum(c.status == status for c in self.cases)
+
+    @property
+    def moved(self) -> int:
+        return sum(c.moved for c in self.cases)
+
+    def summary(self) -> str:
+        return (f"{len(self.cases)} cases judged again by {self.where}: "
+                f"{self.count('passed')} passed, {self.count('failed')} failed, "
+                f"{self.count('skipped')} skipped; {self.moved} verdict(s) differ from the "
+                "recording")
+
+
+def recordings(paths: Sequence[str]) -> list[Path]:
+    """The recordings named: files, and every ``*.pt`` under the folders named."""
+    found: list[Path] = []
+    for text in paths:
+        path = Path(text)
+        if path.is_dir():
+            inside = sorted(p for p in path.rglob(f"*{SUFFIX}") if p.is_file())
+            if not inside:
+                raise InputError(f"{text}: no recording (*{SUFFIX}) in this folder")
+            found += inside
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise InputError(f"{text}: no such file or folder (a recording is the cases.pt "
+                             "beside an accelerator's result)")
+    if not found:
+        raise InputError("name at least one recording (cases.pt) or folder of them")
+    return found
+
+
+def has_torch(python: str) -> bool:
+    """Whether ``python`` imports torch (this interpreter is asked without a process)."""
+    if python == sys.executable:
+        return importlib.util.find_spec("torch") is not None
+    try:
+        proc = subprocess.run([python, "-c", "import torch"], capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+def _parse(output: str, exit_code: int | None, where: str, stderr: str) -> Replay:
+    cases = []
+    for line in output.splitlines():
+        if line.startswith("{"):
+            try:
+                cases.append(Judged.from_json(json.loads(line)))
+            except json.JSONDecodeError:
+                continue
+    last = (stderr.strip().splitlines() or [""])[-1]
+    if exit_code == BAD_RECORDING:
+        raise InputError(last.removeprefix("oota_judge: ") or "a file is not a recording")
+    if not cases and exit_code not in (0, 1):
+        raise EnvironmentProblem(f"the judge did not run with {where} (exit {exit_code}): "
+                                 f"{last or 'no output'}")
+    return Replay(cases=tuple(cases), where=where)
+
+
+def with_python(python: str, files: Sequence[Path], check: bool) -> Replay:
+    """Judge ``files`` with the interpreter ``python`` (it must have torch)."""
+    argv = [python, str(JUDGE), "--json", *(["--check"] if check else []),
+            *(str(f) for f in files)]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"cannot run {python}: {exc}") from None
+    return _parse(proc.stdout, proc.returncode, python, proc.stderr)
+
+
+def in_image(engine: Engine, image: str, files: Sequence[Path], check: bool) -> Replay:
+    """Judge ``files`` inside ``image`` (its own torch; the checkout's judge mounted)."""
+    if engine.image_labels(image) is None:
+        raise EnvironmentProblem(f"no torch here and no image {image} on this Docker Engine: "
+                                 "build it (oota build --vendor=cpu), pass --image with an "
+                                 "image that has torch, or --python with an interpreter that "
+                                 "has it")
+    mounts = [Mount(source=VERIFY.resolve(), target=IN_IMAGE)]
+    inside = []
+    for index, path in enumerate(files):
+        target = f"/cases/{index}/{path.name}"
+        mounts.append(Mount(source=path.resolve(), target=target))
+        inside.append(target)
+    command = [IMAGE_PYTHON, f"{IN_IMAGE}/{JUDGE.name}", "--json",
+               *(["--check"] if check else []), *inside]
+    with tempfile.TemporaryDirectory(prefix="oota-judge-") as tmp:
+        log = Path(tmp) / "judge.log"
+        outcome = engine.run(RunRequest(image=image, command=command, mounts=tuple(mounts),
+                                        env={"PYTHONDONTWRITEBYTECODE": "1"}, log_path=log,
+                                        timeout_s=TIMEOUT_S))
+        text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+    if outcome.timed_out:
+        raise EnvironmentProblem(f"the judge ran past {TIMEOUT_S} s in {image}")
+    return _parse(text, outcome.exit_code, f"image {image}", text)

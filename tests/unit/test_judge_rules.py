@@ -1,0 +1,123 @@
+"""How the judge chooses and applies its rules (verify/oota_rules.py, standard library only):
+PyTorch's rule where PyTorch judges, the float64 rule for the other floating dtypes, the
+vendor's tolerance elsewhere; a vendor's override needs a reason; the numbers and messages a
+reader sees. Tensors are measured by verify/oota_judge.py (tested in the images, with torch)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "verify"))
+import oota_rules  # noqa: E402
+from oota_rules import Errors, Rule, RuleError  # noqa: E402
+
+
+@pytest.mark.parametrize(("dtype", "pytorch_judges", "kind"), [
+    ("float32", True, "pytorch"),
+    ("float32", False, "float64"),
+    ("float16", False, "float64"),
+    ("bfloat16", False, "float64"),
+    ("complex64", True, "pytorch"),
+    ("float64", False, "tolerance"),
+    ("int64", False, "tolerance"),
+    ("int64", True, "pytorch"),
+], ids=lambda v: str(v))
+def test_the_rule_follows_who_judges_the_pair(dtype: str, pytorch_judges: bool,
+                                              kind: str) -> None:
+    assert oota_rules.choose(dtype, pytorch_judges=pytorch_judges).kind == kind
+
+
+def test_a_floating_result_of_integer_inputs_gets_pytorchs_tolerance() -> None:
+    """tanh of an int64 is a float32: the vendor's int64 tolerance (exact) is for integers."""
+    rule = oota_rules.choose("int64", pytorch_judges=False, tolerance={"rtol": 0, "atol": 0})
+    assert (rule.atol, rule.rtol) == (1e-3, 1e-3)
+    assert rule.describe() == ("the CPU within atol 0.001, rtol 0.001 (PyTorch's comparison "
+                               "tolerance for a floating result of int64 inputs)")
+    assert oota_rules.choose("float64", pytorch_judges=False,
+                             tolerance={"rtol": "1e-7", "atol": "1e-7"}).atol == 1e-7
+
+
+def test_pytorchs_rule_is_1e3_widened_by_the_opinfos_override() -> None:
+    assert oota_rules.pytorch_rule() == Rule(kind="pytorch", atol=1e-3, rtol=1e-3,
+                                             source="PyTorch")
+    wider = oota_rules.pytorch_rule(5e-3, 1e-4)  # the larger of each, as PyTorch's TestCase
+    assert (wider.atol, wider.rtol, wider.source) == (5e-3, 1e-3,
+                                                      "the OpInfo's tolerance override")
+
+
+def test_a_vendor_overrides_the_float64_rule_only_with_a_reason() -> None:
+    rule = oota_rules.float64_rule("bfloat16", {"bfloat16": {
+        "multiplier": "20", "floor_ulps": 8, "reason": "bf16 transcendental units"}})
+    assert (rule.multiplier, rule.floor_ulps) == (20.0, 8.0)
+    assert rule.source == "the vendor's override for bfloat16: bf16 transcendental units"
+    with pytest.raises(RuleError, match=r"verify.judge.float16: an override says why"):
+        oota_rules.float64_rule("float16", {"float16": {"multiplier": 20}})
+    default = oota_rules.float64_rule("float16", {"bfloat16": {"reason": "x"}})
+    assert (default.multiplier, default.floor_ulps) == (5.0, 2.0)
+
+
+def test_the_float64_rule_carries_the_fallback_tolerance() -> None:
+    assert oota_rules.float64_rule("float16").atol == 1e-5  # assert_close's own
+    given = oota_rules.float64_rule("float16", tolerance={"rtol": "2.0e-3", "atol": "1.0e-3"})
+    assert (given.atol, given.rtol) == (1e-3, 2e-3)
+    assert given.describe_tolerance() == (
+        "the CPU within atol 0.001, rtol 0.002 (the tolerance for a result with no float64 "
+        "counterpart)")
+
+
+@pytest.mark.parametrize("bad", [{"kind": "close enough"}, {"kind": "float64", "multiplier": -1},
+                                 {"kind": "float64", "multiplier": "many"},
+                                 {"kind": "pytorch", "atol": math.inf}])
+def test_a_recorded_rule_that_makes_no_sense_is_refused(bad: dict[str, object]) -> None:
+    with pytest.raises(RuleError):
+        Rule.from_json(bad)
+
+
+def test_a_rule_survives_its_json() -> None:
+    rule = oota_rules.float64_rule("float16")
+    assert Rule.from_json(rule.to_json()) == rule
+
+
+def test_the_floor_is_ulps_of_the_largest_magnitude_and_never_zero() -> None:
+    assert oota_rules.floor("float16", 1.0, 4) == pytest.approx(4 * (2 ** -10 + 2 ** -14))
+    assert oota_rules.floor("float32", 0.0, 4) == 4 * 2.0 ** -126
+
+
+def test_the_float64_rule_compares_the_device_with_the_cpus_own_error() -> None:
+    rule = oota_rules.float64_rule("float16")
+    same = Errors(device=2e-3, cpu=4e-3, scale=1.0)  # the H100's case: better than the CPU
+    assert same.ratio(rule, "float16") < 0.1
+    wrong = Errors(device=0.1, cpu=4e-3, scale=1.0)
+    assert wrong.ratio(rule, "float16") > 1
+    assert wrong.message(rule, "float16") == (
+        "error against the float64 reference 0.1, 25x the CPU's own 0.004 (allowed 0.0221: "
+        "5x + 2 ulp of 1; oota's float64 rule)")
+    exact = Errors(device=1e-9, cpu=0.0, scale=0.0)
+    assert exact.message(rule, "float16").startswith(
+        "error against the float64 reference 1e-09, while the CPU's own is 0")
+
+
+def test_a_curve_override_needs_a_reason_too() -> None:
+    assert oota_rules.CurveRule.from_spec(None) == oota_rules.CurveRule()
+    with pytest.raises(RuleError, match="verify.workload.judge: an override says why"):
+        oota_rules.CurveRule.from_spec({"multiplier": 8})
+    rule = oota_rules.CurveRule.from_spec({"multiplier": 8, "reason": "large lr"})
+    assert (rule.multiplier, rule.source) == (8.0, "the vendor's override: large lr")
+
+
+def test_a_curve_judged_against_float64_relative_to_the_cpus_drift() -> None:
+    judged = oota_rules.judge_curve([3.0, 2.02, 1.0], [3.0, 2.01, 1.0], [3.0, 2.0, 1.0],
+                                    oota_rules.CurveRule())
+    assert judged.passed and judged.ratio == pytest.approx(2.0)
+    broken = oota_rules.judge_curve([3.0, 2.5, 1.0], [3.0, 2.01, 1.0], [3.0, 2.0, 1.0],
+                                    oota_rules.CurveRule())
+    assert not broken.passed
+    assert broken.message("the loss").startswith(
+        "the loss: drift 0.5 from the float64 CPU run, beyond the allowed 0.04")
+    nan = oota_rules.judge_curve([3.0, math.nan, 1.0], [3.0, 2.0, 1.0], [3.0, 2.0, 1.0],
+                                 oota_rules.CurveRule())
+    assert not nan.passed and nan.device_drift == math.inf

@@ -1,0 +1,301 @@
+"""How oota judges a device's result, as data and plain arithmetic: which rule judges an
+operator × dtype, the numbers each rule uses, a vendor's per-dtype overrides, and the
+judgement of training curves.
+
+Standard library only, like ``oota_ops.py``: the toolkit's unit tests check every decision
+here without torch; ``oota_judge.py`` measures tensors and hands the figures to these rules.
+
+The rules, in the order they are chosen (README, "How results are judged"):
+
+1. **PyTorch's rule**, where PyTorch judges: for the one dtype PyTorch's ``test_compare_cpu``
+   compares an operator in (``oota_opinfo.compare_dtype``), the device must match the CPU with
+   ``atol = rtol = 1e-3``, widened by the OpInfo's tolerance override. oota's verdict is then
+   PyTorch's own.
+2. **The float64 rule**, for the other floating dtypes (float16, bfloat16, float32 where PyTorch
+   judges another dtype, complex64): the device's error against the CPU's float64 result of the
+   same sample may be at most ``multiplier`` times the CPU's own error against it, plus a floor
+   of ``floor_ulps`` units in the last place of the output's largest magnitude. This is the rule
+   of PyTorch's benchmark accuracy checker (``torch._dynamo.utils.same`` with ``fp64_ref``:
+   ``res_error <= multiplier * ref_error + tol / 10``), with the largest elementwise error in
+   place of the root-mean-square one (a single wrong element counts in full) and a floor in
+   units of the dtype in place of a fixed ``tol``. A vendor may override the numbers per
+   dtype in vendor.yaml (``verify.judge``), with a reason.
+3. **The vendor's tolerance** against the CPU, where no wider reference exists (float64 and
+   integer dtypes, or an operator the CPU cannot run in float64): ``verify.tolerances``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+PYTORCH = "pytorch"
+FLOAT64 = "float64"
+TOLERANCE = "tolerance"
+SKIP = "skip"  # not judged: the rule's source says why (PyTorch's skips, recorded with a case)
+KINDS = (PYTORCH, FLOAT64, TOLERANCE, SKIP)
+
+# PyTorch's test_compare_cpu: self.assertEqual(device, cpu, atol=1e-3, rtol=1e-3).
+PYTORCH_TOLERANCE = 1e-3
+# The float64 rule's defaults (README, "How results are judged": measured on the H100
+# recordings with benchmarks/bench_sensitivity.py). There the worst known-good half-precision
+# result used 0.26 of what 5x + 2 ulp allows (10x + 4 ulp: 0.13, but it let a 5.6% error of a
+# bfloat16 result through where 5x + 2 ulp catches 3.2%; the floor decides most cases).
+DEFAULT_MULTIPLIER = 5.0
+DEFAULT_FLOOR_ULPS = 2.0
+# Training curves drift chaotically from float64 at a large learning rate (the CPU's own
+# float32 resnet curve leaves it by 0.41); a device within 4x of that drift trains as well.
+CURVE_MULTIPLIER = 4.0
+CURVE_FLOOR_ULPS = 8.0
+
+# dtype -> (machine epsilon, smallest normal): the unit in the last place at 1.0, and the floor
+# for outputs of magnitude near 0. The dtypes the float64 rule judges.
+FLOATS: dict[str, tuple[float, float]] = {
+    "float16": (2.0 ** -10, 2.0 ** -14),
+    "bfloat16": (2.0 ** -7, 2.0 ** -126),
+    "float32": (2.0 ** -23, 2.0 ** -126),
+    "complex32": (2.0 ** -10, 2.0 ** -14),
+    "complex64": (2.0 ** -23, 2.0 ** -126),
+}
+FLOAT64_SOURCE = "oota's float64 rule"
+# torch.testing.assert_close's defaults per dtype: the comparison with the CPU where a vendor
+# gives no tolerance and no float64 reference exists.
+ASSERT_CLOSE = {"float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5), "float32": (1.3e-6, 1e-5),
+                "complex32": (1e-3, 1e-5), "complex64": (1.3e-6, 1e-5),
+                "float64": (1e-7, 1e-7), "complex128": (1e-7, 1e-7)}
+
+
+class RuleError(ValueError):
+    """A rule's data is not what the judge can use; the message says which key and why."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Rule:
+    """One way of judging a result, with where its numbers come from (``source``)."""
+
+    kind: str
+    atol: float = 0.0
+    rtol: float = 0.0
+    multiplier: float = 0.0
+    floor_ulps: float = 0.0
+    source: str = ""
+
+    def describe(self) -> str:
+        if self.kind == PYTORCH:
+            return f"PyTorch's test_compare_cpu rule: atol {self.atol:g}, rtol {self.rtol:g}"
+        if self.kind == FLOAT64:
+            return (f"error against float64 at most {self.multiplier:g}x the CPU's + "
+                    f"{self.floor_ulps:g} ulp ({self.source})")
+        if self.kind == SKIP:
+            return f"not judged: {self.source}"
+        return self.describe_tolerance()
+
+    def describe_tolerance(self) -> str:
+        """The comparison with the CPU at ``atol``/``rtol`` (the float64 rule's fallback)."""
+        source = self.source if self.kind == TOLERANCE else "the tolerance for a result with " \
+                                                            "no float64 counterpart"
+        return f"the CPU within atol {self.atol:g}, rtol {self.rtol:g} ({source})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "atol": self.atol, "rtol": self.rtol,
+                "multiplier": self.multiplier, "floor_ulps": self.floor_ulps,
+                "source": self.source}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Rule:
+        kind = data.get("kind")
+        if kind not in KINDS:
+            raise RuleError(f"rule kind {kind!r} is not one of {', '.join(KINDS)}")
+        numbers = {key: _number(data, key) for key in ("atol", "rtol", "multiplier",
+                                                        "floor_ulps")}
+        return cls(kind=str(kind), source=str(data.get("source") or ""), **numbers)
+
+
+def _number(data: Mapping[str, Any], key: str, default: float = 0.0) -> float:
+    value = data.get(key, default)
+    try:
+        number = float(value)  # vendor.yaml numbers travel as text (oota keeps them exact)
+    except (TypeError, ValueError):
+        raise RuleError(f"{key}: {value!r} is not a number") from None
+    if not math.isfinite(number) or number < 0:
+        raise RuleError(f"{key}: {value!r} is not a finite number >= 0")
+    return number
+
+
+def pytorch_rule(override_atol: float = 0.0, override_rtol: float = 0.0) -> Rule:
+    """PyTorch's comparison: 1e-3 each, widened by the OpInfo's override (PyTorch's TestCase
+    takes the larger of the two)."""
+    widened = override_atol > PYTORCH_TOLERANCE or override_rtol > PYTORCH_TOLERANCE
+    return Rule(kind=PYTORCH, atol=max(PYTORCH_TOLERANCE, override_atol),
+                rtol=max(PYTORCH_TOLERANCE, override_rtol),
+                source="the OpInfo's tolerance override" if widened else "PyTorch")
+
+
+def float64_rule(dtype: str, judge: Mapping[str, Any] | None = None,
+                 tolerance: Mapping[str, Any] | None = None) -> Rule:
+    """The float64 rule for ``dtype``: oota's numbers, or the vendor's ``verify.judge`` entry
+    for that dtype (``multiplier``, ``floor_ulps``, ``reason``). Its ``atol``/``rtol`` are the
+    vendor's tolerance for an output the CPU has no float64 result for."""
+    fallback = tolerance_rule(dtype, tolerance)
+    entry = (judge or {}).get(dtype)
+    if not entry:
+        return Rule(kind=FLOAT64, multiplier=DEFAULT_MULTIPLIER, floor_ulps=DEFAULT_FLOOR_ULPS,
+                    atol=fallback.atol, rtol=fallback.rtol, source=FLOAT64_SOURCE)
+    reason = str(entry.get("reason") or "").strip()
+    if not reason:
+        raise RuleError(f"verify.judge.{dtype}: an override says why (reason)")
+    return Rule(kind=FLOAT64, multiplier=_number(entry, "multiplier", DEFAULT_MULTIPLIER),
+                floor_ulps=_number(entry, "floor_ulps", DEFAULT_FLOOR_ULPS),
+                atol=fallback.atol, rtol=fallback.rtol,
+                source=f"the vendor's override for {dtype}: {reason}")
+
+
+def tolerance_rule(dtype: str, tolerance: Mapping[str, Any] | None = None) -> Rule:
+    """The vendor's tolerance for ``dtype`` (``verify.tolerances``), else assert_close's."""
+    rtol, atol = ASSERT_CLOSE.get(dtype, (0.0, 0.0))
+    if tolerance:
+        return Rule(kind=TOLERANCE, atol=_number(tolerance, "atol"),
+                    rtol=_number(tolerance, "rtol"), source="verify.tolerances")
+    return Rule(kind=TOLERANCE, atol=atol, rtol=rtol, source="torch.testing's default")
+
+
+def skip_rule(reason: str) -> Rule:
+    return Rule(kind=SKIP, source=reason)
+
+
+def choose(dtype: str, *, pytorch_judges: bool, override: tuple[float, float] = (0.0, 0.0),
+           judge: Mapping[str, Any] | None = None,
+           tolerance: Mapping[str, Any] | None = None) -> Rule:
+    """The rule for one operator × dtype (see the module docstring for the order). A result
+    the float64 rule is chosen for but that has no float64 reference falls back to the
+    vendor's tolerance the rule carries (its ``atol``/``rtol``)."""
+    if pytorch_judges:
+        return pytorch_rule(*override)
+    if dtype in FLOATS:
+        return float64_rule(dtype, judge, tolerance)
+    if dtype in ASSERT_CLOSE:  # float64, complex128: nothing wider to compare with
+        return tolerance_rule(dtype, tolerance)
+    return integer_rule(dtype, tolerance)
+
+
+def integer_rule(dtype: str, tolerance: Mapping[str, Any] | None = None) -> Rule:
+    """Integer and boolean inputs: integer results are compared exactly (always); a floating
+    result (tanh of an int64) within PyTorch's comparison tolerance, or the vendor's for the
+    dtype where that is wider (an integer dtype's own tolerance is usually 0)."""
+    vendor = tolerance_rule(dtype, tolerance)
+    return Rule(kind=TOLERANCE, atol=max(vendor.atol, PYTORCH_TOLERANCE),
+                rtol=max(vendor.rtol, PYTORCH_TOLERANCE),
+                source=f"PyTorch's comparison tolerance for a floating result of {dtype} inputs")
+
+
+def floor(dtype: str, scale: float, ulps: float) -> float:
+    """``ulps`` units in the last place of ``scale`` in ``dtype`` (never below ``ulps``
+    smallest normals, for outputs of magnitude near 0)."""
+    eps, tiny = FLOATS.get(dtype, FLOATS["float32"])
+    return ulps * (eps * scale + tiny)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Errors:
+    """What the float64 rule compares for one output: the largest elementwise error of the
+    device and of the CPU against the float64 reference, and the reference's largest
+    magnitude (where all three are finite)."""
+
+    device: float
+    cpu: float
+    scale: float
+
+    def allowed(self, rule: Rule, dtype: str) -> float:
+        return rule.multiplier * self.cpu + floor(dtype, self.scale, rule.floor_ulps)
+
+    def ratio(self, rule: Rule, dtype: str) -> float:
+        """The device's error over what the rule allows (<= 1 passes)."""
+        allowed = self.allowed(rule, dtype)
+        if allowed > 0:
+            return self.device / allowed
+        return 0.0 if self.device == 0 else math.inf
+
+    def message(self, rule: Rule, dtype: str) -> str:
+        times = (f"{self.device / self.cpu:.3g}x the CPU's own {self.cpu:.3g}" if self.cpu
+                 else f"while the CPU's own is {self.cpu:.3g}")
+        return (f"error against the float64 reference {self.device:.3g}, {times} (allowed "
+                f"{self.allowed(rule, dtype):.3g}: {rule.multiplier:g}x + {rule.floor_ulps:g} "
+                f"ulp of {self.scale:.3g}; {rule.source})")
+
+
+# -- training curves --------------------------------------------------------------------------
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CurveRule:
+    multiplier: float = CURVE_MULTIPLIER
+    floor_ulps: float = CURVE_FLOOR_ULPS
+    source: str = "oota's curve rule"
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any] | None) -> CurveRule:
+        """``verify.workload.judge`` (multiplier, floor_ulps, reason) or oota's numbers."""
+        if not spec:
+            return cls()
+        reason = str(spec.get("reason") or "").strip()
+        if not reason:
+            raise RuleError("verify.workload.judge: an override says why (reason)")
+        return cls(multiplier=_number(spec, "multiplier", CURVE_MULTIPLIER),
+                   floor_ulps=_number(spec, "floor_ulps", CURVE_FLOOR_ULPS),
+                   source=f"the vendor's override: {reason}")
+
+
+def drift(curve: Sequence[float], reference: Sequence[float]) -> float:
+    """The largest distance of ``curve`` from ``reference`` over the steps (inf where a step
+    is not finite in ``curve`` but is in ``reference``)."""
+    worst = 0.0
+    for value, ref in zip(curve, reference, strict=True):
+        if not math.isfinite(ref):
+            continue
+        worst = max(worst, abs(value - ref) if math.isfinite(value) else math.inf)
+    return worst
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CurveJudgement:
+    """A device's curve against the float64 CPU run, relative to the CPU's float32 run."""
+
+    device_drift: float
+    cpu_drift: float
+    allowed: float
+    rule: CurveRule
+
+    @property
+    def passed(self) -> bool:
+        return self.device_drift <= self.allowed
+
+    @property
+    def ratio(self) -> float:
+        """The device's drift over the CPU's own (inf when the CPU did not drift at all)."""
+        if self.cpu_drift:
+            return self.device_drift / self.cpu_drift
+        return 0.0 if self.device_drift == 0 else math.inf
+
+    def message(self, what: str) -> str:
+        verb = "within" if self.passed else "beyond"
+        return (f"{what}: drift {self.device_drift:.3g} from the float64 CPU run, "
+                f"{verb} the allowed {self.allowed:.3g} ({self.rule.multiplier:g}x the CPU "
+                f"float32 run's own drift {self.cpu_drift:.3g} + {self.rule.floor_ulps:g} ulp; "
+                f"{self.rule.source})")
+
+
+def judge_drifts(device_drift: float, cpu_drift: float, scale: float, rule: CurveRule,
+                 dtype: str = "float32") -> CurveJudgement:
+    """Judge a device's drift from the float64 run against the CPU float32 run's own drift;
+    ``scale`` is the float64 run's largest magnitude (for the floor in ulps)."""
+    allowed = rule.multiplier * cpu_drift + floor(dtype, scale, rule.floor_ulps)
+    return CurveJudgement(device_drift=device_drift, cpu_drift=cpu_drift, allowed=allowed,
+                          rule=rule)
+
+
+def judge_curve(device: Sequence[float], cpu: Sequence[float], reference: Sequence[float],
+                rule: CurveRule, dtype: str = "float32") -> CurveJudgement:
+    """Judge the device's values (losses per step) against the float64 run."""
+    scale = max((abs(r) for r in reference if math.isfinite(r)), default=0.0)
+    return judge_drifts(drift(device, reference), drift(cpu, reference), scale, rule, dtype)
