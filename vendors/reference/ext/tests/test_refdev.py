@@ -706,15 +706,6 @@ def test_slow_op_on_purpose_keeps_results_and_takes_its_time():
     assert device == "refdev:0"
 
 
-def test_a_malformed_slow_op_is_refused_with_the_expected_shape():
-    with tempfile.TemporaryDirectory() as cwd:  # outside the source tree, as run_python
-        failed = subprocess.run([sys.executable, "-c", "import torch_refdev"], cwd=cwd,
-                                capture_output=True, text=True,
-                                env={**os.environ, "REFDEV_SLOW_OP": "mm"})
-    assert failed.returncode != 0
-    assert "REFDEV_SLOW_OP='mm': expected NAME:MILLISECONDS" in failed.stderr
-
-
 def test_scaled_op_on_purpose_biases_that_operator_by_its_factor():
     code = (
         "import torch, torch_refdev\n"
@@ -728,10 +719,13 @@ def test_scaled_op_on_purpose_biases_that_operator_by_its_factor():
     assert float(sin_diff) == 0.0
 
 
-def test_a_malformed_scale_is_refused_with_the_expected_shape():
+@pytest.mark.parametrize(("variable", "value", "shape"), [
+    ("REFDEV_SLOW_OP", "mm", "NAME:MILLISECONDS"),
+    ("REFDEV_SCALE_OP", "mm:big", "NAME:FACTOR"),
+])
+def test_a_malformed_fault_switch_is_refused_with_the_expected_shape(variable, value, shape):
     with tempfile.TemporaryDirectory() as cwd:  # outside the source tree, as run_python
         failed = subprocess.run([sys.executable, "-c", "import torch_refdev"], cwd=cwd,
-                                capture_output=True, text=True,
-                                env={**os.environ, "REFDEV_SCALE_OP": "mm:big"})
+                                capture_output=True, text=True, env={**os.environ, variable: value})
     assert failed.returncode != 0
-    assert "REFDEV_SCALE_OP='mm:big': expected NAME:FACTOR" in failed.stderr
+    assert f"{variable}={value!r}: expected {shape}" in failed.stderr
