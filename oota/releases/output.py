@@ -99,11 +99,12 @@ def _claim(claim: Claim) -> dict[str, Any]:
 
 def update_dict(update: MatrixUpdate) -> dict[str, Any]:
     return {"file": str(update.file), "changed": {k: list(v) for k, v in update.changed.items()},
-            "moved": list(update.moved), "notes": list(update.notes)}
+            "moved": list(update.moved), "kept": list(update.kept), "notes": list(update.notes)}
 
 
 def update_lines(update: MatrixUpdate) -> list[str]:
     head = (f"updated {update.file}: " + "; ".join(f"{name} torch [{', '.join(v)}]"
                                                     for name, v in update.changed.items())
             if update.changed else f"{update.file}: torch axes already up to date")
-    return [head] + [f"moved: {m}" for m in update.moved] + [f"note: {n}" for n in update.notes]
+    return ([head] + [f"kept: {k}" for k in update.kept] + [f"moved: {m}" for m in update.moved]
+            + [f"note: {n}" for n in update.notes])
