@@ -38,10 +38,10 @@ from oota.execute.verify import (
     passed_env,
     verify_image,
 )
-from oota.lockfile import lock_path, lock_status
+from oota.lockfile import closure, lock_path, lock_status
 from oota.net import find_ca_bundle
 from oota.plan import Cell
-from oota.render import VOCAB_FILE, context_files, fingerprint, render_cell
+from oota.render import VOCAB_FILE, Rendered, context_files, fingerprint, render_cell
 from oota.results.assemble import assemble, cell_ref, now
 from oota.results.model import (
     BaseImage,
@@ -49,6 +49,8 @@ from oota.results.model import (
     Image,
     Installed,
     JSONObject,
+    LockedPin,
+    Requirements,
     Result,
     ResultFormatError,
     Sealed,
@@ -438,9 +440,29 @@ class CellRun:
                           fingerprint=self.fingerprint),
             stages=self.stages, tests=self.tests, host=self.host, started_at=started,
             run_id=self.options.run_id, image=image, installed=self.installed,
-            sources=self.sources, skips=self.skips, requested=self.rendered.requirements)
+            sources=self.sources, skips=self.skips, requested=self.rendered.requirements,
+            requirements=requirements_of(self.matrix, self.cell, self.rendered))
         save(self.folder, result)
         return result
+
+
+def requirements_of(matrix: Matrix, cell: Cell, rendered: Rendered) -> Requirements:
+    """The cell's requirements told apart (the vendor's stack, the suite's own), where the
+    vendor's stack comes from, and the lock's pins of that stack: what the get-started page
+    gives a user, without the suite's packages."""
+    vendor = rendered.vendor_requirements
+    test = rendered.requirements[len(vendor):]
+    index = cell.index_url
+    locked: tuple[LockedPin, ...] = ()
+    if lock_status(matrix, cell) == "fresh":
+        text = lock_path(matrix, cell).read_text(encoding="utf-8")
+        locked = tuple(LockedPin(name=e.name, version=e.version, hashes=e.hashes)
+                       for e in closure(text, vendor))
+    # A channel's cell installs from the channel's index alone; a release cell's vendor index
+    # is searched beside PyPI (vendor.yaml index_url), as the build and the lock use it.
+    return Requirements(vendor=vendor, test=test, locked=locked,
+                        index_url=index if cell.channel is not None else "",
+                        extra_index_url=index if cell.channel is None else "")
 
 
 def stage_context(tmp: Path, files: dict[str, Path | bytes], sources: PipSources,

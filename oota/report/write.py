@@ -111,6 +111,10 @@ def _write_files(report: Report, folder: Path, results_dir: Path, out_dir: Path,
     for page in getstarted.start_pages(report, current):
         write_atomic(folder / "start" / f"{page.vendor}.html",
                      getstarted.to_html(page, report.generated_at))
+        for cell in page.cells:  # the requirements file a locked cell's pip command reads
+            if cell.pip.file_name:
+                write_atomic(folder / "start" / page.vendor / cell.pip.file_name,
+                             cell.pip.file_text.encode("utf-8"))
 
 
 def _write_hud(folder: Path, history: hud.HudInput, current: dict[str, str | None]) -> None:

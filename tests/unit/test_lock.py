@@ -14,6 +14,7 @@ from oota.execute.lock import LockOptions, compile_lock
 from oota.lockfile import (
     INPUTS_LINE,
     cell_requirements,
+    closure,
     header,
     inputs_digest,
     lock_path,
@@ -161,3 +162,57 @@ def test_repo_lock_of_the_default_cell_is_fresh():
     cell = next(c for c in plan(matrix, ["cpu"]) if c.id == CELL)
     assert lock_status(matrix, cell) == "fresh", "run: invoke lock --vendor=cpu --cell=" + CELL
     assert pins(lock_path(matrix, cell).read_text())["torch"][0] == "2.13.0+cpu"
+
+
+# -- the vendor's part of a lock (what the get-started page installs) ---------------------------
+VIA = """\
+filelock==4.2.11 \\
+    --hash=sha256:{a}
+    # via
+    #   huggingface-hub
+    #   torch
+huggingface-hub==1.0.0 \\
+    --hash=sha256:{b}
+    # via transformers
+jinja2==3.1.6 \\
+    --hash=sha256:{c}
+    # via torch
+markupsafe==3.0.4 \\
+    --hash=sha256:{d} \\
+    --hash=sha256:{e}
+    # via jinja2
+pytest==9.2.0 \\
+    --hash=sha256:{f}
+    # via -r /lock/requirements.in
+torch==2.13.0+cpu \\
+    --hash=sha256:{c}
+    # via -r /lock/requirements.in
+transformers==5.23.0 \\
+    --hash=sha256:{a}
+    # via -r /lock/requirements.in
+
+# The following packages are considered to be unsafe in a requirements file:
+setuptools==84.2.1 \\
+    --hash=sha256:{b}
+    # via torch
+""".format(**{k: k * 64 for k in "abcdef"})
+
+
+def test_closure_is_the_vendor_requirements_and_what_they_need():
+    """torch and its dependencies, found through pip-compile's `via` lines, however deep
+    (markupsafe via jinja2 via torch); a package shared with the suite (filelock) is in; what
+    only the suite needs (pytest, transformers, huggingface-hub) is out."""
+    found = closure(VIA, ["torch==2.13.0+cpu"])
+    assert [(e.name, e.version) for e in found] == [
+        ("filelock", "4.2.11"), ("jinja2", "3.1.6"), ("markupsafe", "3.0.4"),
+        ("torch", "2.13.0+cpu"), ("setuptools", "84.2.1")]
+    assert found[2].hashes == ("d" * 64, "e" * 64)
+    assert closure(VIA, []) == ()
+
+
+def test_the_repo_locks_closure_of_torch_holds_no_test_package():
+    text = (REPO / "locks" / "cpu" / f"{CELL}.txt").read_text()
+    names = {e.name for e in closure(text, ["torch==2.13.0+cpu"])}
+    assert "torch" in names and "sympy" in names and "markupsafe" in names
+    assert not names & {"pytest", "transformers", "numpy", "huggingface-hub", "pluggy"}
+    assert all(e.hashes for e in closure(text, ["torch==2.13.0+cpu"]))
