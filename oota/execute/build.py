@@ -27,6 +27,7 @@ from oota.console import Console
 from oota.engine.base import SEALED_FROM_LABEL, BuildRequest, Engine, StepEvent
 from oota.errors import InputError, OotaError, StepFailed
 from oota.execute.bases import Base
+from oota.execute.buildinfo import BuildRecords, requirements_of
 from oota.execute.interrupts import Interrupted, deferred, signal_name
 from oota.execute.leftovers import context_root
 from oota.execute.sources import PipSources, fill_wheelhouse, resolve_sources
@@ -38,10 +39,10 @@ from oota.execute.verify import (
     passed_env,
     verify_image,
 )
-from oota.lockfile import closure, lock_path, lock_status
+from oota.lockfile import lock_path, lock_status
 from oota.net import find_ca_bundle
 from oota.plan import Cell
-from oota.render import VOCAB_FILE, Rendered, context_files, fingerprint, render_cell
+from oota.render import VOCAB_FILE, context_files, fingerprint, render_cell
 from oota.results.assemble import assemble, cell_ref, now
 from oota.results.model import (
     BaseImage,
@@ -49,8 +50,6 @@ from oota.results.model import (
     Image,
     Installed,
     JSONObject,
-    LockedPin,
-    Requirements,
     Result,
     ResultFormatError,
     Sealed,
@@ -308,11 +307,10 @@ class CellRun:
         if labels.get("oota.fingerprint") == self.fingerprint and not self.options.rebuild:
             self.console.info(f"{self.cell.id}: image {self.tag} is up to date "
                               f"({self.fingerprint[:19]}); --rebuild forces a build")
-            # The base it was built on, from its label, so a comparison with an earlier run
-            # does not see the base image vanish when the image is only reused.
-            base_ref = labels.get("org.opencontainers.image.base.name", "")
-            self.base = BaseImage(ref=base_ref, how="reused", note="image up to date")
-            return {"up_to_date": True, "base": base_ref}
+            record = BuildRecords(self.matrix.root, self.cell.id).reused(
+                labels, self.engine.image_id(self.tag), self.folder)
+            self.sources, self.base = record.sources, record.base
+            return {"up_to_date": True, **record.detail}
         base = self.base_for(self.cell)
         sources = resolve_sources(vendor_index=self.cell.index_url,
                                   index_url=self.options.index_url,
@@ -328,8 +326,11 @@ class CellRun:
         work.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f"{self.cell.id}-", dir=work) as tmp:
             request = self._request(Path(tmp), sources, base)
-            self.engine.build(request, self._on_step)
-        return {"base": base.ref, "base_how": base.how}
+            built = self.engine.build(request, self._on_step)
+        BuildRecords(self.matrix.root, self.cell.id).keep(
+            built, self.folder / "build.log", run_id=self.options.run_id, sources=self.sources,
+            base=self.base)
+        return {"base": base.ref, "base_how": base.how, "image": built}
 
     def _request(self, tmp: Path, sources: PipSources, base: Base) -> BuildRequest:
         context, secrets = stage_context(tmp, self.files, sources, self.options.ca_bundle)
@@ -444,25 +445,6 @@ class CellRun:
             requirements=requirements_of(self.matrix, self.cell, self.rendered))
         save(self.folder, result)
         return result
-
-
-def requirements_of(matrix: Matrix, cell: Cell, rendered: Rendered) -> Requirements:
-    """The cell's requirements told apart (the vendor's stack, the suite's own), where the
-    vendor's stack comes from, and the lock's pins of that stack: what the get-started page
-    gives a user, without the suite's packages."""
-    vendor = rendered.vendor_requirements
-    test = rendered.requirements[len(vendor):]
-    index = cell.index_url
-    locked: tuple[LockedPin, ...] = ()
-    if lock_status(matrix, cell) == "fresh":
-        text = lock_path(matrix, cell).read_text(encoding="utf-8")
-        locked = tuple(LockedPin(name=e.name, version=e.version, hashes=e.hashes)
-                       for e in closure(text, vendor))
-    # A channel's cell installs from the channel's index alone; a release cell's vendor index
-    # is searched beside PyPI (vendor.yaml index_url), as the build and the lock use it.
-    return Requirements(vendor=vendor, test=test, locked=locked,
-                        index_url=index if cell.channel is not None else "",
-                        extra_index_url=index if cell.channel is None else "")
 
 
 def stage_context(tmp: Path, files: dict[str, Path | bytes], sources: PipSources,

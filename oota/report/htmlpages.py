@@ -18,6 +18,7 @@ from oota.report.data import (
     Mark,
     Report,
 )
+from oota.report.imageview import image_view
 from oota.report.templating import html_environment
 
 LEGEND = (("passed", "✓ passed"), ("failed", "✗ failed"), ("skipped", "skip: skipped"),
@@ -51,4 +52,4 @@ def cell_page(cell: CellGroup | CellRow, results_rel: str | Links) -> str:
         id=cell.id, vendor=cell.vendor, status=cell.status, copies=(cell,), layers=cell.layers)
     return html_environment().get_template("cell.html.j2").render(
         title=f"{group.id} — oota", group=group, links=_links(results_rel), word=WORD,
-        mark=_mark)
+        mark=_mark, image_view=image_view)
