@@ -131,8 +131,8 @@ def generate(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.
     if drift is not None:
         if not drift.clean:
             sys.stdout.write(drift.stale_diff)
-            raise Exit(f"{len(drift.changed)} generated file(s) are stale; run `invoke generate`",
-                       code=EXIT_FAILED)
+            raise Exit(f"{len(drift.changed)} generated file(s) are stale; run "
+                       "`./oota.sh generate`", code=EXIT_FAILED)
         print("generated files are up to date")
         return
     for path in written:
@@ -236,7 +236,7 @@ _REGISTRY_HELP = {
     **_REGISTRY_HELP,
     "registry": "where to push: a registry host and optional path, e.g. registry.lab:5000",
     "namespace": "repository prefix in the registry (default: oota): REGISTRY/NS/VENDOR:CELL",
-    "key": "the lab's signing key (oota.key from `invoke keygen`; its password in "
+    "key": "the lab's signing key (oota.key from `./oota.sh keygen`; its password in "
            "OOTA_SIGNING_PASSWORD); without it images are published unsigned"})
 def publish(c: Context, registry: str, vendor: list[str] | None = None,
             cell: list[str] | None = None, matrix: str = "matrix.yaml", all: bool = False,
@@ -265,7 +265,8 @@ def keygen(c: Context, out: str = ".") -> None:
     files = api.keygen(out)
     print(f"private key: {files.private} (keep it secret; encrypted: "
           f"{'yes' if os.environ.get('OOTA_SIGNING_PASSWORD') else 'no'})")
-    print(f"public key:  {files.public} (give it to users: invoke pull --key {files.public.name})")
+    print(f"public key:  {files.public} (give it to users: ./oota.sh pull --key "
+          f"{files.public.name})")
 
 
 @task(help={**_REGISTRY_HELP,
@@ -423,7 +424,7 @@ def lock(c: Context, vendor: list[str] | None = None, cell: list[str] | None = N
         for cell_id, status, path in rows:
             print(f"{status:>8}  {cell_id}  {path}")
         if any(status == "stale" for _, status, _ in rows):
-            raise Exit("stale lock(s): run `invoke lock`", code=EXIT_FAILED)
+            raise Exit("stale lock(s): run `./oota.sh lock`", code=EXIT_FAILED)
         return
     out = api.lock(matrix, _vendors(vendor), api.name_list("--cell", cell), all, Console(),
                    options)

@@ -59,7 +59,7 @@ def recorded_digest(path: Path) -> str | None:
     (it was edited or damaged by hand: oota only ever writes pip-compile's UTF-8 output)."""
     if not path.is_file():
         return None
-    fix = "regenerate it with `invoke lock` (or delete it)"
+    fix = "regenerate it with `./oota.sh lock` (or delete it)"
     shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
     try:
         text = path.read_bytes().decode("utf-8")
@@ -90,7 +90,7 @@ def header(cell: Cell) -> str:
         f"({cell.base_image}), resolved inside the cell's builder stage.",
         f"{INPUTS_LINE}{inputs_digest(cell)}",
         "# inputs: " + "; ".join(cell_requirements(cell)),
-        f"# regenerate: invoke lock --vendor={cell.vendor.name} --cell={cell.id}",
+        f"# regenerate: ./oota.sh lock --vendor={cell.vendor.name} --cell={cell.id}",
         "#",
     ]) + "\n"
 

@@ -228,7 +228,7 @@ def render_cell(matrix: Matrix, cell: Cell) -> Rendered:
         "os": cell.os,
         "python": str(cell.python),
         **requirements,
-        "regenerate": f"invoke generate --vendor={vendor.name}",
+        "regenerate": f"./oota.sh generate --vendor={vendor.name}",
         # A channel's build changes daily: a lock of yesterday's would refuse today's wheel.
         "lock": channel is None and lock_path(matrix, cell).is_file(),
         "channel": channel,

@@ -300,9 +300,9 @@ class CellRun:
     def _build(self) -> JSONObject | None:
         if lock_status(self.matrix, self.cell) == "stale":
             rel = lock_path(self.matrix, self.cell).relative_to(self.matrix.root)
-            raise InputError(f"{rel} is stale (the cell's requirements changed); run `invoke lock "
-                             f"--vendor={self.cell.vendor.name} --cell={self.cell.id}` or delete "
-                             "it to build unlocked")
+            raise InputError(f"{rel} is stale (the cell's requirements changed); run `./oota.sh "
+                             f"lock --vendor={self.cell.vendor.name} --cell={self.cell.id}` or "
+                             "delete it to build unlocked")
         labels = self.engine.image_labels(self.tag) or {}
         if labels.get("oota.fingerprint") == self.fingerprint and not self.options.rebuild:
             self.console.info(f"{self.cell.id}: image {self.tag} is up to date "
@@ -374,7 +374,7 @@ class CellRun:
         if built_from and built_from != self.fingerprint:
             self.console.warn(f"{self.cell.id}: {self.tag} was built from other inputs than the "
                               "current ones (matrix, vendor folder or verify/ changed); "
-                              "`invoke build` rebuilds it")
+                              "`./oota.sh build` rebuilds it")
         outcome = verify_image(self.engine, self.cell, self.tag, self.folder,
                                run_id=self.options.run_id, layers=self.options.layers,
                                timeout_s=self.options.verify_timeout_s,

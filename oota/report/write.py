@@ -55,7 +55,7 @@ def check_folders(results_dir: Path, out_dir: Path) -> None:
     """Refuse, before anything is read or written, what would lose files or write nonsense."""
     if not results_dir.is_dir():
         what = "is not a folder" if results_dir.exists() else "no such results folder"
-        raise InputError(f"--results {results_dir}: {what} (run `invoke build` or `invoke "
+        raise InputError(f"--results {results_dir}: {what} (run `./oota.sh build` or `./oota.sh "
                          "verify` first, or name the folder that holds the result files)")
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir}: is a file, not a folder; name a folder for the "

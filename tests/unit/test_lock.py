@@ -74,7 +74,7 @@ def test_a_damaged_lock_is_an_input_error_and_a_new_lock_replaces_it(project):
     assert info.value.exit_code == 2
     assert str(info.value) == (f"locks/cpu/{CELL}.txt: not UTF-8 text (invalid start byte at "
                                "byte 20), so not a lock oota wrote; regenerate it with "
-                               "`invoke lock` (or delete it)")
+                               "`./oota.sh lock` (or delete it)")
     assert write_lock(path, header(cell) + LOCKED) is True
     assert lock_status(matrix, cell) == "fresh"
 
@@ -127,7 +127,7 @@ def test_compile_lock_runs_pip_compile_in_the_builder(project, tmp_path):
     assert request.labels == {"oota.run": "r1"}
     read_only = {m.target for m in request.mounts if m.read_only}
     assert {"/run/secrets/pipconf", "/wheelhouse"} <= read_only
-    assert request.env["CUSTOM_COMPILE_COMMAND"] == "invoke lock --vendor=cpu --cell=" + CELL
+    assert request.env["CUSTOM_COMPILE_COMMAND"] == "./oota.sh lock --vendor=cpu --cell=" + CELL
 
 
 @pytest.mark.parametrize("upgrade", [False, True])
@@ -160,7 +160,7 @@ def test_compile_lock_failure_carries_the_log(project, tmp_path):
 def test_repo_lock_of_the_default_cell_is_fresh():
     matrix = load_matrix(REPO / "matrix.yaml")
     cell = next(c for c in plan(matrix, ["cpu"]) if c.id == CELL)
-    assert lock_status(matrix, cell) == "fresh", "run: invoke lock --vendor=cpu --cell=" + CELL
+    assert lock_status(matrix, cell) == "fresh", "run: ./oota.sh lock --vendor=cpu --cell=" + CELL
     assert pins(lock_path(matrix, cell).read_text())["torch"][0] == "2.13.0+cpu"
 
 
