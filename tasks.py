@@ -131,8 +131,8 @@ def generate(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.
     if drift is not None:
         if not drift.clean:
             sys.stdout.write(drift.stale_diff)
-            raise Exit(f"{len(drift.changed)} generated file(s) are stale; run `invoke generate`",
-                       code=EXIT_FAILED)
+            raise Exit(f"{len(drift.changed)} generated file(s) are stale; run "
+                       "`./oota.sh generate`", code=EXIT_FAILED)
         print("generated files are up to date")
         return
     for path in written:
@@ -236,15 +236,17 @@ _REGISTRY_HELP = {
     **_REGISTRY_HELP,
     "registry": "where to push: a registry host and optional path, e.g. registry.lab:5000",
     "namespace": "repository prefix in the registry (default: oota): REGISTRY/NS/VENDOR:CELL",
-    "key": "the lab's signing key (oota.key from `invoke keygen`; its password in "
+    "key": "the lab's signing key (oota.key from `./oota.sh keygen`; its password in "
            "OOTA_SIGNING_PASSWORD); without it images are published unsigned"})
 def publish(c: Context, registry: str, vendor: list[str] | None = None,
             cell: list[str] | None = None, matrix: str = "matrix.yaml", all: bool = False,
             results: str = "results", registry_auth: str | None = None,
             namespace: str = "oota", key: str | None = None,
             registry_ca: str | None = None) -> None:
-    """Push verified images (and only those), with SBOM, provenance and signature, to a
-    registry; refuse the others with the reason."""
+    """Push verified images, with SBOM, provenance and signature, to a registry.
+
+    Only images whose last verification passed and still holds are pushed; every other cell is
+    refused with the reason."""
     out = api.publish(matrix, _vendors(vendor), api.name_list("--cell", cell), all, Console(),
                       registry=api.registry(registry), results_dir=Path(results),
                       namespace=api.namespace(namespace),
@@ -263,7 +265,8 @@ def keygen(c: Context, out: str = ".") -> None:
     files = api.keygen(out)
     print(f"private key: {files.private} (keep it secret; encrypted: "
           f"{'yes' if os.environ.get('OOTA_SIGNING_PASSWORD') else 'no'})")
-    print(f"public key:  {files.public} (give it to users: invoke pull --key {files.public.name})")
+    print(f"public key:  {files.public} (give it to users: ./oota.sh pull --key "
+          f"{files.public.name})")
 
 
 @task(help={**_REGISTRY_HELP,
@@ -275,9 +278,10 @@ def keygen(c: Context, out: str = ".") -> None:
 def pull(c: Context, ref: str, key: str | None = None, registry_auth: str | None = None,
          registry_ca: str | None = None, workdir: str = ".oota-cache/pull",
          host: str | None = None) -> None:
-    """Check a published image's signature and provenance, pull it by digest into an Engine
-    (this host's, or --host's), re-verify it there with the device flags it carries; exit 5
-    when the image is refused."""
+    """Check a published image's signature and provenance, then pull and re-verify it.
+
+    The image is pulled by digest into an Engine (this host's, or --host's) and its suite runs
+    there with the device flags it carries; exit 5 when the image is refused."""
     out = api.pull(ref, key=key, auth=api.registry_auth(registry_auth), ca=registry_ca,
                    workdir=Path(workdir), host=host)
     print(f"image:       {out.ref} -> {out.digest}")
@@ -317,8 +321,10 @@ def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
            compare: str | None = None, merge: list[str] | None = None,
            format: str | None = None, artifact_url: str | None = None,
            history: str | None = None, no_history: bool = False, hud_runs: str = "50") -> None:
-    """Write reports/ (matrix.md, results.json, index.html, cells/, and the history's HUD:
-    hud.html, hud.md) from result files and the history."""
+    """Write reports/ from result files and the history.
+
+    matrix.md, results.json, index.html, cells/, start/ (get started per vendor) and the
+    history's HUD (hud.html, hud.md)."""
     kept = api.history_target(history, no_history, "merge", Path.cwd(), used=bool(merge))
     shown = api.history_location(history, off=no_history, root=Path.cwd())
     done = api.report_with_history(results, out, compare, merge=merge, formats=format,
@@ -353,9 +359,11 @@ def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
 def history(c: Context, action: str, dir: list[str] | None = None, vendor: str | None = None,
             cell: str | None = None, test: str | None = None, format: str = "table",
             since: str | None = None, history: str | None = None) -> None:
-    """The history of runs: `import --dir results`; `query [--vendor V] [--cell ID]
-    [--test ID]`: every run where an outcome changed, newest first, with what changed;
-    `digest [--since 24h]`: what broke, was fixed, is past 72 h or was flaky, with blame."""
+    """Import, query or digest the history of runs.
+
+    `import --dir results`; `query [--vendor V] [--cell ID] [--test ID]`: every run where an
+    outcome changed, newest first, with what changed; `digest [--since 24h]`: what broke, was
+    fixed, is past 72 h or was flaky, with blame."""
     api.check_history_flags(action, dirs=dir, selection={"vendor": vendor, "cell": cell,
                                                          "test": test}, fmt=format,
                             window=since)
@@ -416,7 +424,7 @@ def lock(c: Context, vendor: list[str] | None = None, cell: list[str] | None = N
         for cell_id, status, path in rows:
             print(f"{status:>8}  {cell_id}  {path}")
         if any(status == "stale" for _, status, _ in rows):
-            raise Exit("stale lock(s): run `invoke lock`", code=EXIT_FAILED)
+            raise Exit("stale lock(s): run `./oota.sh lock`", code=EXIT_FAILED)
         return
     out = api.lock(matrix, _vendors(vendor), api.name_list("--cell", cell), all, Console(),
                    options)
@@ -436,8 +444,10 @@ def lock(c: Context, vendor: list[str] | None = None, cell: list[str] | None = N
     "matrix": HELP_MATRIX})
 def judge(c: Context, path: str, python: str | None = None, image: str | None = None,
           check: bool = False, quiet: bool = False, matrix: str = "matrix.yaml") -> None:
-    """Judge recorded cases again, without an accelerator; print each verdict (exit 1 when a
-    case fails, or with --check when a verdict moved)."""
+    """Judge recorded cases again, without an accelerator.
+
+    One verdict a line; exit 1 when a case fails, or with --check when a verdict moved from the
+    recorded one."""
     out = api.judge([path], python=python, image=image, matrix_path=matrix, check=check)
     for case in out.cases:
         if not quiet or case.status == "failed" or case.moved:

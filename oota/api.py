@@ -384,7 +384,7 @@ def publish(matrix_path: str, vendors: list[str] | None, ids: list[str] | None,
         console.warn("no cells selected")
         return []
     if signer.key is None:
-        console.warn("no --key: the images are published unsigned (`invoke keygen` makes a key)")
+        console.warn("no --key: the images are published unsigned (`./oota.sh keygen` makes a key)")
     return publish_cells(matrix, cells, DockerEngine(), console, results_dir=results_dir,
                          registry=registry, namespace=namespace, local_namespace="oota",
                          auth=auth, signer=signer, run_id=f"publish-{uuid.uuid4().hex[:10]}")
@@ -673,7 +673,7 @@ def record_history(target: History, results: Sequence[Result]) -> list[str]:
         done = history_store.append(history_store.open_store(location), run)
     except history_store.HistoryUnavailable as exc:
         return [f"warning: {exc}; the results are in their folder (import them later with "
-                "`invoke history import`)"]
+                "`./oota.sh history import`)"]
     return [f"history: run {done.run_key} ({target.origin}, {done.added} cell(s) added) in "
             f"{location.shown}"]
 
@@ -759,7 +759,7 @@ def hud_source(location: Location | None, runs: int, root: Path,
         return None, f"no HUD: {exc}"
     if timeline is None or not timeline.runs:
         return None, (f"no HUD: the history {location.shown} holds no run yet (build, verify "
-                      "or `invoke history import` add runs)")
+                      "or `./oota.sh history import` add runs)")
     return HudInput(timeline=timeline, policy=policy_at(root), runs=runs,
                     now=now or dt.datetime.now(dt.timezone.utc)), ""
 

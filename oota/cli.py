@@ -19,6 +19,7 @@ from invoke.program import Program
 from oota import __version__
 from oota.errors import EXIT_BAD_INPUT
 
+HELP_FLAGS = ("--help", "-h")
 _UNKNOWN = re.compile(r"^No idea what '(?P<token>.*)' is!$")
 # invoke names a flag by its Argument's repr: <Argument: ca_bundle (c)>.
 _FLAG = re.compile(r"^Flag <Argument: (?P<name>[\w-]+)[^>]*> (?P<what>needed value|doesn't take)")
@@ -64,6 +65,12 @@ class OotaProgram(Program):
             super().parse_tasks()
         except ParseError as exc:
             raise Exit(parse_error_message(exc), code=EXIT_BAD_INPUT) from None
+        # invoke reads `oota pull --help` as pull's REF being '--help' and would run the task
+        # with it: a help request, wherever it stands, only prints the task's help.
+        for context in self.tasks:
+            if any(arg.value in HELP_FLAGS for arg in context.positional_args):
+                self.print_task_help(str(context.name))
+                raise Exit(code=0)
 
 
 def main() -> None:

@@ -15,8 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 
 from oota.config.matrix import Matrix
 from oota.errors import InputError
@@ -54,7 +59,7 @@ def recorded_digest(path: Path) -> str | None:
     (it was edited or damaged by hand: oota only ever writes pip-compile's UTF-8 output)."""
     if not path.is_file():
         return None
-    fix = "regenerate it with `invoke lock` (or delete it)"
+    fix = "regenerate it with `./oota.sh lock` (or delete it)"
     shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
     try:
         text = path.read_bytes().decode("utf-8")
@@ -85,7 +90,7 @@ def header(cell: Cell) -> str:
         f"({cell.base_image}), resolved inside the cell's builder stage.",
         f"{INPUTS_LINE}{inputs_digest(cell)}",
         "# inputs: " + "; ".join(cell_requirements(cell)),
-        f"# regenerate: invoke lock --vendor={cell.vendor.name} --cell={cell.id}",
+        f"# regenerate: ./oota.sh lock --vendor={cell.vendor.name} --cell={cell.id}",
         "#",
     ]) + "\n"
 
@@ -122,3 +127,73 @@ def pins(text: str) -> dict[str, tuple[str, frozenset[str]]]:
         if line and not line.startswith("--hash") and not match and not line.startswith("#"):
             current = None
     return out
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Entry:
+    """One pin of a lock: ``name==version``, the sha256 hashes pip accepts for it, and which
+    packages of the lock need it (pip-compile's ``# via`` lines; ``-r FILE`` is the input)."""
+
+    name: str                 # canonical: lower case, '-'
+    version: str
+    hashes: tuple[str, ...]
+    via: tuple[str, ...] = ()
+
+
+_VIA = re.compile(r"^#\s+via(?:\s+(?P<one>\S.*))?$")
+_VIA_MORE = re.compile(r"^#\s{2,}(?P<name>\S.*)$")
+
+
+def entries(text: str) -> list[Entry]:
+    """Every pin of a pip-compile ``--generate-hashes`` file, with its hashes and ``via``."""
+    found: list[Entry] = []
+    in_via = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        match = _PIN.match(line)
+        if match:
+            found.append(Entry(name=canonicalize_name(match.group(1)), version=match.group(2),
+                               hashes=()))
+            in_via = False
+        elif found and "--hash=sha256:" in line:
+            last = found[-1]
+            more = tuple(re.findall(r"--hash=sha256:([0-9a-f]{64})", line))
+            found[-1] = Entry(name=last.name, version=last.version, hashes=last.hashes + more,
+                              via=last.via)
+        elif found and (via := _VIA.match(line)):
+            in_via = True
+            _add_via(found, via.group("one"))
+        elif found and in_via and (more_via := _VIA_MORE.match(line)):
+            _add_via(found, more_via.group("name"))
+        else:
+            in_via = False
+    return found
+
+
+def _add_via(found: list[Entry], name: str | None) -> None:
+    if not name:
+        return
+    last = found[-1]
+    parent = name if name.startswith("-r ") else canonicalize_name(name.split()[0])
+    found[-1] = Entry(name=last.name, version=last.version, hashes=last.hashes,
+                      via=last.via + (parent,))
+
+
+def closure(text: str, requirements: Iterable[str]) -> tuple[Entry, ...]:
+    """The pins of ``requirements`` (PEP 508 texts, e.g. the vendor's own) and of everything
+    they need, in the lock's order: what installs them with ``--require-hashes``, without the
+    packages only another requirement (the test suite's) brought in."""
+    roots = set()
+    for text_ in requirements:
+        try:
+            roots.add(canonicalize_name(Requirement(text_).name))
+        except InvalidRequirement:
+            continue
+    pinned = entries(text)
+    wanted = {e.name for e in pinned if e.name in roots}
+    grew = True
+    while grew:
+        more = {e.name for e in pinned if e.name not in wanted and wanted.intersection(e.via)}
+        wanted |= more
+        grew = bool(more)
+    return tuple(e for e in pinned if e.name in wanted)

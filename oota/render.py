@@ -61,6 +61,8 @@ class Rendered:
     # What the cell asks pip for (vendor.yaml's requirements, then test_requirements, formatted
     # for the cell): recorded in its result, so the history can say which pin changed.
     requirements: tuple[str, ...] = ()
+    # The first part of it, vendor.yaml's requirements: what a user of the stack installs.
+    vendor_requirements: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -228,7 +230,7 @@ def render_cell(matrix: Matrix, cell: Cell) -> Rendered:
         "os": cell.os,
         "python": str(cell.python),
         **requirements,
-        "regenerate": f"invoke generate --vendor={vendor.name}",
+        "regenerate": f"./oota.sh generate --vendor={vendor.name}",
         # A channel's build changes daily: a lock of yesterday's would refuse today's wheel.
         "lock": channel is None and lock_path(matrix, cell).is_file(),
         "channel": channel,
@@ -239,7 +241,8 @@ def render_cell(matrix: Matrix, cell: Cell) -> Rendered:
     return Rendered(cell=cell, folder=cell_folder(matrix, cell), images_dir=matrix.images_dir,
                     files={"Dockerfile": dockerfile, "cell.json": manifest},
                     requirements=tuple(requirements["requirements"]
-                                       + requirements["test_requirements"]))
+                                       + requirements["test_requirements"]),
+                    vendor_requirements=tuple(requirements["requirements"]))
 
 
 def _check_data(matrix: Matrix, cell: Cell, requirements: dict[str, list[str]]) -> None:

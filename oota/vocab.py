@@ -43,6 +43,25 @@ UNRUN_PARAM: Final = "unrun-by-budget"
 UNRUN_KEY: Final = "unrun_pairs"
 
 
+# What a count of tests per layer shows (oota-verify's table in verify.log, the cell page's):
+# every status that makes a run fail counts as failed.
+COUNT_COLUMNS: Final[tuple[str, ...]] = ("passed", "skipped", "unsupported-here", "failed")
+
+
+def layer_counts(tests: Iterable[tuple[str, str]]) -> dict[str, dict[str, int]]:
+    """How many tests of each layer ended in each of COUNT_COLUMNS, from (layer, status)
+    pairs with statuses already :func:`normalized`; layers in report order, then any other.
+    The one count of tests: verify.log and the report both show it."""
+    counts: dict[str, dict[str, int]] = {}
+    for layer, status in tests:
+        column = "failed" if status in BAD else status
+        per = counts.setdefault(layer, dict.fromkeys(COUNT_COLUMNS, 0))
+        if column in per:
+            per[column] += 1
+    order = {layer: i for i, layer in enumerate(LAYERS)}
+    return dict(sorted(counts.items(), key=lambda item: order.get(item[0], len(order))))
+
+
 def worst(statuses: Iterable[str]) -> str:
     """The status that wins among ``statuses`` (``""`` when there are none)."""
     present = set(statuses)

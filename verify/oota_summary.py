@@ -43,9 +43,9 @@ def _load_vocab() -> None:
 _load_vocab()
 import oota_vocab  # noqa: E402 - found by _load_vocab
 from oota_vocab import (  # noqa: E402
-    LAYERS,
     UNRUN_KEY,
     budget_blind,
+    layer_counts,
     not_compared_reason,
     unrun_by_id,
     worst,
@@ -70,13 +70,10 @@ def report(cell: dict[str, Any], tests: list[dict[str, Any]]) -> str:
              f"{MARK.get(worst(s for v in by_layer.values() for s in v), '?')}", "",
              "| layer | result | passed | skipped | n/a here | failed |",
              "|---|---|---|---|---|---|"]
-    for layer in LAYERS:
-        states = by_layer.get(layer, [])
-        if states:
-            failed = sum(s in oota_vocab.BAD for s in states)
-            lines.append(f"| {layer} | {MARK.get(worst(states), '?')} | {states.count('passed')} | "
-                         f"{states.count('skipped')} | {states.count('unsupported-here')} | "
-                         f"{failed} |")
+    counts = layer_counts((layer, s) for layer, states in by_layer.items() for s in states)
+    for layer, n in counts.items():  # the counts the report shows too (oota_vocab)
+        lines.append(f"| {layer} | {MARK.get(worst(by_layer[layer]), '?')} | {n['passed']} | "
+                     f"{n['skipped']} | {n['unsupported-here']} | {n['failed']} |")
     lines += _models(tests) + _workload(tests) + _not_passed(tests)
     return "\n".join(lines)
 

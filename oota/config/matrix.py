@@ -32,11 +32,22 @@ id says ``torchnightly`` where a release cell says ``torch2.15.0``; the verify s
 nightly older than ``max_age_days`` (default 3, PyTorch's own smoke test's limit). Rules
 (include, exclude, default) name the channel as ``torch: nightly``.
 
+``release-check --update`` rewrites each torch axis to the index's N and N-1. A release that
+must stay through such an update is pinned, with the reason the update prints::
+
+    torch: ["2.15.0", "2.14.1", {release: "2.13.0", pinned: "the wheel our hosts can install"}]
+    default: [{python: "3.11", torch: "2.13.0", pinned: "the cell a fresh machine builds"}]
+
+A pinned axis entry stays on the axis; a pinned ``default`` or ``include`` entry is never moved
+to another release, and keeps its release on the axis. ``pinned`` takes a reason (a string);
+rules with it must name a torch release, and ``exclude`` entries take none.
+
 Every problem is reported at once, located as ``file:line:column: yaml.path: message``.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +57,7 @@ from packaging.version import Version
 from oota.config.fields import Fields, parse_version
 from oota.config.names import NAME_RULE, image_problem, name_problem
 from oota.config.vendors import Vendor, discover, load_vendor
-from oota.config.yamlsrc import Doc, Path_, did_you_mean, load_yaml
+from oota.config.yamlsrc import Doc, Path_, did_you_mean, load_yaml, path_str
 from oota.errors import MatrixError
 
 SCHEMA_VERSION = 1
@@ -57,6 +68,9 @@ NIGHTLY = "nightly"
 CHANNELS = (NIGHTLY,)
 DEFAULT_MAX_AGE_DAYS = 3        # pytorch/pytorch .ci/pytorch/smoke_test: a nightly is <= 3 days old
 _CHANNEL_KEYS = ("channel", "index", "max_age_days")
+_RELEASE_KEYS = ("release", "pinned")
+PINNED = "pinned"
+_PINNABLE_RULES = ("include", "default")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -66,6 +80,17 @@ class Channel:
     name: str
     index_url: str | None = None    # None: derived from the vendor's release index
     max_age_days: int = DEFAULT_MAX_AGE_DAYS
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Pin:
+    """A torch release that ``release-check --update`` keeps: an axis entry or a rule marked
+    ``pinned: REASON`` in matrix.yaml."""
+
+    torch: str
+    reason: str
+    at: str          # '33:9: vendors.cpu.torch[2]' (line:column: path in matrix.yaml)
+    rule: str = ""   # 'default[0]' for a pinned rule ('' for an axis entry)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -94,6 +119,7 @@ class VendorMatrix:
     default: tuple[tuple[tuple[str, str], ...], ...]
     path: Path_
     channels: tuple[Channel, ...] = ()   # the torch axis's channel entries
+    pins: tuple[Pin, ...] = ()           # what release-check --update keeps
 
     def channel(self, name: str) -> Channel:
         """The channel as the torch axis declares it, else with its defaults (a rule's
@@ -221,12 +247,13 @@ def _load_vendor_matrix(doc: Doc, path: Path_, value: Any, vendor: Vendor,
     f = Fields(doc, path, value, allowed=axis_names + _RULE_KEYS)
     axes = []
     channels: tuple[Channel, ...] = ()
+    pins: list[Pin] = []
     for axis in axis_names:
         if not f.has(axis):
             continue
         reported = len(doc.problems)
         if axis == "torch":
-            values, channels = _torch_axis(doc, path + (axis,), f.raw(axis))
+            values, channels = _torch_axis(doc, path + (axis,), f.raw(axis), pins)
         else:
             values = f.str_list(axis)
         if not values and len(doc.problems) == reported:  # not after "expected a list ..."
@@ -234,18 +261,20 @@ def _load_vendor_matrix(doc: Doc, path: Path_, value: Any, vendor: Vendor,
         for i, text in enumerate(values):
             _check_value(doc, path + (axis, i), axis, text, oses)
         axes.append((axis, values))
-    rules = {key: _load_rules(doc, path + (key,), f.raw(key), axis_names, oses)
+    rules = {key: _load_rules(doc, path + (key,), f.raw(key), axis_names, oses, pins)
              for key in _RULE_KEYS}
     if f.ok and not axes and not rules["include"]:
         doc.error(path, "declares no axes and no include entries", "add os, python and torch")
     return VendorMatrix(vendor=vendor, axes=tuple(axes), include=rules["include"],
                         exclude=rules["exclude"], default=rules["default"], path=path,
-                        channels=channels)
+                        channels=channels, pins=tuple(pins))
 
 
-def _torch_axis(doc: Doc, path: Path_, value: Any) -> tuple[tuple[str, ...], tuple[Channel, ...]]:
-    """The torch axis: releases as strings, channel entries as mappings. A channel's value on
-    the axis (what rules and ids use) is its name."""
+def _torch_axis(doc: Doc, path: Path_, value: Any, pins: list[Pin]
+                ) -> tuple[tuple[str, ...], tuple[Channel, ...]]:
+    """The torch axis: releases as strings (or pinned: ``{release: X, pinned: REASON}``),
+    channel entries as mappings. A channel's value on the axis (what rules and ids use) is its
+    name. Pinned releases are added to ``pins``."""
     items = [value] if isinstance(value, (str, dict)) else value
     if not isinstance(items, list):
         doc.error(path, "expected a list of releases and channels",
@@ -254,7 +283,12 @@ def _torch_axis(doc: Doc, path: Path_, value: Any) -> tuple[tuple[str, ...], tup
     values: list[str] = []
     channels: list[Channel] = []
     for i, item in enumerate(items):
-        if isinstance(item, dict):
+        if isinstance(item, dict) and "channel" not in item and _is_release_entry(item):
+            release = _load_pinned_release(doc, path + (i,), item)
+            if release is not None:
+                values.append(release.torch)
+                pins.append(release)
+        elif isinstance(item, dict):
             channel = _load_channel(doc, path + (i,), item)
             if channel is None:
                 continue
@@ -267,9 +301,39 @@ def _torch_axis(doc: Doc, path: Path_, value: Any) -> tuple[tuple[str, ...], tup
         elif isinstance(item, (str, int)) and not isinstance(item, bool):
             values.append(str(item))
         else:
-            doc.error(path + (i,), "expected a release (a string) or a channel "
-                      "({channel: nightly})")
+            doc.error(path + (i,), "expected a release (a string), a pinned release "
+                      "({release: '2.13.0', pinned: REASON}) or a channel ({channel: nightly})")
     return tuple(values), tuple(channels)
+
+
+def _is_release_entry(item: dict[str, Any]) -> bool:
+    """Is a mapping on the torch axis meant as a pinned release (its keys, or their typos, are
+    the release form's rather than the channel form's)?"""
+    def close(key: str, keys: tuple[str, ...]) -> bool:
+        return bool(difflib.get_close_matches(str(key), keys, n=1, cutoff=0.6))
+    return any(close(k, _RELEASE_KEYS) and not close(k, _CHANNEL_KEYS) for k in item)
+
+
+def _pin_reason(doc: Doc, path: Path_, value: Any) -> str | None:
+    """A ``pinned`` value: the reason, a string that is not empty."""
+    if isinstance(value, str) and value.strip() and value.isprintable():
+        return value.strip()
+    doc.error(path, "expected the reason for the pin, a string that is not empty",
+              'say why the release must stay, e.g. pinned: "the wheel our hosts can install"')
+    return None
+
+
+def _load_pinned_release(doc: Doc, path: Path_, value: dict[str, Any]) -> Pin | None:
+    reported = len(doc.problems)
+    f = Fields(doc, path, value, allowed=_RELEASE_KEYS, required=_RELEASE_KEYS)
+    raw = f.raw("release")
+    release = str(raw) if isinstance(raw, (str, int)) and not isinstance(raw, bool) else ""
+    if f.has("release") and not release:
+        doc.error(path + ("release",), f"expected a release such as '2.13.0', got {raw!r}")
+    reason = _pin_reason(doc, path + (PINNED,), f.raw(PINNED)) if f.has(PINNED) else None
+    if len(doc.problems) != reported or reason is None:
+        return None
+    return Pin(torch=release, reason=reason, at=_at(doc, path))
 
 
 def _load_channel(doc: Doc, path: Path_, value: dict[str, Any]) -> Channel | None:
@@ -317,7 +381,8 @@ def _check_value(doc: Doc, path: Path_, axis: str, text: str, oses: dict[str, Os
 
 
 def _load_rules(doc: Doc, path: Path_, value: Any, axis_names: tuple[str, ...],
-                oses: dict[str, OsSpec]) -> tuple[tuple[tuple[str, str], ...], ...]:
+                oses: dict[str, OsSpec], pins: list[Pin]
+                ) -> tuple[tuple[tuple[str, str], ...], ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
@@ -325,9 +390,11 @@ def _load_rules(doc: Doc, path: Path_, value: Any, axis_names: tuple[str, ...],
         return ()
     out = []
     for i, entry in enumerate(value):
-        f = Fields(doc, path + (i,), entry, allowed=axis_names)
-        if f.ok and not entry:
+        f = Fields(doc, path + (i,), entry, allowed=axis_names + (PINNED,))
+        if f.ok and not [k for k in entry if k != PINNED]:
             doc.error(path + (i,), "the entry is empty", "name at least one axis")
+        if f.has(PINNED):
+            _rule_pin(doc, path + (i,), f, pins)
         pairs = []
         for key in axis_names:
             if f.has(key):
@@ -338,3 +405,27 @@ def _load_rules(doc: Doc, path: Path_, value: Any, axis_names: tuple[str, ...],
                 pairs.append((key, text))
         out.append(tuple(pairs))
     return tuple(out)
+
+
+def _rule_pin(doc: Doc, path: Path_, f: Fields, pins: list[Pin]) -> None:
+    """A rule's ``pinned: REASON``: only default and include entries that name a release."""
+    rule = str(path[-2])
+    if rule not in _PINNABLE_RULES:
+        doc.error(path + (PINNED,), f"an {rule} entry cannot be pinned",
+                  "pin the torch axis entry ({release: ..., pinned: ...}) or a default or "
+                  "include entry")
+        return
+    reason = _pin_reason(doc, path + (PINNED,), f.raw(PINNED))
+    torch = f.raw("torch")
+    if not isinstance(torch, (str, int)) or isinstance(torch, bool) or str(torch) in CHANNELS:
+        doc.error(path + (PINNED,), "a pin keeps a torch release through release-check "
+                  "--update, and this entry names none", "add torch: RELEASE, or drop pinned")
+        return
+    if reason is not None:
+        pins.append(Pin(torch=str(torch), reason=reason, rule=f"{rule}[{path[-1]}]",
+                        at=_at(doc, path)))
+
+
+def _at(doc: Doc, path: Path_) -> str:
+    """'line:column: yaml.path' of ``path``, without the file (the update names it)."""
+    return f"{doc.where(path).removeprefix(doc.file + ':')}: {path_str(path)}"

@@ -27,6 +27,7 @@ from oota.console import Console
 from oota.engine.base import SEALED_FROM_LABEL, BuildRequest, Engine, StepEvent
 from oota.errors import InputError, OotaError, StepFailed
 from oota.execute.bases import Base
+from oota.execute.buildinfo import BuildRecords, requirements_of
 from oota.execute.interrupts import Interrupted, deferred, signal_name
 from oota.execute.leftovers import context_root
 from oota.execute.sources import PipSources, fill_wheelhouse, resolve_sources
@@ -299,18 +300,17 @@ class CellRun:
     def _build(self) -> JSONObject | None:
         if lock_status(self.matrix, self.cell) == "stale":
             rel = lock_path(self.matrix, self.cell).relative_to(self.matrix.root)
-            raise InputError(f"{rel} is stale (the cell's requirements changed); run `invoke lock "
-                             f"--vendor={self.cell.vendor.name} --cell={self.cell.id}` or delete "
-                             "it to build unlocked")
+            raise InputError(f"{rel} is stale (the cell's requirements changed); run `./oota.sh "
+                             f"lock --vendor={self.cell.vendor.name} --cell={self.cell.id}` or "
+                             "delete it to build unlocked")
         labels = self.engine.image_labels(self.tag) or {}
         if labels.get("oota.fingerprint") == self.fingerprint and not self.options.rebuild:
             self.console.info(f"{self.cell.id}: image {self.tag} is up to date "
                               f"({self.fingerprint[:19]}); --rebuild forces a build")
-            # The base it was built on, from its label, so a comparison with an earlier run
-            # does not see the base image vanish when the image is only reused.
-            base_ref = labels.get("org.opencontainers.image.base.name", "")
-            self.base = BaseImage(ref=base_ref, how="reused", note="image up to date")
-            return {"up_to_date": True, "base": base_ref}
+            record = BuildRecords(self.matrix.root, self.cell.id).reused(
+                labels, self.engine.image_id(self.tag), self.folder)
+            self.sources, self.base = record.sources, record.base
+            return {"up_to_date": True, **record.detail}
         base = self.base_for(self.cell)
         sources = resolve_sources(vendor_index=self.cell.index_url,
                                   index_url=self.options.index_url,
@@ -326,8 +326,11 @@ class CellRun:
         work.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f"{self.cell.id}-", dir=work) as tmp:
             request = self._request(Path(tmp), sources, base)
-            self.engine.build(request, self._on_step)
-        return {"base": base.ref, "base_how": base.how}
+            built = self.engine.build(request, self._on_step)
+        BuildRecords(self.matrix.root, self.cell.id).keep(
+            built, self.folder / "build.log", run_id=self.options.run_id, sources=self.sources,
+            base=self.base)
+        return {"base": base.ref, "base_how": base.how, "image": built}
 
     def _request(self, tmp: Path, sources: PipSources, base: Base) -> BuildRequest:
         context, secrets = stage_context(tmp, self.files, sources, self.options.ca_bundle)
@@ -371,7 +374,7 @@ class CellRun:
         if built_from and built_from != self.fingerprint:
             self.console.warn(f"{self.cell.id}: {self.tag} was built from other inputs than the "
                               "current ones (matrix, vendor folder or verify/ changed); "
-                              "`invoke build` rebuilds it")
+                              "`./oota.sh build` rebuilds it")
         outcome = verify_image(self.engine, self.cell, self.tag, self.folder,
                                run_id=self.options.run_id, layers=self.options.layers,
                                timeout_s=self.options.verify_timeout_s,
@@ -438,7 +441,8 @@ class CellRun:
                           fingerprint=self.fingerprint),
             stages=self.stages, tests=self.tests, host=self.host, started_at=started,
             run_id=self.options.run_id, image=image, installed=self.installed,
-            sources=self.sources, skips=self.skips, requested=self.rendered.requirements)
+            sources=self.sources, skips=self.skips, requested=self.rendered.requirements,
+            requirements=requirements_of(self.matrix, self.cell, self.rendered))
         save(self.folder, result)
         return result
 

@@ -134,7 +134,7 @@ def compile_lock(engine: Engine, cell: Cell, builder: str, options: LockOptions,
         shutil.copyfile(existing, job / "out.txt")
     env = {"OOTA_PIP": f"pip=={dist_version('pip')}",
            "OOTA_PIP_TOOLS": f"pip-tools=={dist_version('pip-tools')}",
-           "CUSTOM_COMPILE_COMMAND": f"invoke lock --vendor={cell.vendor.name} --cell={cell.id}"}
+           "CUSTOM_COMPILE_COMMAND": f"./oota.sh lock --vendor={cell.vendor.name} --cell={cell.id}"}
     outcome = engine.run(RunRequest(image=builder, command=["bash", "-c", _COMPILE], env=env,
                                     mounts=mounts(cell, options, folder)
                                     + (Mount(source=job, target="/lock", read_only=False),),

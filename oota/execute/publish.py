@@ -58,12 +58,12 @@ def refusal(result: Result | None, labels: dict[str, str] | None, image_id: str 
     """Why a cell's image may not be published ('' when it may); ``current`` is the cell's
     fingerprint from today's inputs."""
     if labels is None or image_id is None:
-        return "no image: build and verify it first (`invoke build`)"
+        return "no image: build and verify it first (`./oota.sh build`)"
     if labels.get("oota.fingerprint") != current:
         return ("stale: the image was built from other inputs than today's (matrix, vendor "
                 "folder, templates, verify/ or lock changed); build and verify it again")
     if result is None:
-        return "never verified: no result.json for it (`invoke verify` or `invoke build`)"
+        return "never verified: no result.json for it (`./oota.sh verify` or `./oota.sh build`)"
     if result.cell.fingerprint != current:
         return "stale: its last verification was of other inputs; verify it again"
     if result.status not in PUBLISHABLE:
@@ -72,7 +72,7 @@ def refusal(result: Result | None, labels: dict[str, str] | None, image_id: str 
     sealed = result.image.sealed if result.image else None
     if sealed is None or sealed.id is None or "oota.verified" not in labels:
         return ("unsealed: the image does not carry its verification (only a run of every "
-                "layer is sealed); `invoke verify` it")
+                "layer is sealed); `./oota.sh verify` it")
     if sealed.id != image_id:
         return "the image changed since its verification (a build took the tag); verify it again"
     return ""

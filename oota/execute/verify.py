@@ -67,7 +67,7 @@ def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id
     flags, which would stop the container from starting, and tells the suite why."""
     if engine.image_labels(image) is None:
         return VerifyOutcome(image=Image(tag=image), problem=f"image {image} not found; build "
-                             f"it first (invoke build --cell {cell.id})")
+                             f"it first (./oota.sh build --cell {cell.id})")
     found = Image(tag=image, digest=engine.image_digest(image))
     command = ["oota-verify", "--out", RESULTS_IN_CONTAINER]
     if layers:

@@ -48,9 +48,19 @@ def _table(check: ReleaseCheck) -> str:
               r.origins, r.detail) for r in check.rows]
     widths = [max([len(h)] + [len(row[i]) for row in table]) for i, h in enumerate(headers)]
     out = _header(check) + ["", _line(headers, widths)] + [_line(row, widths) for row in table]
-    out += ["", f"{len(check.gaps)} gap(s)"] + [f"  {r.sentence}" for r in check.gaps]
-    out += [f"note: {n}" for n in check.notes]
+    out += ["", gaps_line(check, "the GAP rows above")] + [f"note: {n}" for n in check.notes]
     return "\n".join(out)
+
+
+def gaps_line(check: ReleaseCheck, where: str) -> str:
+    """'23 gap(s), in the GAP rows above: rocm 9, ascend 9, gaudi 5': each gap is said once,
+    in its row (it was also listed after the table: 23 lines said twice)."""
+    if not check.gaps:
+        return "0 gap(s): every vendor has a working stack for each torch and Python checked"
+    per = {v: sum(r.vendor == v for r in check.gaps) for v in dict.fromkeys(
+        r.vendor for r in check.gaps)}
+    return (f"{len(check.gaps)} gap(s), in {where}: "
+            + ", ".join(f"{vendor} {n}" for vendor, n in per.items()))
 
 
 def _line(cells: tuple[str, ...], widths: list[int]) -> str:
@@ -63,8 +73,7 @@ def _markdown(check: ReleaseCheck) -> str:
             "|---|---|---|---|---|---|---|"]
     out += [f"| {r.vendor} | {r.torch} | {r.python} | {r.platform} | {'✓' if r.ok else '✗'} | "
             f"{r.origins} | {_cell(r.detail)} |" for r in check.rows]
-    out += ["", f"### Gaps ({len(check.gaps)})", ""]
-    out += [f"- {r.sentence}" for r in check.gaps] or ["none"]
+    out += ["", gaps_line(check, "the ✗ rows above")]
     if check.notes:
         out += ["", "### Notes", ""] + [f"- {n}" for n in check.notes]
     return "\n".join(out) + "\n"
@@ -99,11 +108,12 @@ def _claim(claim: Claim) -> dict[str, Any]:
 
 def update_dict(update: MatrixUpdate) -> dict[str, Any]:
     return {"file": str(update.file), "changed": {k: list(v) for k, v in update.changed.items()},
-            "moved": list(update.moved), "notes": list(update.notes)}
+            "moved": list(update.moved), "kept": list(update.kept), "notes": list(update.notes)}
 
 
 def update_lines(update: MatrixUpdate) -> list[str]:
     head = (f"updated {update.file}: " + "; ".join(f"{name} torch [{', '.join(v)}]"
                                                     for name, v in update.changed.items())
             if update.changed else f"{update.file}: torch axes already up to date")
-    return [head] + [f"moved: {m}" for m in update.moved] + [f"note: {n}" for n in update.notes]
+    return ([head] + [f"kept: {k}" for k in update.kept] + [f"moved: {m}" for m in update.moved]
+            + [f"note: {n}" for n in update.notes])

@@ -7,6 +7,10 @@ oldest newer one, else the newest (2.13.0 -> 2.14.1 when the axis becomes 2.15.0
 Each move is listed in the output. A default left naming a removed release would match no
 cell and make every task fail; an include would bring the removed release back.
 
+What matrix.yaml pins (``{release: "2.13.0", pinned: REASON}`` on the axis, or ``pinned:
+REASON`` on a default or include entry; :mod:`oota.config.matrix`) survives: the release stays
+on the axis, the pinned rule is not moved, and each is listed as ``kept:`` with its reason.
+
 The rewritten text is then loaded, planned and its defaults selected exactly as every task
 does; when that fails the file is left unchanged and the update is refused with the list of
 what to edit. Only a matrix that loads is written, atomically.
@@ -22,7 +26,7 @@ from pathlib import Path
 import yaml
 from packaging.version import InvalidVersion, Version
 
-from oota.config.matrix import Matrix, load_matrix
+from oota.config.matrix import Matrix, Pin, load_matrix
 from oota.errors import EnvironmentProblem, InputError, OotaError
 from oota.files import write_atomic
 from oota.plan import plan, select
@@ -38,6 +42,7 @@ class MatrixUpdate:
     changed: dict[str, tuple[str, ...]]     # vendor -> new torch axis
     moved: tuple[str, ...]                  # "matrix.yaml:37: vendors.cpu.default[0].torch ..."
     notes: tuple[str, ...]
+    kept: tuple[str, ...] = ()              # "matrix.yaml:31:33: vendors.cpu.torch[2] 2.13.0 ..."
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,24 +73,25 @@ def update_matrix(matrix: Matrix, check: ReleaseCheck) -> MatrixUpdate:
     changed: dict[str, tuple[str, ...]] = {}
     moved: list[str] = []
     notes: list[str] = []
-    for name, versions in planned_torch(check, matrix).items():
+    kept: list[str] = []
+    for name, planned in planned_torch(check, matrix).items():
         node = _find(root, ("vendors", name, "torch"))
-        if not versions:
+        if not planned:
             notes.append(f"{name}: no pairing for torch {check.current} or {check.previous}; "
                          "torch axis left as it is")
             continue
         if not isinstance(node, yaml.SequenceNode):
             notes.append(f"{name}: has no torch list (only include entries); left as it is")
             continue
-        # A channel entry ({channel: nightly}) is not a release: it stays, after the releases.
-        old = [str(n.value) for n in node.value if isinstance(n, yaml.ScalarNode)]
-        kept = tuple(text[n.start_mark.index:n.end_mark.index] for n in node.value
-                     if not isinstance(n, yaml.ScalarNode))
-        if old == list(versions):
+        axis = _Axis.of(node, text)
+        pins = [p for p in matrix.vendors[name].pins if _among(p.torch, axis.releases)]
+        versions = _with_pins(planned, pins)
+        kept += [_kept_line(p, planned, matrix.file.name) for p in pins]
+        if axis.releases == list(versions):
             continue
-        edits.append(_axis_edit(node, versions, text, kept))
+        edits.append(_axis_edit(node, versions, text, axis))
         changed[name] = versions
-        removed = [v for v in old if not _among(v, versions)]
+        removed = [v for v in axis.releases if not _among(v, versions)]
         for edit, line in _rule_moves(root, name, removed, versions, matrix.file.name):
             edits.append(edit)
             moved.append(line)
@@ -93,17 +99,65 @@ def update_matrix(matrix: Matrix, check: ReleaseCheck) -> MatrixUpdate:
         text = text[:edit.start] + edit.text + text[edit.end:]
     if changed:
         _write_if_valid(matrix.file, text, changed, moved)
-    return MatrixUpdate(file=matrix.file, changed=changed, moved=tuple(moved), notes=tuple(notes))
+    return MatrixUpdate(file=matrix.file, changed=changed, moved=tuple(moved), notes=tuple(notes),
+                        kept=tuple(dict.fromkeys(kept)))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Axis:
+    """A torch axis as written: its releases (plain or pinned) and each entry's own text, so
+    a pinned entry or a channel ({channel: nightly}) is written back exactly as it was."""
+
+    releases: list[str]
+    texts: dict[str, str]       # release -> its entry's text, for pinned mapping entries
+    channels: tuple[str, ...]   # the channel entries' texts, kept after the releases
+
+    @classmethod
+    def of(cls, node: yaml.SequenceNode, text: str) -> _Axis:
+        releases, texts, channels = [], {}, []
+        for item in node.value:
+            source = text[item.start_mark.index:item.end_mark.index]
+            release = _find(item, ("release",))
+            if isinstance(item, yaml.ScalarNode):
+                releases.append(str(item.value))
+            elif isinstance(release, yaml.ScalarNode):
+                releases.append(str(release.value))
+                texts[str(release.value)] = source
+            else:
+                channels.append(source)
+        return cls(releases=releases, texts=texts, channels=tuple(channels))
+
+    def items(self, versions: tuple[str, ...], style: str | None) -> list[str]:
+        """The new axis's entries: each release as it was written when it stays (a pinned
+        entry keeps its mapping), a new one quoted in the axis's style, then the channels."""
+        def written(version: str) -> str:
+            old = next((r for r in self.texts if _among(r, [version])), None)
+            return self.texts[old] if old is not None else _quote(version, style)
+        return [written(v) for v in versions] + list(self.channels)
+
+
+def _with_pins(planned: tuple[str, ...], pins: list[Pin]) -> tuple[str, ...]:
+    """N and N-1, plus each pinned release not among them, newest first."""
+    extra = [p.torch for p in pins if not _among(p.torch, planned)]
+    versions = list(dict.fromkeys([*planned, *extra]))
+    return tuple(sorted(versions, key=lambda v: _version(v) or Version("0"), reverse=True))
+
+
+def _kept_line(pin: Pin, planned: tuple[str, ...], file: str) -> str:
+    what = f"{pin.rule} stays on torch {pin.torch}" if pin.rule else f"torch {pin.torch} stays"
+    why = "" if not _among(pin.torch, planned) else ", and is N or N-1 anyway"
+    return f"{file}:{pin.at}: {what} (pinned: {pin.reason}{why})"
 
 
 def _axis_edit(node: yaml.SequenceNode, versions: tuple[str, ...], text: str,
-               kept: tuple[str, ...] = ()) -> _Edit:
+               axis: _Axis) -> _Edit:
     # A block sequence's end mark lies at the next key, past trailing comments: end the edit
     # at its last item instead, so those comments stay.
     end = node.end_mark.index if node.flow_style or not node.value \
         else node.value[-1].end_mark.index
+    style = next((n.style for n in node.value if isinstance(n, yaml.ScalarNode)), '"')
     return _Edit(start=node.start_mark.index, end=end,
-                 text=_sequence_text(node, versions, text, kept))
+                 text=_sequence_text(node, axis.items(versions, style), text))
 
 
 def _rule_moves(root: yaml.Node | None, vendor: str, removed: list[str], versions: tuple[str, ...],
@@ -198,10 +252,7 @@ def _quote(value: str, style: str | None) -> str:
     return value if isinstance(plain, str) else f'"{value}"'
 
 
-def _sequence_text(node: yaml.SequenceNode, versions: tuple[str, ...], text: str,
-                   kept: tuple[str, ...] = ()) -> str:
-    style = node.value[0].style if node.value else '"'
-    items = [_quote(v, style) for v in versions] + list(kept)
+def _sequence_text(node: yaml.SequenceNode, items: list[str], text: str) -> str:
     if node.flow_style:
         return "[" + ", ".join(items) + "]"
     line_start = text.rfind("\n", 0, node.start_mark.index) + 1

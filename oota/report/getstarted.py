@@ -1,7 +1,14 @@
 """The "get started" page of each vendor (``reports/start/<vendor>.html``): for every cell whose
 verification holds, how to get what was verified (``docker pull`` by digest, ``docker run`` with
-the vendor's device flags, the pip commands the build proved), newest torch first, a nightly cell
-beside the stable cell of the same coordinates.
+the vendor's device flags, the pip command that installs the very stack the build verified),
+newest torch first, a nightly cell beside the stable cell of the same coordinates.
+
+The pip command installs the vendor's stack and nothing of the in-image test suite (the result
+tells the two apart: ``Result.requirements``), from the vendor's index as the build used it
+(``--extra-index-url`` for a release index, ``--index-url`` for a channel's), and for a locked
+cell through a requirements file beside the page holding the lock's pins and hashes of that
+stack (``--require-hashes``). The build's own package sources (a host's wheelhouse, a lab's
+mirror) are the host's business and are not offered to users.
 
 Only verified cells appear: status ``passed``, or ``unsupported-here`` (every test the host could
 run passed; the page says the device was not there). A failed, skipped or interrupted cell is
@@ -15,16 +22,17 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from oota import __version__
 from oota.report.data import CellGroup, CellRow, Report, channel_order
 from oota.report.templating import html_environment
-from oota.results.model import CellRef, Result, Sources
+from oota.results.model import CellRef, Package, Requirements, Result, TorchInfo
 from oota.supply.runflags import RunFlagsError, docker_run_args
 
 VERIFIED = ("passed", "unsupported-here")
-PYPI = "https://pypi.org/simple"
 REGISTRY = "REGISTRY"  # the placeholder a user replaces with their registry
 UNSUPPORTED_HERE = "verified without the device: only the layers this host could run"
 # A requirement that needs no quoting beyond the double quotes users expect.
@@ -32,17 +40,30 @@ _PLAIN = re.compile(r"^[A-Za-z0-9._+!=-]+$")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class PipInstall:
+    """How to install the verified stack with pip: the command, the requirements file it reads
+    (for a locked cell: the lock's pins and hashes of the vendor's stack), and what it pins."""
+
+    command: str                  # '' when the stack installs nothing from an index
+    how: str                      # one sentence: what the command pins, and from where
+    file_name: str = ""           # the requirements file beside the page ('' for none)
+    file_text: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class StartCell:
     """One verified cell: what it is, and the commands that get exactly that."""
 
     id: str
+    vendor: str
     status: str
     coordinates: tuple[tuple[str, str], ...]  # (name, value) in the order shown
     channel: str | None
     pulls: tuple[str, ...]       # `docker pull REF@DIGEST`, one per published copy
     publish: str                 # the command that would publish it ('' when published)
     run: str                     # '' when verified in place: there is no image
-    pip: tuple[str, ...]         # torch's line, then the other requested packages' line
+    pip: PipInstall
+    platform: str                # 'Python 3.11 on Linux x86_64': where the pip command fits
     torch_source: str
     notes: tuple[str, ...]       # where the build had to use other sources
     stale: bool
@@ -61,33 +82,68 @@ class StartPage:
     make: tuple[str, ...]        # the commands that make a verified, published cell
 
 
-def _requirement(name: str, version: str) -> str:
-    text = f"{name}=={version}"
+def _requirement(text: str) -> str:
     return f'"{text}"' if _PLAIN.match(text) else shlex.quote(text)
 
 
-def _index_options(sources: Sources | None) -> str:
-    """The pip options of the sources the build used (credentials were removed when saved)."""
-    if sources is None:
-        return ""
-    pairs = [] if sources.index_url in ("", PYPI) else [("--index-url", sources.index_url)]
-    pairs += [("--extra-index-url", url) for url in sources.extra_index_urls]
-    pairs += [("--find-links", url) for url in sources.find_links]
-    return "".join(f" {option} {shlex.quote(url)}" for option, url in pairs)
+def _index_option(req: Requirements) -> str:
+    """The vendor's index as the build used it: beside PyPI (a release index), or instead
+    of it (a channel's index)."""
+    if req.index_url:
+        return f" --index-url {shlex.quote(req.index_url)}"
+    return f" --extra-index-url {shlex.quote(req.extra_index_url)}" if req.extra_index_url else ""
 
 
-def pip_lines(row: CellRow, sources: Sources | None) -> tuple[str, ...]:
-    """``pip install "torch==X"`` with the build's sources, then one line of the other packages
-    the build asked for (the result does not tell a vendor's extension from the suite's needs,
-    so all of them, as the verified image holds them)."""
-    options = _index_options(sources)
-    lines = [f"pip install {_requirement('torch', row.torch.version)}{options}"] \
-        if row.torch.version else []
-    others = [_requirement(name, p.version) for name, p in sorted(row.packages.items())
-              if p.requested and p.version and name != "torch"]
-    if others:
-        lines.append(f"pip install {' '.join(others)}{options}")
-    return tuple(lines)
+def requirements_file(cell_id: str, req: Requirements) -> tuple[str, str]:
+    """(name, text) of the requirements file a locked cell's page offers."""
+    name = f"{cell_id}-requirements.txt"
+    head = [f"# The software stack oota verified in cell {cell_id}: the vendor's requirements",
+            f"# ({', '.join(req.vendor)}) and everything they need, pinned with the hashes of",
+            "# the cell's lock; the in-image test suite's packages are not here. Install with:",
+            f"#   pip install --require-hashes{_index_option(req)} -r {name}"]
+    pins = [f"{p.name}=={p.version}" + "".join(f" \\\n    --hash=sha256:{h}" for h in p.hashes)
+            for p in req.locked]
+    return name, "\n".join(head + pins) + "\n"
+
+
+def _pinned(text: str, packages: Mapping[str, Package], torch: TorchInfo) -> str:
+    """A requirement pinned to the version the verified image holds (as written when the
+    image does not say)."""
+    try:
+        name = canonicalize_name(Requirement(text).name)
+    except InvalidRequirement:
+        return text
+    found = {canonicalize_name(n): p.version for n, p in packages.items()}
+    version = torch.version if name == "torch" and torch.version else found.get(name)
+    return f"{Requirement(text).name}=={version}" if version else text
+
+
+def pip_install(row: CellRow, req: Requirements | None) -> PipInstall:
+    """The pip command that installs exactly the verified stack and nothing of the suite: the
+    lock's pins with their hashes (a locked cell), else each vendor requirement pinned to the
+    version the image holds; from the vendor's index as the build used it."""
+    if req is None:
+        return PipInstall(command="", how="This result does not tell the vendor's packages "
+                          "from the test suite's (it was written by an older oota): build the "
+                          "cell again for its pip command.")
+    # A channel's cell installs torch from the channel (vendor.yaml's torch pin is dropped).
+    wanted = (("torch",) if req.index_url else ()) + req.vendor
+    if not wanted:
+        return PipInstall(command="", how="The vendor installs nothing from a package index: "
+                          "its torch comes with the base image.")
+    pre = " --pre" if req.index_url else ""
+    if req.locked:
+        name, text = requirements_file(row.id, req)
+        return PipInstall(
+            command=f"pip install --require-hashes{_index_option(req)} -r {shlex.quote(name)}",
+            how=f"{name} holds the lock's pins of the vendor's packages and everything they "
+                "need, with their sha256 hashes: pip installs the very files the verified "
+                "build installed, and refuses any other.",
+            file_name=name, file_text=text)
+    pins = [_requirement(_pinned(t, row.packages, row.torch)) for t in wanted]
+    return PipInstall(
+        command=f"pip install{pre} {' '.join(pins)}{_index_option(req)}",
+        how="The versions the verified image holds (the cell has no lock, so no hashes).")
 
 
 def _coordinates(row: CellRow, cell: CellRef) -> tuple[tuple[str, str], ...]:
@@ -124,13 +180,16 @@ def start_cell(row: CellRow, result: Result, current: Mapping[str, str] | None) 
     # `verify --here` records a placeholder in parentheses, which no image reference can be.
     in_place = not published and (not image or image.startswith("("))
     publish = "" if published or in_place else (
-        f"invoke publish --vendor {row.vendor} --cell {row.id} --registry {REGISTRY}")
+        f"./oota.sh publish --vendor {row.vendor} --cell {row.id} --registry {REGISTRY}")
     sealed = row.image.sealed
     return StartCell(
-        id=row.id, status=row.status, coordinates=_coordinates(row, result.cell),
+        id=row.id, vendor=row.vendor, status=row.status,
+        coordinates=_coordinates(row, result.cell),
         channel=result.cell.channel, pulls=pulls, publish=publish,
         run="" if in_place else _run_line(row, image),
-        pip=pip_lines(row, result.sources), torch_source=row.torch.source or "not recorded",
+        pip=pip_install(row, result.requirements),
+        platform=f"Python {result.cell.python} on Linux {row.host.text('arch') or ''}".rstrip(),
+        torch_source=row.torch.source or "not recorded",
         notes=result.sources.notes if result.sources else (),
         stale=_stale(result.cell, current),
         verified_at=sealed.at if sealed and sealed.at else row.finished_at)
@@ -156,9 +215,9 @@ def _ordered(groups: Sequence[CellGroup], cells: Mapping[str, CellRef]) -> list[
 
 
 def make_commands(vendor: str) -> tuple[str, ...]:
-    return (f"invoke build --vendor {vendor}",
-            f"invoke publish --vendor {vendor} --registry {REGISTRY}",
-            "invoke report")
+    return (f"./oota.sh build --vendor {vendor}",
+            f"./oota.sh publish --vendor {vendor} --registry {REGISTRY}",
+            "./oota.sh report")
 
 
 def start_page(report: Report, vendor: str,

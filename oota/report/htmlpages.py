@@ -8,6 +8,7 @@ Static pages with no external asset and no script, linked relatively so they wor
 from __future__ import annotations
 
 from oota import __version__
+from oota.report.counts import in_tests_by_vendor, layer_table, ops_in_tests
 from oota.report.data import (
     COLUMNS,
     EXPIRY_WINDOW_DAYS,
@@ -18,6 +19,8 @@ from oota.report.data import (
     Mark,
     Report,
 )
+from oota.report.imageview import image_view
+from oota.report.markdown import OPS_FAILURES_SHOWN
 from oota.report.templating import html_environment
 
 LEGEND = (("passed", "✓ passed"), ("failed", "✗ failed"), ("skipped", "skip: skipped"),
@@ -41,7 +44,8 @@ def to_html(report: Report, results_rel: str | Links = "../results", *,
     return html_environment().get_template("index.html.j2").render(
         title="oota compatibility matrix", report=report, links=_links(results_rel),
         version=__version__, columns=COLUMNS, word=WORD, legend=LEGEND,
-        window=EXPIRY_WINDOW_DAYS, no_mark=Mark(), hud=hud)
+        window=EXPIRY_WINDOW_DAYS, no_mark=Mark(), hud=hud, ops_tests=in_tests_by_vendor(report),
+        ops_shown=OPS_FAILURES_SHOWN)
 
 
 def cell_page(cell: CellGroup | CellRow, results_rel: str | Links) -> str:
@@ -51,4 +55,4 @@ def cell_page(cell: CellGroup | CellRow, results_rel: str | Links) -> str:
         id=cell.id, vendor=cell.vendor, status=cell.status, copies=(cell,), layers=cell.layers)
     return html_environment().get_template("cell.html.j2").render(
         title=f"{group.id} — oota", group=group, links=_links(results_rel), word=WORD,
-        mark=_mark)
+        mark=_mark, image_view=image_view, layer_table=layer_table, ops_in_tests=ops_in_tests)

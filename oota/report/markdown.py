@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oota import __version__
+from oota.report.counts import in_tests_by_vendor
 from oota.report.data import (
     COLUMNS,
     EXPIRY_WINDOW_DAYS,
@@ -150,5 +151,5 @@ def to_markdown(report: Report, *, limit: int = MARKDOWN_LIMIT) -> str:
     template = markdown_environment().get_template("matrix.md.j2")
     text = template.render(report=report, view=markdown_view(report), version=__version__,
                            columns=COLUMNS, word=WORD, window=EXPIRY_WINDOW_DAYS,
-                           ops_shown=OPS_FAILURES_SHOWN)
+                           ops_shown=OPS_FAILURES_SHOWN, ops_tests=in_tests_by_vendor(report))
     return _fit(text, limit)

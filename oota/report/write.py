@@ -28,9 +28,11 @@ from oota.report.jsondoc import to_json
 from oota.report.markdown import to_markdown
 from oota.results.store import RESULT_FILE
 
+# Where each cell's result files are copied, so the report works copied alone to a static host.
+FILES = "files"
 # Everything a report folder holds; anything else in --out is someone else's file.
 REPORT_ENTRIES = frozenset({"index.html", "matrix.md", "results.json", "compare.json", "cells",
-                            "start", crcr.CRCR_FILE, hud.HUD_FILE, hud.DIGEST_FILE})
+                            "start", FILES, crcr.CRCR_FILE, hud.HUD_FILE, hud.DIGEST_FILE})
 # The outputs --format adds to the standard ones.
 EXTRA_FORMATS = ("crcr",)
 _NEW, _OLD = "new", "old"
@@ -53,7 +55,7 @@ def check_folders(results_dir: Path, out_dir: Path) -> None:
     """Refuse, before anything is read or written, what would lose files or write nonsense."""
     if not results_dir.is_dir():
         what = "is not a folder" if results_dir.exists() else "no such results folder"
-        raise InputError(f"--results {results_dir}: {what} (run `invoke build` or `invoke "
+        raise InputError(f"--results {results_dir}: {what} (run `./oota.sh build` or `./oota.sh "
                          "verify` first, or name the folder that holds the result files)")
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir}: is a file, not a folder; name a folder for the "
@@ -80,19 +82,50 @@ def check_merge_folders(folders: Sequence[Path]) -> None:
                              "per artifact?")
 
 
-def _links(report: Report, results_dir: Path, start: Path) -> Links:
-    """Each copy's folder relative to ``start`` (the report folder, or its cells/)."""
-    return Links(results_rel=_relative(results_dir, start), folders={
-        row.folder: _relative(Path(row.folder), start) for row in report.rows if row.folder})
+def _file_folders(report: Report) -> dict[str, str]:
+    """Each copy's folder -> where its files go in the report: files/<cell-id>, or
+    files/<cell-id>.<n> for the n-th copy of a cell merged from several hosts."""
+    return {row.folder: f"{FILES}/{row.id}" + (f".{n}" if group.several else "")
+            for group in report.groups for n, row in enumerate(group.copies, 1) if row.folder}
+
+
+def _copy_files(report: Report, folder: Path) -> None:
+    """The result files the pages link (result.json, junit.xml, the logs), into the report:
+    linked where the file system allows, else copied. Only regular files: a results folder
+    from elsewhere (a CI artifact) may hold a symbolic link to a file of this host, which must
+    not be published."""
+    where = _file_folders(report)
+    for row in report.rows:
+        if not row.folder:
+            continue
+        dest = folder / where[row.folder]
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in row.files:
+            source = Path(row.folder) / name
+            if source.is_symlink() or not source.is_file():
+                continue
+            try:
+                os.link(source, dest / name, follow_symlinks=False)
+            except OSError:
+                shutil.copyfile(source, dest / name, follow_symlinks=False)
+
+
+def _links(report: Report, results_dir: Path, page_dir: Path, up: str = "") -> Links:
+    """Each copy's files, in the report's files/ (``up``: '../' from cells/, the pages in
+    ``page_dir``); a row read from no folder links to the results folder instead."""
+    return Links(results_rel=_relative(results_dir, page_dir), folders={
+        source: up + target for source, target in _file_folders(report).items()})
 
 
 def _write_files(report: Report, folder: Path, results_dir: Path, out_dir: Path,
                  extras: Extras, history: hud.HudInput | None,
                  current: Mapping[str, str] | None = None) -> None:
-    """Every file of the report into ``folder``; links are made for where it will end up.
+    """Every file of the report into ``folder``, the result files it links included, so the
+    folder works alone (copied to any static host).
     ``history``: what the HUD (hud.html, hud.md) shows; None writes none. ``current``: each
     cell's fingerprint from today's inputs, so the get-started pages can say which are stale."""
     links = _links(report, results_dir, out_dir)
+    _copy_files(report, folder)
     if history is not None:
         _write_hud(folder, history, {r.cell.id: r.run_id for r in report.results})
     write_atomic(folder / "matrix.md", to_markdown(report))
@@ -103,7 +136,7 @@ def _write_files(report: Report, folder: Path, results_dir: Path, out_dir: Path,
     if "crcr" in extras.formats:
         write_json(folder / crcr.CRCR_FILE, crcr.checked(
             crcr.payload(report, extras.ci, extras.artifact_url)))
-    cell_links = _links(report, results_dir, out_dir / "cells")
+    cell_links = _links(report, results_dir, out_dir / "cells", "../")
     (folder / "cells").mkdir()
     for group in report.groups:
         write_atomic(folder / "cells" / f"{group.id}.html", cell_page(group, cell_links))
@@ -111,6 +144,10 @@ def _write_files(report: Report, folder: Path, results_dir: Path, out_dir: Path,
     for page in getstarted.start_pages(report, current):
         write_atomic(folder / "start" / f"{page.vendor}.html",
                      getstarted.to_html(page, report.generated_at))
+        for cell in page.cells:  # the requirements file a locked cell's pip command reads
+            if cell.pip.file_name:
+                write_atomic(folder / "start" / page.vendor / cell.pip.file_name,
+                             cell.pip.file_text.encode("utf-8"))
 
 
 def _write_hud(folder: Path, history: hud.HudInput, current: dict[str, str | None]) -> None:

@@ -20,6 +20,7 @@ from oota.results.model import (
     Host,
     Image,
     Installed,
+    Requirements,
     Result,
     ResultFormatError,
     Skips,
@@ -82,7 +83,8 @@ def assemble(*, cell: CellRef, stages: Mapping[str, Stage], tests: Iterable[Test
              host: Host, started_at: str, finished_at: str | None = None,
              run_id: str | None = None, image: Image | None = None,
              installed: Installed | None = None, sources: Sources | None = None,
-             skips: Skips | None = None, requested: tuple[str, ...] = ()) -> Result:
+             skips: Skips | None = None, requested: tuple[str, ...] = (),
+             requirements: Requirements | None = None) -> Result:
     """The result of one cell's run; status, summary and message follow from its parts."""
     tests = tuple(tests)
     stages = dict(stages)
@@ -91,7 +93,7 @@ def assemble(*, cell: CellRef, stages: Mapping[str, Stage], tests: Iterable[Test
                   stages=stages, tests=tests, host=host, oota_version=__version__,
                   started_at=started_at, finished_at=finished_at or now(), run_id=run_id,
                   image=image, installed=installed, sources=sources, skips=skips,
-                  requested=requested)
+                  requested=requested, requirements=requirements)
 
 
 # -- what the suite wrote ---------------------------------------------------------------------

@@ -447,6 +447,59 @@ class Sources:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class LockedPin:
+    """One pin of the cell's lock: what ``pip install --require-hashes`` accepts for it."""
+
+    name: str
+    version: str
+    hashes: tuple[str, ...] = ()
+
+    def to_json(self) -> JSONObject:
+        return {"name": self.name, "version": self.version, "hashes": list(self.hashes)}
+
+    @classmethod
+    def from_json(cls, value: object, where: str) -> LockedPin:
+        d = _obj(value, where)
+        return cls(name=_str(d, "name", where), version=_str(d, "version", where),
+                   hashes=_strs(d, "hashes", where))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Requirements:
+    """What the cell asked pip for, told apart: the vendor's stack (vendor.yaml
+    ``requirements``: what a user installs) and the suite's own packages
+    (``test_requirements``), formatted for the cell; where the vendor's stack comes from
+    (``index_url`` replaces PyPI, as a channel's index does; ``extra_index_url`` is searched
+    beside it, as a vendor's release index is); and, for a locked cell, the lock's pins of the
+    vendor's stack and everything it needs, with their hashes."""
+
+    vendor: tuple[str, ...] = ()
+    test: tuple[str, ...] = ()
+    index_url: str = ""
+    extra_index_url: str = ""
+    locked: tuple[LockedPin, ...] = ()
+
+    def to_json(self) -> JSONObject:
+        return _drop_empty({"vendor": list(self.vendor), "test": list(self.test),
+                            "index_url": self.index_url,
+                            "extra_index_url": self.extra_index_url,
+                            "locked": [p.to_json() for p in self.locked]}) | {
+            "vendor": list(self.vendor), "test": list(self.test)}
+
+    @classmethod
+    def from_json(cls, value: object, where: str = "requirements") -> Requirements:
+        d = _obj(value, where)
+        locked = d.get("locked") or []
+        if not isinstance(locked, list):
+            raise ResultFormatError(f"{where}.locked: expected a list")
+        return cls(vendor=_strs(d, "vendor", where), test=_strs(d, "test", where),
+                   index_url=_opt_str(d, "index_url", where) or "",
+                   extra_index_url=_opt_str(d, "extra_index_url", where) or "",
+                   locked=tuple(LockedPin.from_json(p, f"{where}.locked[{i}]")
+                                for i, p in enumerate(locked)))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class SkipRule:
     """One entry of the vendor's skip list, with how many tests it matched in this run."""
 
@@ -517,6 +570,7 @@ class Result:
     sources: Sources | None = None
     skips: Skips | None = None
     requested: tuple[str, ...] = ()  # the pip requirements the cell asked for
+    requirements: Requirements | None = None  # the same, vendor's apart from the suite's
 
     def to_json(self) -> JSONObject:
         data: JSONObject = {
@@ -532,7 +586,8 @@ class Result:
             "installed": self.installed.to_json() if self.installed else None,
             "sources": self.sources.to_json() if self.sources else None,
             "skips": self.skips.to_json() if self.skips else None,
-            "requested": list(self.requested) or None}
+            "requested": list(self.requested) or None,
+            "requirements": self.requirements.to_json() if self.requirements else None}
         return data | _drop_empty(optional)
 
     @classmethod
@@ -559,10 +614,13 @@ class Result:
             installed=None if d.get("installed") is None else Installed.from_json(d["installed"]),
             sources=None if d.get("sources") is None else Sources.from_json(d["sources"]),
             skips=None if d.get("skips") is None else Skips.from_json(d["skips"]),
-            requested=_strs(d, "requested", "result"))
+            requested=_strs(d, "requested", "result"),
+            requirements=None if d.get("requirements") is None
+            else Requirements.from_json(d["requirements"]))
 
 
 __all__ = ["SCHEMA_ID", "BaseImage", "CellRef", "Host", "Image", "Installed",
-           "JSON", "JSONObject", "Package", "Result", "ResultFormatError", "Sealed", "SkipRule",
-           "Skips", "Sources", "Stage", "Status", "TestOutcome", "TorchInfo", "VendorCheck",
+           "JSON", "JSONObject", "LockedPin", "Package", "Requirements", "Result",
+           "ResultFormatError", "Sealed", "SkipRule", "Skips", "Sources", "Stage", "Status",
+           "TestOutcome", "TorchInfo", "VendorCheck",
            "json_object", "json_value", "status_of"]

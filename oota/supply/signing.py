@@ -90,7 +90,8 @@ def load_private(path: Path, password: bytes | None) -> ec.EllipticCurvePrivateK
         raise InputError(f"--key {path}: not a PEM private key, or {PASSWORD_ENV} is not its "
                          "password") from None
     if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp256r1":
-        raise InputError(f"--key {path}: expected an ECDSA P-256 key (`invoke keygen` makes one)")
+        raise InputError(f"--key {path}: expected an ECDSA P-256 key (`./oota.sh keygen` makes "
+                         "one)")
     return key
 
 

@@ -62,11 +62,15 @@ def test_a_cell_block_as_chromium_shows_it(site: Path, tmp_path: Path) -> None:
         CELL, "torch", "2.13.0+rocm7.1", "Python", "3.11", "OS", "debian12", "toolkit",
         "rocm 7.1", "verified", "passed", "2026-11-21T11:05:00+00:00",
         "Pull", "not published:",
-        f"invoke publish --vendor rocm --cell {CELL} --registry REGISTRY",
+        f"./oota.sh publish --vendor rocm --cell {CELL} --registry REGISTRY",
         "Run",
         "docker run --rm -it --ipc host --device /dev/kfd --device /dev/dri --group-add video "
         f"-e 'HSA_NOTE=two words' -v '/opt/rocm data:/data:ro' oota/rocm:{CELL}",
-        "Install with pip", 'pip install "torch==2.13.0+rocm7.1"',
-        "The verified torch came from:", "file:///wheelhouse/torch.whl"]
+        "Install with pip", "In an environment of Python 3.11 on Linux x86_64:",
+        'pip install "torch==2.13.0+rocm7.1" --extra-index-url '
+        "https://download.pytorch.org/whl/rocm7.1",
+        "The versions the verified image holds (the cell has no lock, so no hashes). Nothing "
+        "of oota's test suite is installed.",
+        "The verified build installed torch from", "file:///wheelhouse/torch.whl", "."]
     assert "<script" not in dom
     assert "../index.html" in block.links and (page.parent / "../index.html").is_file()

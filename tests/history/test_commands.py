@@ -115,7 +115,7 @@ def test_a_run_whose_history_cannot_be_written_keeps_its_exit_code(
     tasks._finish(api.Ran(results=typed(result("run-1", 20))), "results", kept)  # no Exit: 0
     err = capsys.readouterr().err
     assert "warning: history postgresql+psycopg://oota:***@127.0.0.1:" in err
-    assert "s3cret" not in err and "invoke history import" in err
+    assert "s3cret" not in err and "./oota.sh history import" in err
 
 
 def test_build_and_verify_append_their_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

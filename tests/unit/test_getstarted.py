@@ -18,6 +18,7 @@ from oota.console import Console
 from oota.engine.base import BuildRequest
 from oota.execute.bases import Base
 from oota.execute.build import BuildOptions, CellRun
+from oota.lockfile import header, lock_path
 from oota.plan import plan
 from oota.report.data import build_report
 from oota.report.getstarted import UNSUPPORTED_HERE, start_page
@@ -39,8 +40,26 @@ TESTS = [case("test_install.py::test_imports", "install"),
          case("test_device.py::test_matmul", "device")]
 
 
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+TORCH_HASH = "ab" * 32
+DEP_HASHES = ("01" * 32, "02" * 32)
+
+
+def requirements(vendor: list[str], *, index: str = CPU_INDEX, channel: bool = False,
+                 locked: bool = False) -> dict[str, Any]:
+    """A result's ``requirements``: the vendor's and the suite's apart, as builds record them."""
+    data: dict[str, Any] = {"vendor": vendor, "test": ["pytest>=8,<10", "transformers==5.23.0"]}
+    data["index_url" if channel else "extra_index_url"] = index
+    if locked:
+        data["locked"] = [{"name": "filelock", "version": "4.2.11", "hashes": list(DEP_HASHES)},
+                          {"name": "torch", "version": "2.14.1+cpu", "hashes": [TORCH_HASH]}]
+    return data
+
+
 def _cpu(torch: str, **kw: Any) -> dict[str, Any]:
-    return make_result("cpu", torch=torch, tests=TESTS, **kw)
+    result = make_result("cpu", torch=torch, tests=TESTS, **kw)
+    result["requirements"] = requirements([f"torch=={torch}+cpu"])
+    return result
 
 
 def results() -> list[dict[str, Any]]:
@@ -48,18 +67,24 @@ def results() -> list[dict[str, Any]]:
     failed cell; rocm with device flags; ascend unsupported here; cuda whose build failed."""
     stable = _cpu("2.14.1")
     stable["image"]["published"] = [{"ref": REF, "digest": PUSHED, "at": NOW}]
+    stable["requirements"] = requirements(["torch==2.14.1+cpu"], locked=True)
     nightly = _cpu("nightly", installed_torch="2.16.0.dev20261120+cpu")
     nightly["cell"]["channel"] = "nightly"
+    nightly["requirements"] = requirements([], index=CPU_INDEX.replace("/whl/", "/whl/nightly/"),
+                                           channel=True)
     failed = make_result("cpu", torch="2.14.1", python="3.13", os_key="debian13", tests=[
         case("test_device.py::test_matmul", "device", "failed", "wrong result")])
     rocm = make_result("rocm", toolkit="rocm", toolkit_version="7.1", tests=TESTS,
                        installed_torch="2.13.0+rocm7.1")
     rocm["image"]["run_flags"] = ROCM_FLAGS
+    rocm["requirements"] = requirements(["torch==2.13.0+rocm7.1"],
+                                        index="https://download.pytorch.org/whl/rocm7.1")
     ascend = make_result("ascend", toolkit="cann", toolkit_version="9.2.0", os_key="ubuntu22.04",
                          extra_packages={"torch_npu": ("2.13.0", True)}, tests=[
                              case("test_install.py::test_imports", "install"),
                              case("test_device.py::test_matmul", "device", "unsupported-here",
                                   "no /dev/davinci0 on this host")])
+    ascend["requirements"] = requirements(["torch==2.13.0+cpu", "torch-npu==2.13.0.*", "pyyaml"])
     ascend["sources"] = {"index_url": "https://download.pytorch.org/whl/cpu",
                          "extra_index_urls": [], "find_links": [],
                          "notes": ["vendor index https://npu.example is unreachable from this "
@@ -92,7 +117,7 @@ def block(site: Path, vendor: str, cell_id: str) -> str:
 
 
 def test_a_page_per_vendor_linked_from_the_index(site: Path) -> None:
-    assert sorted(p.name for p in (site / "start").iterdir()) == [
+    assert sorted(p.name for p in (site / "start").glob("*.html")) == [
         "ascend.html", "cpu.html", "cuda.html", "rocm.html"]
     index = (site / "index.html").read_text(encoding="utf-8")
     line = re.search(r'<p class="start">(.*?)</p>', index, re.S)
@@ -119,8 +144,8 @@ def test_published_cell_pull_and_run_by_digest(site: Path) -> None:
 
 def test_unpublished_cell_says_how_to_publish_and_runs_the_local_tag(site: Path) -> None:
     shown = block(site, "cpu", "cpu-torch2.13.0-py3.11-debian12")
-    assert ("not published: invoke publish --vendor cpu --cell cpu-torch2.13.0-py3.11-debian12 "
-            "--registry REGISTRY") in shown
+    assert ("not published: ./oota.sh publish --vendor cpu --cell "
+            "cpu-torch2.13.0-py3.11-debian12 --registry REGISTRY") in shown
     assert "docker run --rm -it oota/cpu:cpu-torch2.13.0-py3.11-debian12" in shown
     assert "docker pull" not in shown
 
@@ -142,19 +167,55 @@ def test_docker_run_args_each_option_and_a_bad_label() -> None:
     assert docker_run_args({}) == ()
 
 
-def test_pip_lines_with_the_build_sources_and_where_torch_came_from(site: Path) -> None:
+def test_pip_command_pins_the_vendors_stack_from_its_index_and_nothing_of_the_suite(
+        site: Path) -> None:
+    """An unlocked cell: each vendor requirement pinned to what the image holds, from the
+    vendor's index beside PyPI; the suite's packages (pytest, transformers, numpy) are not
+    offered, nor the building host's own sources."""
     shown = block(site, "ascend", "ascend-torch2.13.0-cann9.2.0-py3.11-ubuntu22.04")
-    assert ('pip install "torch==2.13.0+cpu" --index-url https://download.pytorch.org/whl/cpu'
-            in shown)
-    assert ('pip install "numpy==2.3.1" "torch_npu==2.13.0" --index-url '
-            "https://download.pytorch.org/whl/cpu") not in shown  # numpy was not requested
-    assert ('pip install "torch_npu==2.13.0" --index-url https://download.pytorch.org/whl/cpu'
-            in shown)
-    assert "The verified torch came from: file:///wheelhouse/torch.whl" in shown
-    assert ("This build had to use other sources: vendor index https://npu.example is "
+    assert ('pip install "torch==2.13.0+cpu" "torch-npu==2.13.0" "pyyaml" --extra-index-url '
+            f"{CPU_INDEX}\n") in shown
+    assert "The versions the verified image holds (the cell has no lock, so no hashes)." in shown
+    for suite in ("pytest", "transformers", "numpy"):
+        assert suite not in shown.split("Install with pip")[1], suite
+    assert "The verified build installed torch from file:///wheelhouse/torch.whl" in shown
+    assert ("That build's own package sources: vendor index https://npu.example is "
             "unreachable") in shown
-    cpu = block(site, "cpu", "cpu-torch2.13.0-py3.11-debian12")
-    assert 'pip install "torch==2.13.0+cpu"\n' in cpu  # PyPI: no index option
+    rocm = block(site, "rocm", "rocm-torch2.13.0-7.1-py3.11-debian12")
+    assert ('pip install "torch==2.13.0+rocm7.1" --extra-index-url '
+            "https://download.pytorch.org/whl/rocm7.1") in rocm
+
+
+def test_a_locked_cell_installs_the_locks_pins_with_hashes(site: Path) -> None:
+    cell = "cpu-torch2.14.1-py3.11-debian12"
+    shown = block(site, "cpu", cell)
+    name = f"{cell}-requirements.txt"
+    assert (f"pip install --require-hashes --extra-index-url {CPU_INDEX} -r {name}\n"
+            in shown)
+    page = (site / "start" / "cpu.html").read_text(encoding="utf-8")
+    assert f'href="cpu/{name}"' in page
+    text = (site / "start" / "cpu" / name).read_text(encoding="utf-8")
+    pins = [line for line in text.splitlines() if not line.startswith("#")]
+    assert pins == ["filelock==4.2.11 \\", f"    --hash=sha256:{DEP_HASHES[0]} \\",
+                    f"    --hash=sha256:{DEP_HASHES[1]}",
+                    "torch==2.14.1+cpu \\", f"    --hash=sha256:{TORCH_HASH}"]
+    assert f"#   pip install --require-hashes --extra-index-url {CPU_INDEX} -r {name}" in text
+    assert "pytest" not in text and "transformers" not in text
+    assert sorted(p.name for p in (site / "start" / "cpu").iterdir()) == [name]  # locked only
+
+
+def test_a_channel_cell_installs_its_nightly_from_the_channels_index_alone(site: Path) -> None:
+    shown = block(site, "cpu", "cpu-torchnightly-py3.11-debian12")
+    assert ('pip install --pre "torch==2.16.0.dev20261120+cpu" --index-url '
+            "https://download.pytorch.org/whl/nightly/cpu") in shown
+
+
+def test_an_older_result_says_it_cannot_tell_the_vendors_packages_apart() -> None:
+    old = make_result("cpu", tests=TESTS)
+    assert "requirements" not in old
+    [cell] = start_page(build_report(typed([old]), [], generated_at=NOW), "cpu").cells
+    assert cell.pip.command == ""
+    assert "build the cell again for its pip command" in cell.pip.how
 
 
 def test_unsupported_here_is_said(site: Path) -> None:
@@ -166,8 +227,8 @@ def test_unsupported_here_is_said(site: Path) -> None:
 def test_vendor_with_no_verified_cell(site: Path) -> None:
     shown = text(site, "cuda")
     assert "No cell of cuda is verified yet." in shown
-    assert "invoke build --vendor cuda" in shown
-    assert "invoke publish --vendor cuda --registry REGISTRY" in shown
+    assert "./oota.sh build --vendor cuda" in shown
+    assert "./oota.sh publish --vendor cuda --registry REGISTRY" in shown
     assert "cuda-torch2.13.0-cu13.0-py3.11-debian12: failed" in shown
     assert 'class="start-cell"' not in (site / "start" / "cuda.html").read_text()
 
@@ -253,7 +314,37 @@ def test_a_cell_verified_in_place_offers_no_image() -> None:
     here = make_result("cpu", python="3.13", os_key="debian13", tests=TESTS)
     here["cell"]["id"] += "-here"
     here["image"] = {"tag": "(none: verified in place)"}
+    here["requirements"] = {"vendor": ["torch==2.13.0+cpu"], "test": []}
     report = build_report(typed([here]), [], generated_at=NOW)
     [cell] = start_page(report, "cpu").cells
     assert (cell.run, cell.publish, cell.pulls) == ("", "", ())
-    assert cell.pip == ('pip install "torch==2.13.0+cpu"',)
+    assert cell.pip.command == 'pip install "torch==2.13.0+cpu"'  # PyPI: no index option
+
+
+def test_a_build_records_the_vendors_requirements_apart_with_the_locks_pins(
+        project, tmp_path: Path) -> None:
+    """What the page needs comes from the build: the vendor's requirements apart from the
+    suite's, the vendor's index for the cell, and the lock's pins of the vendor's stack."""
+    matrix = load_matrix(project.matrix)
+    cell = plan(matrix, ["cpu"])[0]
+    body = ("filelock==4.2.11 \\\n    --hash=sha256:" + "a" * 64 + "\n    # via\n"
+            "    #   pytest\n    #   torch\npytest==9.2.0 \\\n    --hash=sha256:" + "b" * 64
+            + "\n    # via -r /lock/requirements.in\ntorch==2.13.0+cpu \\\n    --hash=sha256:"
+            + "c" * 64 + "\n    # via -r /lock/requirements.in\n")
+    lock = lock_path(matrix, cell)
+    lock.parent.mkdir(parents=True)
+    lock.write_text(header(cell) + body)
+    engine = _Labelled("local")
+    options = BuildOptions(results_dir=tmp_path / "results", run_id="r-req", verify=False,
+                           use_host_pip_config=False)
+    result = CellRun(matrix, cell, engine, Console(io.StringIO(), live=False), options,
+                     lambda c: Base(ref="debian:bookworm-slim", how="local"),
+                     Host(facts=engine.facts())).run(build=True)
+    req = load(tmp_path / "results" / cell.id / "result.json").requirements
+    assert req == result.requirements and req is not None
+    assert req.vendor == ("torch==2.13.0+cpu",)
+    assert req.test == ("pytest>=8,<10", "numpy>=1.26,<3", "transformers==5.23.0")
+    assert (req.extra_index_url, req.index_url) == ("https://download.pytorch.org/whl/cpu", "")
+    assert [(p.name, p.version, p.hashes) for p in req.locked] == [
+        ("filelock", "4.2.11", ("a" * 64,)), ("torch", "2.13.0+cpu", ("c" * 64,))]
+    assert result.requested == req.vendor + req.test  # the history's view is unchanged

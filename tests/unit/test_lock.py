@@ -14,6 +14,7 @@ from oota.execute.lock import LockOptions, compile_lock
 from oota.lockfile import (
     INPUTS_LINE,
     cell_requirements,
+    closure,
     header,
     inputs_digest,
     lock_path,
@@ -73,7 +74,7 @@ def test_a_damaged_lock_is_an_input_error_and_a_new_lock_replaces_it(project):
     assert info.value.exit_code == 2
     assert str(info.value) == (f"locks/cpu/{CELL}.txt: not UTF-8 text (invalid start byte at "
                                "byte 20), so not a lock oota wrote; regenerate it with "
-                               "`invoke lock` (or delete it)")
+                               "`./oota.sh lock` (or delete it)")
     assert write_lock(path, header(cell) + LOCKED) is True
     assert lock_status(matrix, cell) == "fresh"
 
@@ -126,7 +127,7 @@ def test_compile_lock_runs_pip_compile_in_the_builder(project, tmp_path):
     assert request.labels == {"oota.run": "r1"}
     read_only = {m.target for m in request.mounts if m.read_only}
     assert {"/run/secrets/pipconf", "/wheelhouse"} <= read_only
-    assert request.env["CUSTOM_COMPILE_COMMAND"] == "invoke lock --vendor=cpu --cell=" + CELL
+    assert request.env["CUSTOM_COMPILE_COMMAND"] == "./oota.sh lock --vendor=cpu --cell=" + CELL
 
 
 @pytest.mark.parametrize("upgrade", [False, True])
@@ -159,5 +160,59 @@ def test_compile_lock_failure_carries_the_log(project, tmp_path):
 def test_repo_lock_of_the_default_cell_is_fresh():
     matrix = load_matrix(REPO / "matrix.yaml")
     cell = next(c for c in plan(matrix, ["cpu"]) if c.id == CELL)
-    assert lock_status(matrix, cell) == "fresh", "run: invoke lock --vendor=cpu --cell=" + CELL
+    assert lock_status(matrix, cell) == "fresh", "run: ./oota.sh lock --vendor=cpu --cell=" + CELL
     assert pins(lock_path(matrix, cell).read_text())["torch"][0] == "2.13.0+cpu"
+
+
+# -- the vendor's part of a lock (what the get-started page installs) ---------------------------
+VIA = """\
+filelock==4.2.11 \\
+    --hash=sha256:{a}
+    # via
+    #   huggingface-hub
+    #   torch
+huggingface-hub==1.0.0 \\
+    --hash=sha256:{b}
+    # via transformers
+jinja2==3.1.6 \\
+    --hash=sha256:{c}
+    # via torch
+markupsafe==3.0.4 \\
+    --hash=sha256:{d} \\
+    --hash=sha256:{e}
+    # via jinja2
+pytest==9.2.0 \\
+    --hash=sha256:{f}
+    # via -r /lock/requirements.in
+torch==2.13.0+cpu \\
+    --hash=sha256:{c}
+    # via -r /lock/requirements.in
+transformers==5.23.0 \\
+    --hash=sha256:{a}
+    # via -r /lock/requirements.in
+
+# The following packages are considered to be unsafe in a requirements file:
+setuptools==84.2.1 \\
+    --hash=sha256:{b}
+    # via torch
+""".format(**{k: k * 64 for k in "abcdef"})
+
+
+def test_closure_is_the_vendor_requirements_and_what_they_need():
+    """torch and its dependencies, found through pip-compile's `via` lines, however deep
+    (markupsafe via jinja2 via torch); a package shared with the suite (filelock) is in; what
+    only the suite needs (pytest, transformers, huggingface-hub) is out."""
+    found = closure(VIA, ["torch==2.13.0+cpu"])
+    assert [(e.name, e.version) for e in found] == [
+        ("filelock", "4.2.11"), ("jinja2", "3.1.6"), ("markupsafe", "3.0.4"),
+        ("torch", "2.13.0+cpu"), ("setuptools", "84.2.1")]
+    assert found[2].hashes == ("d" * 64, "e" * 64)
+    assert closure(VIA, []) == ()
+
+
+def test_the_repo_locks_closure_of_torch_holds_no_test_package():
+    text = (REPO / "locks" / "cpu" / f"{CELL}.txt").read_text()
+    names = {e.name for e in closure(text, ["torch==2.13.0+cpu"])}
+    assert "torch" in names and "sympy" in names and "markupsafe" in names
+    assert not names & {"pytest", "transformers", "numpy", "huggingface-hub", "pluggy"}
+    assert all(e.hashes for e in closure(text, ["torch==2.13.0+cpu"]))

@@ -18,7 +18,7 @@ import pytest
 from packaging.version import Version
 
 from oota.config.matrix import load_matrix
-from oota.errors import InputError
+from oota.errors import InputError, MatrixError
 from oota.plan import plan
 from oota.releases import update as updating
 from oota.releases.check import release_check
@@ -430,9 +430,17 @@ def test_table(pep691, matrix_file):
     assert lines[4].split() == ["vendor", "torch", "python", "platform", "stack", "source",
                                 "detail"]
     assert lines[5].split()[:6] == ["cpu", "2.15.0", "3.11", "x86_64", "yes", "index"]
-    assert f"{len(EXPECTED_GAPS)} gap(s)" in lines
-    assert [line.strip() for line in lines[lines.index(f"{len(EXPECTED_GAPS)} gap(s)") + 1:]] \
-        == EXPECTED_GAPS
+    gap_rows = [line for line in lines if "  GAP  " in line]
+    assert len(gap_rows) == len(EXPECTED_GAPS)
+    assert sum(line.endswith(gap.split(": ", 1)[1]) for line in gap_rows
+               for gap in EXPECTED_GAPS) >= len(EXPECTED_GAPS)
+    per = {v: sum(g.startswith(v + " ") for g in EXPECTED_GAPS)
+           for v in dict.fromkeys(g.split()[0] for g in EXPECTED_GAPS)}
+    assert lines[-1] == (f"{len(EXPECTED_GAPS)} gap(s), in the GAP rows above: "
+                         + ", ".join(f"{v} {n}" for v, n in per.items()))
+    for gap in EXPECTED_GAPS:  # each gap is said once, in its row
+        assert text.count(gap.split(": ", 1)[1]) == sum(
+            g.split(": ", 1)[1] == gap.split(": ", 1)[1] for g in EXPECTED_GAPS)
 
 
 def test_json(pep691, matrix_file):
@@ -457,8 +465,8 @@ def test_markdown(pep691, matrix_file):
             "(index) |") in text
     assert ("| ascend | 2.15.0 | 3.11 | x86_64+aarch64 | ✗ | index | no torch-npu for torch "
             "2.15.0 (newest 2.14.0 requires torch==2.14.0.*) (index) |") in text
-    assert f"### Gaps ({len(EXPECTED_GAPS)})" in text
-    assert all(f"- {gap}" in text for gap in EXPECTED_GAPS)
+    assert f"{len(EXPECTED_GAPS)} gap(s), in the ✗ rows above: " in text
+    assert text.count("| ✗ |") == len(EXPECTED_GAPS)
 
 
 # -- --update ----------------------------------------------------------------------------------
@@ -538,8 +546,12 @@ def test_quote_keeps_versions_strings():
 
 def test_output_formats_are_consistent_with_the_data(pep691, matrix_file):
     check = release_check(load_matrix(matrix_file), index_url=pep691.base)
-    table = format_check(check, "table")
-    assert all(gap in table for gap in EXPECTED_GAPS)
+    table = format_check(check, "table").splitlines()
+    for gap in EXPECTED_GAPS:  # 'vendor pyX.Y platform: detail' is the row of that gap
+        head, detail = gap.split(": ", 1)
+        vendor, python, platform = head.split()
+        assert any(line.split()[:1] == [vendor] and line.split()[2:4] == [python[2:], platform]
+                   and "  GAP  " in line and line.endswith(detail) for line in table), gap
 
 
 def test_source_built_extension_and_toolkitless_table(index, matrix_file):
@@ -585,3 +597,97 @@ def test_source_built_extension_and_toolkitless_table(index, matrix_file):
                      "build for torch 2.15 (vendor data: vendors/xpu/vendor.yaml "
                      "facts.compat[0])"] is True
     assert not any("None" in s for s in sentences)
+
+
+# -- pins: what --update keeps -----------------------------------------------------------------
+PIN_REASON = "the only CPU wheel our hosts can install"
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    (f'torch: ["2.13.0", {{release: "2.12.0", pinned: "{PIN_REASON}"}}]',
+     f'torch: ["2.15.0", "2.14.1", {{release: "2.12.0", pinned: "{PIN_REASON}"}}]'),
+    (f'torch:\n      - "2.13.0"\n      - {{release: "2.12.0", pinned: "{PIN_REASON}"}}\n'
+     '      - {channel: nightly, index: "http://n.test/simple"}\n',
+     f'torch:\n      - "2.15.0"\n      - "2.14.1"\n'
+     f'      - {{release: "2.12.0", pinned: "{PIN_REASON}"}}\n'
+     '      - {channel: nightly, index: "http://n.test/simple"}\n'),
+], ids=["flow", "block-with-channel"])
+def test_update_keeps_a_pinned_axis_entry(pep691, matrix_file, before, after):
+    """A pinned release stays on the axis as it was written, with the rules naming it; the
+    update says so (kept: where, why)."""
+    text = MATRIX.replace('    torch: ["2.13.0"]   # tracks torch: rewritten by release-check '
+                          '--update\n', f"    {before}" + ("" if before.endswith("\n") else "\n"))
+    text = text.replace('{os: debian12, python: "3.11", torch: "2.13.0"}',
+                        '{os: debian12, python: "3.11", torch: "2.12.0"}')
+    matrix_file.write_text(text)
+    out = run(matrix_file, index_url=pep691.base, fmt="table", update=True).text
+    written = matrix_file.read_text()
+    assert f"    {after}" in written
+    assert '{os: debian12, python: "3.11", torch: "2.12.0"}' in written  # the default stays
+    kept = [line for line in out.splitlines() if line.startswith("kept: ")]
+    assert len(kept) == 1 and kept[0].startswith("kept: matrix.yaml:1") and kept[0].endswith(
+        f": vendors.cpu.torch[1]: torch 2.12.0 stays (pinned: {PIN_REASON})"), kept
+    assert "moved:" not in out
+    cells = {c.id for c in plan(load_matrix(matrix_file), ["cpu"])}
+    assert {"cpu-torch2.15.0-py3.11-debian12", "cpu-torch2.12.0-py3.11-debian12"} <= cells
+
+
+def test_update_keeps_a_pinned_default_and_its_release(pep691, matrix_file):
+    """A pinned default is not moved, and its release stays on the axis for it."""
+    matrix_file.write_text(MATRIX.replace(
+        '{os: debian12, python: "3.11", torch: "2.13.0"}',
+        f'{{os: debian12, python: "3.11", torch: "2.13.0", pinned: "{PIN_REASON}"}}'))
+    data = json.loads(run(matrix_file, index_url=pep691.base, fmt="json", update=True).text)
+    assert data["update"]["changed"]["cpu"] == ["2.15.0", "2.14.1", "2.13.0"]
+    assert data["update"]["moved"] == []
+    assert data["update"]["kept"] == [
+        "matrix.yaml:13:9: vendors.cpu.default[0]: default[0] stays on torch 2.13.0 "
+        f"(pinned: {PIN_REASON})"]
+    written = matrix_file.read_text()
+    assert 'torch: ["2.15.0", "2.14.1", "2.13.0"]   # tracks torch' in written
+    assert f'torch: "2.13.0", pinned: "{PIN_REASON}"' in written
+
+
+def test_a_pin_that_is_n_or_n_minus_1_is_kept_once(pep691, matrix_file):
+    matrix_file.write_text(MATRIX.replace(
+        'torch: ["2.13.0"]   # tracks', f'torch: ["2.13.0", {{release: "2.14.1", pinned: '
+        f'"{PIN_REASON}"}}]   # tracks'))
+    out = run(matrix_file, index_url=pep691.base, fmt="table", update=True).text
+    assert (f'torch: ["2.15.0", {{release: "2.14.1", pinned: "{PIN_REASON}"}}]   # tracks'
+            in matrix_file.read_text())
+    assert "is N or N-1 anyway" in out
+    assert "moved: matrix.yaml:13: vendors.cpu.default[0].torch 2.13.0 -> 2.14.1" in out
+
+
+@pytest.mark.parametrize(("entry", "problem"), [
+    ('{release: "2.13.0", pined: "x"}',
+     "vendors.cpu.torch[0].pined: unknown key 'pined'; did you mean 'pinned'?"),
+    ('{relase: "2.13.0", pinned: "x"}',
+     "vendors.cpu.torch[0].relase: unknown key 'relase'; did you mean 'release'?"),
+    ('{release: "2.13.0", pinned: ""}',
+     "vendors.cpu.torch[0].pinned: expected the reason for the pin, a string that is not empty"),
+    ('{release: "2.13.0", pinned: true}',
+     "vendors.cpu.torch[0].pinned: expected the reason for the pin, a string that is not empty"),
+    ('{release: "2.1x.0", pinned: "x"}', "vendors.cpu.torch[0]: '2.1x.0' is not a version"),
+], ids=["pined", "relase", "empty", "true", "bad-release"])
+def test_a_bad_pin_on_the_axis_is_located_with_a_fix(matrix_file, entry, problem):
+    matrix_file.write_text(MATRIX.replace('torch: ["2.13.0"]   # tracks', f"torch: [{entry}]  #"))
+    with pytest.raises(MatrixError) as err:
+        load_matrix(matrix_file)
+    assert any(problem in p and "matrix.yaml:11:" in p for p in err.value.problems), \
+        err.value.problems
+
+
+@pytest.mark.parametrize(("rule", "problem"), [
+    ('exclude:\n      - {python: "3.12", torch: "2.13.0", pinned: "x"}\n',
+     "vendors.cpu.exclude[0].pinned: an exclude entry cannot be pinned"),
+    ('include:\n      - {python: "3.11", pinned: "x"}\n',
+     "vendors.cpu.include[0].pinned: a pin keeps a torch release through release-check "
+     "--update, and this entry names none"),
+], ids=["exclude", "no-torch"])
+def test_a_pin_on_a_rule_that_cannot_hold_one(matrix_file, rule, problem):
+    matrix_file.write_text(MATRIX.replace("    default:\n", f"    {rule}    default:\n", 1))
+    with pytest.raises(MatrixError) as err:
+        load_matrix(matrix_file)
+    assert any(problem in p for p in err.value.problems), err.value.problems
+

@@ -405,8 +405,9 @@ def test_cell_page_content(tmp_path, results):
                      "no torchvision wheel for this cell"):
         assert expected in page, expected
     links = parse(page).hrefs
-    for name in ("build.log", "verify.log", "result.json", "junit.xml"):
-        assert f"../../results/cpu-torch2.13.0-py3.11-debian12/{name}" in links
+    for name in ("build.log", "verify.log", "result.json", "junit.xml"):  # copied in
+        assert f"../files/cpu-torch2.13.0-py3.11-debian12/{name}" in links
+        assert (out / "files" / "cpu-torch2.13.0-py3.11-debian12" / name).is_file()
     assert "../index.html" in links
 
 
@@ -431,8 +432,8 @@ def test_write_report_writes_every_file(tmp_path, results):
     report = write_report(results_dir, out)
     assert len(report.results) == 5
     assert len(report.problems) == 1 and "broken/result.json: unreadable" in report.problems[0]
-    assert sorted(p.name for p in out.iterdir()) == ["cells", "index.html", "matrix.md",
-                                                     "results.json", "start"]
+    assert sorted(p.name for p in out.iterdir()) == ["cells", "files", "index.html",
+                                                     "matrix.md", "results.json", "start"]
     assert sorted(p.stem for p in (out / "cells").iterdir()) == sorted(
         r["cell"]["id"] for r in results)
     assert "broken/result.json" in (out / "matrix.md").read_text(encoding="utf-8")

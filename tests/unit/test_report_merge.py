@@ -150,14 +150,17 @@ def test_two_runners_with_the_default_engine_are_two_hosts(tmp_path: Path) -> No
     assert group.status == "error"
 
 
-def test_links_point_into_each_folder(tmp_path: Path) -> None:
+def test_links_point_into_each_copys_files(tmp_path: Path) -> None:
+    """Each copy's files are copied into the report, one folder per copy, and linked there."""
     dirs = folders(tmp_path, [cell("lab-a")], [cell("lab-b", run_id="b2")])
     write_report(tmp_path / "results", tmp_path / "reports", merge=dirs)
     index = (tmp_path / "reports" / "index.html").read_text(encoding="utf-8")
-    assert f'href="../artifacts/results-A/{CELL}/build.log"' in index
-    assert f'href="../artifacts/results-B/{CELL}/build.log"' in index
+    assert f'href="files/{CELL}.1/build.log"' in index
+    assert f'href="files/{CELL}.2/build.log"' in index
     page = (tmp_path / "reports" / "cells" / f"{CELL}.html").read_text(encoding="utf-8")
-    assert f'href="../../artifacts/results-B/{CELL}/verify.log"' in page
+    assert f'href="../files/{CELL}.2/verify.log"' in page
+    copied = tmp_path / "reports" / "files" / f"{CELL}.2" / "verify.log"
+    assert copied.read_bytes() == (dirs[1] / CELL / "verify.log").read_bytes()
 
 
 def test_a_folder_of_one_cell_can_be_merged(tmp_path: Path) -> None:

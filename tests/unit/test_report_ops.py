@@ -51,9 +51,10 @@ def test_a_vendor_line_counts_pairs_tried_and_lists_failures():
     assert ops["cpu"].text == "ops: 1 of 1 operator×dtype pairs pass (not compared: none)"
     text = to_markdown(report)
     assert "## Operators: PyTorch's OpInfo tests on each device" in text
-    assert f"- reference: {md_text(ops['reference'].text)}\n" \
-           f"  - `add-float16`: {md_text(MISMATCH)}\n" in text
-    assert f"- cpu: {md_text(ops['cpu'].text)}\n" in text
+    assert f"- reference: {md_text(ops['reference'].text)}. Counted in tests" in text
+    # then how the pairs make up the layer's tests (test_counts.py)
+    assert f"  - `add-float16`: {md_text(MISMATCH)}\n" in text
+    assert f"- cpu: {md_text(ops['cpu'].text)}. Counted in tests" in text
     assert "| cell | build | install | compat | device | ops | models |" in text
 
 

@@ -141,7 +141,7 @@ def test_the_new_report_replaces_the_old_one_whole(site: tuple[Path, Path]) -> N
     assert not (reports / "compare.json").exists()
     assert oct(reports.stat().st_mode & 0o777) == oct(0o755)
     index = (reports / "index.html").read_text(encoding="utf-8")
-    assert "../results/" in index  # links are made for reports/, not the temporary folder
+    assert "files/cpu-torch2.13.0-py3.13-debian13/" in index  # links into reports/ itself
     assert ".reports.new" not in index
 
 

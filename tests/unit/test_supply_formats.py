@@ -263,7 +263,7 @@ def test_the_cell_page_shows_the_signature_sbom_and_provenance(tmp_path):
     page = (out / "cells" / f"{cell}.html").read_text(encoding="utf-8")
     for shown in (f"docker pull {repo}:{cell}@{DIGEST}", f"{tag}.sig@{OTHER}",
                   f"{tag}.sbom@{OTHER}", f"{tag}.att@{OTHER}",
-                  f"invoke pull {repo}:{cell} --key oota.pub",
+                  f"./oota.sh pull {repo}:{cell} --key oota.pub",
                   f"cosign verify --key oota.pub --insecure-ignore-tlog {repo}@{DIGEST}"):
         assert shown in page, shown
 

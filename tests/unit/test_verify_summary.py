@@ -100,7 +100,8 @@ def test_an_unreadable_verification_is_said_not_fatal(tmp_path):
 
 def test_summary_uses_oota_vocabulary():
     """Statuses, their order and the layers are oota's own, not a copy (oota/vocab.py)."""
-    assert oota_summary.LAYERS == vocab.LAYERS
+    assert oota_summary.layer_counts is oota_vocab.layer_counts  # the report counts with it too
+    assert oota_vocab.LAYERS == vocab.LAYERS
     assert oota_summary.worst is oota_vocab.worst
     assert oota_vocab.STATUS_ORDER == vocab.STATUS_ORDER
     assert "interrupted" in oota_summary.MARK
