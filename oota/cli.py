@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping
 
 from invoke.exceptions import Exit, ParseError
+from invoke.parser import ParserContext
 from invoke.program import Program
 
 from oota import __version__
@@ -50,6 +52,35 @@ def parse_error_message(exc: ParseError) -> str:
     return f"error: {text} ({hint}{where})"
 
 
+def missing_value(argv: list[str], contexts: Mapping[str, ParserContext]
+                  ) -> tuple[str, str] | None:
+    """(task, flag) of the first repeatable flag given no value (``--vendor`` last, or followed
+    by another flag, or ``--vendor=``), else None. invoke's parser refuses a missing value for
+    other flags, but a repeatable one silently stays empty, and an empty ``--vendor`` means
+    every vendor: a build of everything for a value left out."""
+    task, context, pending = "", None, None   # pending: a flag whose value comes next
+    for token in argv:
+        if token == "--":  # the rest goes to the task as it is
+            break
+        if pending is not None:
+            if pending and token.startswith("-"):
+                return task, pending
+            pending = None
+            continue
+        name, eq, value = token.partition("=")
+        arg = context.flags.get(name) if context is not None else None
+        if arg is not None and arg.takes_value:
+            repeatable = arg.kind is list
+            shown = "--" + str(arg.name).replace("_", "-")
+            if eq and repeatable and not value:
+                return task, shown
+            if not eq:  # "": another flag's value, which invoke checks itself
+                pending = shown if repeatable else ""
+        elif arg is None and token in contexts:
+            task, context = token, contexts[token]
+    return (task, pending) if pending else None
+
+
 class OotaProgram(Program):
     """invoke's Program, with parse errors as exit code 2 (bad input) instead of 1."""
 
@@ -60,6 +91,11 @@ class OotaProgram(Program):
             raise Exit(parse_error_message(exc), code=EXIT_BAD_INPUT) from None
 
     def parse_tasks(self) -> None:
+        missing = missing_value(self.core.unparsed, self._make_parser().contexts)
+        if missing is not None:
+            task, flag = missing
+            raise Exit(f"error: {flag} needs a value (`oota {task} --help` lists its flags)",
+                       code=EXIT_BAD_INPUT)
         try:
             super().parse_tasks()
         except ParseError as exc:

@@ -126,6 +126,17 @@ CASES = [
     Case("misspelled-flag", ("build", "--vendr", "cpu"), 2, "did you mean '--vendor'?"),
     Case("unknown-task", ("bogus",), 2, "unknown task 'bogus'"),
     Case("flag-without-value", ("matrix", "--matrix"), 2, "--matrix needs a value"),
+    # A repeatable flag left empty: invoke's parser keeps it an empty list, which meant every
+    # vendor (a build of everything), the default cells, or no --merge at all.
+    Case("vendor-without-value", ("build", "--vendor"), 2, "--vendor needs a value"),
+    Case("vendor-before-a-flag", ("build", "--vendor", "--all"), 2, "--vendor needs a value"),
+    Case("vendor-empty-after-equals", ("generate", "--vendor="), 2, "--vendor needs a value"),
+    Case("cell-without-value", ("build", "--vendor", "cpu", "--cell"), 2,
+         "--cell needs a value"),
+    Case("merge-without-value", ("report", "--merge"), 2, "--merge needs a value"),
+    Case("second-merge-without-value", ("report", "--merge", "results", "--merge"), 2,
+         "--merge needs a value"),
+    Case("dir-without-value", ("history", "import", "--dir"), 2, "--dir needs a value"),
     Case("switch-given-a-value", ("generate", "--check=yes"), 2, "'yes' is neither a task"),
     Case("matrix-format-xml", ("matrix", "--format", "xml"), 2,
          "--format 'xml' is not one of table, json"),
