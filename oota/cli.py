@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 
 from invoke.exceptions import Exit, ParseError
-from invoke.parser import ParserContext
+from invoke.parser.context import ParserContext
 from invoke.program import Program
 
 from oota import __version__
