@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from oota.config.matrix import Matrix, load_matrix
 from oota.errors import EnvironmentProblem, InputError, OotaError
@@ -128,7 +128,7 @@ def _rule_moves(root: yaml.Node | None, vendor: str, removed: list[str], version
 def _version(text: str) -> Version | None:
     try:
         return Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() reads
         return None
 
 

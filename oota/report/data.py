@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from oota.report.compare import Comparison, compare, known_models, load_previous, model_of
 from oota.report.workload import LAYER as WORKLOAD_LAYER
@@ -624,7 +624,7 @@ def channel_order(cells: Sequence[CellRef]) -> dict[str, tuple[str, int]]:
 def _release(cell: CellRef) -> Version:
     try:
         return Version(cell.torch)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() reads
         return Version("0")
 
 

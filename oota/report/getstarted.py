@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from oota import __version__
 from oota.report.data import CellGroup, CellRow, Report, channel_order
@@ -144,7 +144,7 @@ def _chosen(group: CellGroup) -> CellRow:
 def _release(text: str) -> Version:
     try:
         return Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() reads
         return Version("0")
 
 
