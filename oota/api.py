@@ -213,9 +213,9 @@ def build_options(*, results: str, layer: str = "", ca_bundle_file: str | None =
 def jobs(text: str | int) -> int:
     """``--jobs N``: how many cells the local engine runs at once (1 to 64)."""
     value = str(text).strip()
-    if not value.isdigit() or not 1 <= int(value) <= MAX_JOBS:
-        raise InputError(f"--jobs {text!r}: give a whole number from 1 to {MAX_JOBS}, e.g. "
-                         "--jobs 2")
+    if not value.isdigit() or len(value) > 3 or not 1 <= int(value) <= MAX_JOBS:
+        raise InputError(f"--jobs {str(text)[:20]!r}: give a whole number from 1 to "
+                         f"{MAX_JOBS}, e.g. --jobs 2")
     return int(value)
 
 
@@ -701,9 +701,9 @@ def finish_report(results_dir: str, target: History) -> Reported:
 def hud_runs(value: str | int) -> int:
     """``--hud-runs N``: how many runs the HUD shows (a whole number, 1 or more)."""
     text = str(value).strip()
-    if not text.isdigit() or int(text) < 1:
-        raise InputError(f"--hud-runs {value!r} is not a number of runs; give 1 or more, "
-                         f"e.g. --hud-runs {hud.DEFAULT_RUNS}")
+    if not text.isdigit() or len(text) > 9 or int(text) < 1:
+        raise InputError(f"--hud-runs {str(value)[:20]!r} is not a number of runs; give 1 or "
+                         f"more, e.g. --hud-runs {hud.DEFAULT_RUNS}")
     return int(text)
 
 
@@ -712,8 +712,9 @@ def since(value: str) -> dt.timedelta:
     try:
         return hud.parse_since(value)
     except ValueError:
-        raise InputError(f"--since {value!r} is not a window; give hours or days, e.g. "
-                         "--since 24h or --since 3d") from None
+        raise InputError(f"--since {value[:40]!r} is not a window; give hours or days up to "
+                         f"{hud.LONGEST_SINCE_DAYS} days, e.g. --since 24h or --since 3d"
+                         ) from None
 
 
 def hud_source(location: Location | None, runs: int, root: Path,

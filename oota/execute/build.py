@@ -117,7 +117,7 @@ def source_stamp(root: Path, inputs: list[Path]) -> SourceStamp:
         revision += "-dirty"
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip() or epoch
     created = ""
-    if epoch.isdigit():
+    if epoch.isdigit() and len(epoch) < 12:  # beyond the year 5000: not a time a stamp holds
         created = dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc).isoformat()
     return SourceStamp(revision=revision, created=created)
 
