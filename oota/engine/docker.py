@@ -48,7 +48,7 @@ from oota.engine.base import (
     TlsFiles,
 )
 from oota.errors import EnvironmentProblem, StepFailed
-from oota.net import redact_text
+from oota.net import redact, redact_text
 
 if TYPE_CHECKING:  # the SDK itself is imported when an engine is made (it is slow to import)
     from docker.models.containers import Container
@@ -326,6 +326,12 @@ class DockerEngine:
                 self._pinger = docker.APIClient(timeout=PING_TIMEOUT_S,
                                                 **docker.utils.kwargs_from_env())
             self.client.ping()
+        except ValueError as exc:  # the SDK parsing an endpoint it cannot read
+            shown = base_url or os.environ.get("DOCKER_HOST", "")
+            raise EnvironmentProblem(
+                f"{'DOCKER_HOST ' if not base_url else ''}{redact(shown)[:200]!r} is not a Docker "
+                f"endpoint ({exc}); write it as unix:///PATH, tcp://HOST:PORT or an ssh:// URL"
+            ) from None
         except docker.errors.DockerException as exc:
             where = "" if self.endpoint.name == "local" and not base_url else \
                 f" at {self.endpoint.where()}" + _host_name(self.endpoint)
