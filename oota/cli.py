@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from invoke.exceptions import Exit, ParseError
 from invoke.parser.context import ParserContext
 from invoke.program import Program
+from invoke.util import yaml  # type: ignore[attr-defined]  # invoke's own copy of PyYAML
 
 from oota import __version__
-from oota.errors import EXIT_BAD_INPUT
+from oota.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT
 
 _UNKNOWN = re.compile(r"^No idea what '(?P<token>.*)' is!$")
 # invoke names a flag by its Argument's repr: <Argument: ca_bundle (c)>.
@@ -81,8 +83,42 @@ def missing_value(argv: list[str], contexts: Mapping[str, ParserContext]
     return (task, pending) if pending else None
 
 
+@contextmanager
+def _configuration_read() -> Iterator[None]:
+    """invoke's own configuration files (``/etc/invoke.yaml``, ``~/.invoke.yaml``, the
+    project's ``invoke.yaml``) and ``tasks.py``, read before any task runs: one that cannot be
+    read is exit 3 (the environment), one that is not YAML exit 2, each in one line naming it,
+    never invoke's traceback (a HOME that is not readable, a config edited by hand)."""
+    try:
+        yield
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise Exit(f"error: {where}{exc.strerror or exc}; oota reads invoke's configuration "
+                   "files before any task (fix the file's permissions, or point HOME at a "
+                   "readable folder)", code=EXIT_ENVIRONMENT) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{mark.name}:{mark.line + 1}:{mark.column + 1}: " if mark else ""
+        raise Exit(f"error: {where}invoke's configuration file is not YAML "
+                   f"({' '.join(str(getattr(exc, 'problem', exc)).split())})",
+                   code=EXIT_BAD_INPUT) from None
+
+
 class OotaProgram(Program):
-    """invoke's Program, with parse errors as exit code 2 (bad input) instead of 1."""
+    """invoke's Program, with parse errors as exit code 2 (bad input) instead of 1, and its
+    configuration files read as :func:`_configuration_read` says."""
+
+    def create_config(self) -> None:
+        with _configuration_read():
+            super().create_config()
+
+    def parse_collection(self) -> None:
+        with _configuration_read():
+            super().parse_collection()
+
+    def update_config(self, merge: bool = True) -> None:
+        with _configuration_read():
+            super().update_config(merge)
 
     def parse_core(self, argv: list[str] | None) -> None:
         try:
