@@ -36,6 +36,7 @@ from oota.execute.fleet import Down, Station, lost_hosts, run_on_stations
 from oota.execute.hosts import HostCheck
 from oota.execute.publish import Outcome as PublishOutcome
 from oota.execute.publish import publish_cells
+from oota.files import SMALL_LIMIT, read_text
 from oota.history import changes as history_changes
 from oota.history import store as history_store
 from oota.history.location import Location, locate
@@ -165,10 +166,11 @@ def registry_auth(path: str | None) -> RegistryAuth | None:
     if path is None:
         return None
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"--registry-auth {path}: not a readable JSON file "
-                         f"({type(exc).__name__})") from None
+        data = json.loads(read_text(Path(path), SMALL_LIMIT))
+    except (OSError, ValueError, RecursionError) as exc:
+        # Never the JSON error's text: it quotes the file, which holds a password.
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise InputError(f"--registry-auth {path}: not a readable JSON file ({why})") from None
     if not (isinstance(data, dict) and isinstance(data.get("username"), str)
             and isinstance(data.get("password"), str) and data["username"]):
         raise InputError(f"--registry-auth {path}: expected {{\"username\": ..., \"password\": "

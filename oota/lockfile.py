@@ -20,7 +20,7 @@ from typing import Literal
 
 from oota.config.matrix import Matrix
 from oota.errors import InputError
-from oota.files import write_atomic
+from oota.files import DATA_LIMIT, read_text, write_atomic
 from oota.plan import Cell
 
 LOCKS_DIR = "locks"
@@ -57,7 +57,7 @@ def recorded_digest(path: Path) -> str | None:
     fix = "regenerate it with `invoke lock` (or delete it)"
     shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_text(path, DATA_LIMIT)
     except OSError as exc:
         raise InputError(f"{shown}: cannot read the lock file ({exc.strerror or exc}); {fix}"
                          ) from None

@@ -14,7 +14,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from oota import schemas
-from oota.files import write_atomic, write_json
+from oota.files import RESULT_LIMIT, read_text, write_atomic, write_json
 from oota.results.model import SCHEMA_ID, Result, ResultFormatError, Stage, TestOutcome
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "result-v1.json"
@@ -94,9 +94,10 @@ def load(path: Path) -> Result:
     Raises ResultFormatError with one line saying what is wrong: unreadable, not UTF-8, not
     JSON, not matching the schema, or a value of the wrong type."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path, RESULT_LIMIT))
     except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON
-        raise ResultFormatError(f"unreadable ({_one_line(exc)})") from None
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else _one_line(exc)
+        raise ResultFormatError(f"unreadable ({why})") from None
     if not isinstance(data, dict):
         raise ResultFormatError(f"does not match the schema: expected an object, "
                                 f"got {type(data).__name__}")

@@ -70,6 +70,13 @@ def latin1(path: str) -> Callable[[Path], None]:
     return damage
 
 
+def fifo(path: str) -> Callable[[Path], None]:
+    """A FIFO where a data file should be: reading it would wait for a writer forever."""
+    def damage(root: Path) -> None:
+        os.mkfifo(root / path)
+    return damage
+
+
 def unreadable(path: str) -> Callable[[Path], None]:
     def damage(root: Path) -> None:
         (root / path).chmod(0)
@@ -113,6 +120,25 @@ CASES = [
          substitute("vendors/cpu/vendor.yaml", "runs-on: [ubuntu-latest]", "runs-on: []")),
     Case("matrix-is-a-folder", ("matrix", "--matrix", "vendors"), 2, "is a folder, not a file"),
     Case("matrix-missing", ("matrix", "--matrix", "matrx.yaml"), 2, "matrx.yaml: file not found"),
+    # --- bounded reads: nothing waits forever or fills memory
+    Case("matrix-is-dev-zero", ("matrix", "--matrix", "/dev/zero"), 2,
+         "/dev/zero: not a regular file (a character device); oota reads regular files only"),
+    Case("matrix-is-dev-urandom", ("generate", "--matrix", "/dev/urandom"), 2,
+         "/dev/urandom: not a regular file (a character device)"),
+    Case("matrix-is-a-fifo", ("matrix", "--matrix", "pipe.yaml"), 2,
+         "pipe.yaml: not a regular file (a FIFO)", fifo("pipe.yaml")),
+    Case("matrix-too-large", ("matrix",), 2,
+         "matrix.yaml: larger than 4 MiB, the most oota reads of such a file",
+         append("matrix.yaml", "#" * (4 << 20))),
+    Case("skips-is-a-fifo", ("matrix", "--vendor", "cpu"), 2, "skips.yaml: not a regular file",
+         lambda root: ((root / "vendors/cpu/skips.yaml").unlink(),
+                       os.mkfifo(root / "vendors/cpu/skips.yaml")) and None),
+    Case("hosts-is-dev-zero", ("build", "--vendor", "cpu", "--hosts", "/dev/zero"), 2,
+         "/dev/zero: not a regular file"),
+    Case("registry-auth-is-dev-zero",
+         ("publish", "--registry", "registry.lab:5000", "--registry-auth", "/dev/zero"), 2,
+         "--registry-auth /dev/zero: not a readable JSON file (not a regular file (a character "
+         "device); oota reads regular files only)"),
     Case("unreadable-matrix", ("matrix",), 2, "matrix.yaml: cannot read the file",
          unreadable("matrix.yaml"), denied=True),
     Case("unreadable-vendor-yaml", ("matrix",), 2, "vendor.yaml: cannot read the file",
