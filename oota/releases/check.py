@@ -194,7 +194,7 @@ def release_check(matrix: Matrix, *, index_url: str = DEFAULT_INDEX, torch: str 
     rows = [row for rel in releases for f in facts for row in check_vendor(index, f, rel, known)]
     return ReleaseCheck(index=index.display, current=current, previous=previous,
                         detected=torch is None, torch=releases, rows=tuple(rows),
-                        notes=tuple(dict.fromkeys(index.notes)))
+                        notes=tuple(dict.fromkeys([*index.notes, *index.http.notes])))
 
 
 def checked_vendors(matrix: Matrix, vendors: list[str] | None) -> list[str]:
