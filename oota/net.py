@@ -71,20 +71,32 @@ def find_ca_bundle(explicit: str | None) -> Path | None:
     return Path(cert).resolve() if cert and Path(cert).is_file() else None
 
 
+# pip's own precedence for `pip install`: a [global] setting, then the command's own section
+# over it, then a PIP_* variable over both (`pip config list` prints the variables first).
+_PIP_SECTIONS = ("global", "download", "wheel", "install", ":env:")
+
+
 @lru_cache(maxsize=1)
 def host_pip_config() -> dict[str, str]:
-    """pip's effective configuration on this host (files and PIP_* variables), last one wins."""
+    """pip's effective configuration on this host, as pip itself ranks it: PIP_* variables
+    over the files' [install] section over their [global] one."""
     try:
         proc = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
                               capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return {}
-    config: dict[str, str] = {}
-    for line in proc.stdout.splitlines():
-        match = re.match(r"^(?:global|install|download|wheel|:env:)\.([\w-]+)='(.*)'$", line)
+    return pip_config_from(proc.stdout)
+
+
+def pip_config_from(listing: str) -> dict[str, str]:
+    """The settings of ``pip config list``'s output (``section.key='value'`` lines), each
+    key's value taken from its highest-ranking section."""
+    found: dict[tuple[int, str], str] = {}
+    for line in listing.splitlines():
+        match = re.match(r"^(global|install|download|wheel|:env:)\.([\w-]+)='(.*)'$", line)
         if match:
-            config[match.group(1)] = match.group(2)
-    return config
+            found[(_PIP_SECTIONS.index(match.group(1)), match.group(2))] = match.group(3)
+    return {key: value for (_, key), value in sorted(found.items())}
 
 
 def split_credentials(url: str) -> tuple[str, str | None]:
