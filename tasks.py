@@ -297,7 +297,12 @@ def hosts(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.yam
           format: str = "table", hosts: str | None = None) -> None:
     """Probe each Docker host for each vendor's driver, devices and container runtime."""
     fmt = api.choice("--format", format, api.FORMATS)
-    print(api.format_hosts(api.hosts(matrix, _vendors(vendor), Console(), hosts), fmt))
+    rows = api.hosts(matrix, _vendors(vendor), Console(), hosts)
+    print(api.format_hosts(rows, fmt))
+    code = api.hosts_exit_code(rows)
+    if code:
+        silent = sorted({row["host"] for row in rows if not row["answered"]})
+        raise Exit(f"error: {', '.join(silent)}: did not answer (see above)", code=code)
 
 
 @task(iterable=("merge",), help={

@@ -27,7 +27,14 @@ from oota.config.yamlsrc import did_you_mean
 from oota.console import Console
 from oota.engine.base import Endpoint, RegistryAuth, TlsFiles
 from oota.engine.docker import DockerEngine
-from oota.errors import EXIT_FAILED, EXIT_HOST_LOST, EXIT_OK, InputError, OotaError
+from oota.errors import (
+    EXIT_ENVIRONMENT,
+    EXIT_FAILED,
+    EXIT_HOST_LOST,
+    EXIT_OK,
+    InputError,
+    OotaError,
+)
 from oota.execute import inplace
 from oota.execute import lock as locks
 from oota.execute.bases import Base, parse_mirrors
@@ -541,11 +548,21 @@ def hosts(matrix_path: str, vendors: list[str] | None, console: Console,
 
 
 def _host_row(host: str, vendor: str, check: HostCheck | None, error: str) -> dict[str, Any]:
+    """One line of `invoke hosts`; ``answered`` False: the host's engine did not answer."""
     if check is None:
-        return {"host": host, "vendor": vendor, "supported": False, "driver": None,
-                "reasons": [error.splitlines()[0]], "facts": {}}
-    return {"host": host, "vendor": vendor, "supported": check.supported,
+        return {"host": host, "vendor": vendor, "supported": False, "answered": False,
+                "driver": None, "reasons": [error.splitlines()[0]], "facts": {}}
+    return {"host": host, "vendor": vendor, "supported": check.supported, "answered": True,
             "driver": check.driver, "reasons": list(check.reasons), "facts": check.facts}
+
+
+def hosts_exit_code(rows: list[dict[str, Any]]) -> int:
+    """`invoke hosts`: 0 when every host answered, 4 when some did not, 3 when none did (the
+    probe found nothing out: an environment problem, as for a build)."""
+    silent = [row for row in rows if not row.get("answered", True)]
+    if not silent:
+        return EXIT_OK
+    return EXIT_HOST_LOST if len(silent) < len(rows) else EXIT_ENVIRONMENT
 
 
 def format_hosts(rows: list[dict[str, Any]], fmt: str) -> str:
@@ -554,7 +571,8 @@ def format_hosts(rows: list[dict[str, Any]], fmt: str) -> str:
         return json.dumps(rows, indent=2)
     lines = []
     for row in rows:
-        state = "available" if row["supported"] else "unsupported here"
+        state = "available" if row["supported"] else \
+            "unsupported here" if row.get("answered", True) else "no answer"
         driver = f" (driver {row['driver']})" if row["driver"] else ""
         reasons = "" if row["supported"] else ": " + "; ".join(row["reasons"])
         lines.append(f"{row['host']:<12} {row['vendor']:<10} {state}{driver}{reasons}")
