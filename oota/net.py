@@ -50,6 +50,59 @@ def redact(url: str) -> str:
     return parts._replace(netloc=netloc, query=query).geturl()
 
 
+def without_credentials(url: str) -> str:
+    """``url`` without its ``user:password@`` and without secret query parameters: what a
+    generated file, an image or a committed cell.json may hold. The credentials reach a build
+    only as a BuildKit secret (the pip configuration, or :func:`netrc_for`)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return redact(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    query = urlencode([(k, v) for k, v in pairs if not _SECRET_QUERY.match(k)])
+    if netloc == parts.netloc and query == parts.query:
+        return url
+    return parts._replace(netloc=netloc, query=query).geturl()
+
+
+def secret_query(url: str) -> str | None:
+    """The name of a secret query parameter of ``url`` (``?token=...``), if it has one."""
+    try:
+        pairs = parse_qsl(urlsplit(url).query, keep_blank_values=True)
+    except ValueError:
+        return None
+    return next((k for k, _ in pairs if _SECRET_QUERY.match(k)), None)
+
+
+def netrc_for(urls: list[str]) -> str:
+    """A netrc file (``machine HOST login USER password PASS``) with the credentials of each
+    of ``urls`` that has some: how pip, given a URL without them, finds them (``NETRC``)."""
+    lines = []
+    for url in urls:
+        parts = urlsplit(url)
+        userinfo, at, _ = parts.netloc.rpartition("@")
+        if not at or not parts.hostname:
+            continue
+        user, _, password = userinfo.partition(":")
+        lines.append(f"machine {parts.hostname} login {_netrc_token(unquote(user))} "
+                     f"password {_netrc_token(unquote(password))}")
+    return "".join(line + "\n" for line in dict.fromkeys(lines))
+
+
+def _netrc_token(text: str) -> str:
+    """A netrc value: as it is when it has no space, quote, backslash or '#' (every Python's
+    netrc reads that), else quoted with \\ and \" escaped (Python 3.11 and later)."""
+    if text and re.fullmatch(r'[^\s"\\#]+', text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def without_credentials_text(text: str) -> str:
+    """Every URL in ``text`` :func:`without_credentials`."""
+    return _URL_IN_TEXT.sub(lambda m: without_credentials(m.group(0)), text)
+
+
 def redact_text(text: str) -> str:
     """Every URL in ``text`` redacted (:func:`redact`): for messages, logs and notes."""
     return _URL_IN_TEXT.sub(lambda m: redact(m.group(0)), text)

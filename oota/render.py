@@ -43,6 +43,7 @@ from oota.config.vendors import Tolerance, Vendor, VerifySpec
 from oota.errors import InputError
 from oota.files import write_atomic
 from oota.lockfile import lock_path
+from oota.net import secret_query, without_credentials
 from oota.plan import Cell
 
 GENERATED_FILES = ("Dockerfile", "cell.json")
@@ -104,7 +105,8 @@ def cell_manifest(cell: Cell) -> dict[str, Any]:
         **cell.coordinates(),
         "device": v.device,
         "smoke_imports": list(v.smoke_imports),
-        "index_url": cell.index_url,
+        # Committed and copied into the image: never the index's credentials.
+        "index_url": without_credentials(cell.index_url),
         "verify": _verify_manifest(cell, v.verify),
         "skips": load_skips(v.folder / SKIPS_FILE, shown).to_json(),
     } | _channel_manifest(cell)
@@ -121,9 +123,17 @@ def _channel_manifest(cell: Cell) -> dict[str, Any]:
 
 
 def channel_install(cell: Cell) -> ChannelInstall | None:
+    """What a channel's cell installs, its index without credentials: they reach the build as
+    the ``netrc`` secret (:func:`oota.net.netrc_for`), never the Dockerfile."""
     if cell.channel is None:
         return None
-    return ChannelInstall(name=cell.channel.name, index_url=cell.index_url,
+    secret = secret_query(cell.index_url)
+    if secret is not None:
+        raise InputError(f"matrix.yaml vendors.{cell.vendor.name}.torch: the {cell.channel.name} "
+                         f"channel's index carries a secret in its query ({secret}=...), which "
+                         "would be written into the Dockerfile; give it as "
+                         "https://USER:PASSWORD@host/... instead (sent as a build secret)")
+    return ChannelInstall(name=cell.channel.name, index_url=without_credentials(cell.index_url),
                           packages=("torch", *_channel_companions(cell)),
                           max_age_days=cell.channel.max_age_days)
 
