@@ -17,6 +17,7 @@ image; it is found by its tag, and the run id is in the result.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -485,6 +486,16 @@ class DockerEngine:
         ``auth``'s, else the engine's credential store's (``docker login``)."""
         repository, tag = _split_tag(ref)
         self.client.images.get(image).tag(repository, tag=tag)
+        try:
+            return self._push(ref, repository, tag, auth)
+        except BaseException:
+            # A push that did not happen leaves no tag behind (a dead registry's name on an
+            # image here would look like a published one).
+            with contextlib.suppress(self._errors.DockerException):
+                self.client.images.remove(ref, noprune=True)
+            raise
+
+    def _push(self, ref: str, repository: str, tag: str, auth: RegistryAuth | None) -> str:
         config = {"username": auth.username, "password": auth.password} if auth else None
         digest = ""
         try:
