@@ -69,8 +69,9 @@ from oota.report import crcr, hud
 from oota.report.data import Report
 from oota.report.hud import HudInput
 from oota.report.write import EXTRA_FORMATS, Extras, write_report
-from oota.results.model import Result
-from oota.results.store import load_all
+from oota.results.model import Result, ResultFormatError
+from oota.results.signed import Checker, key_id, sign_folder
+from oota.results.store import RESULT_FILE, SIGNATURE_FILE, load, load_all
 from oota.supply import signing
 from oota.supply.attach import Signer
 from oota.supply.pull import Pulled, pull_and_verify
@@ -407,6 +408,32 @@ def registry_ca(path: str | None) -> Path | None:
     return Path(path)
 
 
+def signing_key(path: str | None) -> signing.PrivateKey | None:
+    """``--key FILE`` of build and verify: the lab's private key (its password in
+    OOTA_SIGNING_PASSWORD), loaded before the run (InputError, exit 2, when it is not one)."""
+    return signing.load_private(Path(path), signing.password_from_env()) if path else None
+
+
+def sign_results(results: Sequence[Result], results_dir: str,
+                 key: signing.PrivateKey | None) -> list[str]:
+    """Sign each result this run wrote (``result.sig`` beside it); lines for stderr. A result
+    file that is not this run's (an earlier one kept) is left as it is."""
+    if key is None:
+        return []
+    signed = 0
+    for result in results:
+        folder = Path(results_dir) / result.cell.id
+        try:
+            on_disk = load(folder / RESULT_FILE)
+        except ResultFormatError:
+            continue
+        if (on_disk.run_id, on_disk.started_at) == (result.run_id, result.started_at):
+            sign_folder(folder, key)
+            signed += 1
+    return [f"signed {signed} result(s) with key {key_id(key.public_key())} ({SIGNATURE_FILE} "
+            "beside each result.json)"]
+
+
 def keygen(out: str) -> signing.KeyFiles:
     """A new signing key pair in ``out`` (``oota.key``, encrypted with OOTA_SIGNING_PASSWORD
     when set, and ``oota.pub``)."""
@@ -455,7 +482,8 @@ def report_formats(text: str | None) -> tuple[str, ...]:
 def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
            merge: list[str] | None = None, formats: str | None = None,
            artifact_url: str | None = None, env: Mapping[str, str] | None = None,
-           history: Callable[[Report], HudInput | None] | None = None) -> Report:
+           history: Callable[[Report], HudInput | None] | None = None,
+           accept: Callable[[Path], str] | None = None) -> Report:
     """Write the report from ``results_dir``, or from every ``merge`` folder; ``formats`` adds
     outputs (crcr.json, described by the CI run of ``env``: GitHub Actions' variables);
     ``history`` gives, once the results are read, what the HUD shows (None: no HUD)."""
@@ -470,7 +498,7 @@ def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
     return write_report(Path(results_dir), Path(out_dir),
                         Path(previous_dir) if previous_dir else None,
                         merge=[Path(m) for m in merge or []], extras=extras, history=history,
-                        current=current_fingerprints(Path("matrix.yaml")))
+                        current=current_fingerprints(Path("matrix.yaml")), accept=accept)
 
 
 class _TodayFingerprints(Mapping[str, str]):
@@ -682,19 +710,25 @@ HISTORY_ACTIONS = ("import", "query", "digest")
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Reported:
-    """A report written, and lines for stderr: the run appended, the HUD left out and why."""
+    """A report written, and lines for stderr: the run appended, the HUD left out and why;
+    ``signatures``: what the results' signatures said (merged reports, or with ``--key``)."""
 
     report: Report
     hud: bool
     notes: tuple[str, ...]
+    signatures: tuple[str, ...] = ()
 
 
 def report_with_history(results_dir: str, out_dir: str, previous_dir: str | None, *,
                         merge: list[str] | None, formats: str | None,
                         artifact_url: str | None, env: Mapping[str, str], target: History,
-                        shown: Location | None, hud_runs: int) -> Reported:
+                        shown: Location | None, hud_runs: int,
+                        keys: list[str] | None = None) -> Reported:
     """:func:`report`, appending a merged run to ``target`` and writing the HUD of the
-    history at ``shown`` (None: ``--no-history``) over its last ``hud_runs`` runs."""
+    history at ``shown`` (None: ``--no-history``) over its last ``hud_runs`` runs. Results
+    are checked against their signatures with the public ``keys`` (``--key``: one whose
+    signature does not check is refused)."""
+    checker = Checker(keys=tuple(signing.load_public(Path(k)) for k in keys or ()))
     notes: list[str] = []
     made: list[HudInput] = []
 
@@ -706,8 +740,9 @@ def report_with_history(results_dir: str, out_dir: str, previous_dir: str | None
         return source
 
     rep = report(results_dir, out_dir, previous_dir, merge=merge, formats=formats,
-                 artifact_url=artifact_url, env=env, history=history)
-    return Reported(report=rep, hud=bool(made), notes=tuple(notes))
+                 artifact_url=artifact_url, env=env, history=history, accept=checker)
+    said = checker.summary() if rep.merged or keys else []
+    return Reported(report=rep, hud=bool(made), notes=tuple(notes), signatures=tuple(said))
 
 
 def finish_report(results_dir: str, target: History) -> Reported:

@@ -22,7 +22,7 @@ from pathlib import Path
 from oota.errors import InputError
 from oota.files import write_atomic, write_json
 from oota.report import crcr, getstarted, hud
-from oota.report.data import Links, Report, collect, collect_merged
+from oota.report.data import Accept, Links, Report, collect, collect_merged
 from oota.report.htmlpages import cell_page, to_html
 from oota.report.jsondoc import to_json
 from oota.report.markdown import to_markdown
@@ -153,11 +153,13 @@ def _swap(new: Path, out_dir: Path) -> None:
 def write_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = None, *,
                  merge: Sequence[Path] = (), extras: Extras | None = None,
                  history: Callable[[Report], hud.HudInput | None] | None = None,
-                 current: Mapping[str, str] | None = None) -> Report:
+                 current: Mapping[str, str] | None = None,
+                 accept: Accept | None = None) -> Report:
     """Read the results (and an earlier run's, to compare), write the report, swap it in.
     With ``merge``, the results are those of every folder in it instead of ``results_dir``.
     ``history`` gives, once the results are read, the history the HUD shows (None: no HUD).
-    ``current`` maps cell ids to today's fingerprints (None: staleness is not judged)."""
+    ``current`` maps cell ids to today's fingerprints (None: staleness is not judged);
+    ``accept`` may refuse a result file (its signature), which then counts as unreadable."""
     extras = extras or Extras()
     target = out_dir.resolve() if out_dir.is_symlink() else out_dir  # keep the link, fill it
     if merge:
@@ -166,10 +168,10 @@ def write_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = N
                              "(compare each runner's folder) or merge first")
         check_merge_folders(merge)
         check_folders(merge[0], target)
-        report = collect_merged(merge)
+        report = collect_merged(merge, accept)
     else:
         check_folders(results_dir, target)
-        report = collect(results_dir, previous_dir)
+        report = collect(results_dir, previous_dir, accept)
     past = history(report) if history is not None else None
     target.parent.mkdir(parents=True, exist_ok=True)
     _recover(target)

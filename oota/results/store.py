@@ -15,10 +15,12 @@ from xml.etree import ElementTree as ET
 
 from oota import schemas
 from oota.files import RESULT_LIMIT, read_text, write_atomic, write_json
+from oota.results.assemble import overall_status, summarize
 from oota.results.model import SCHEMA_ID, Result, ResultFormatError, Stage, TestOutcome
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "result-v1.json"
 RESULT_FILE = "result.json"
+SIGNATURE_FILE = "result.sig"   # oota/results/signed.py
 JUNIT_FILE = "junit.xml"
 # JUnit has no word for these: each maps to the element CI systems count it under.
 _JUNIT_ELEMENT = {"failed": "failure", "error": "error", "interrupted": "error",
@@ -84,6 +86,8 @@ def save(folder: Path, result: Result) -> None:
     if problems:
         raise ResultSchemaError("result does not match schema/result-v1.json:\n  "
                                 + "\n  ".join(problems))
+    # A signature of the result this one replaces would be a signature of another result.
+    (folder / SIGNATURE_FILE).unlink(missing_ok=True)
     write_json(folder / RESULT_FILE, data)
     write_atomic(folder / JUNIT_FILE, junit_xml(result))
 
@@ -104,7 +108,27 @@ def load(path: Path) -> Result:
     errors = validation_errors(data)
     if errors:
         raise ResultFormatError(f"does not match the schema: {errors[0]}")
-    return Result.from_json(data)
+    result = Result.from_json(data)
+    problem = inconsistency(result)
+    if problem:
+        raise ResultFormatError(problem)
+    return result
+
+
+def inconsistency(result: Result) -> str:
+    """Why ``result`` contradicts itself ('' when it does not): its status and summary must be
+    what its own stages and tests make them (:func:`oota.results.assemble.assemble` derives
+    them so), or a hand-edited ``passed`` over failed tests would be believed."""
+    derived = overall_status(result.tests, result.stages)
+    counts = summarize(result.tests, result.stages)
+    shown = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing run"
+    if result.status != derived:
+        return (f"inconsistent: it says {result.status!r}, but its stages and tests make it "
+                f"{derived!r} ({shown}); refused: a status is derived, never taken as written")
+    if dict(result.summary) != counts:
+        return (f"inconsistent: its summary says {dict(sorted(result.summary.items()))}, but its "
+                f"stages and tests count {shown}; refused")
+    return ""
 
 
 def load_all(results_dir: Path) -> tuple[list[Result], list[str]]:

@@ -29,6 +29,7 @@ from oota.errors import InputError
 from oota.files import SMALL_LIMIT, read_bytes, write_atomic
 
 PASSWORD_ENV = "OOTA_SIGNING_PASSWORD"
+PrivateKey = ec.EllipticCurvePrivateKey
 SIGNATURE_TYPE = "cosign container image signature"
 DSSE_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 
