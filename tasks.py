@@ -158,7 +158,8 @@ def _finish(ran: api.Ran, results_dir: str, history: api.History,
     done = api.finish_report(results_dir, history)
     _stderr(list(done.notes))
     hud = ", reports/hud.html" if done.hud else ""
-    print(f"report: reports/matrix.md, reports/index.html{hud} ({len(done.report.results)} cells)")
+    print(f"report: reports/matrix.md, reports/index.html{hud} ({done.cells} cells)"
+          if done.cells is not None else "report: reports/ left as it was (see the note)")
     code = api.exit_code_for(ran)
     if code:
         raise Exit(code=code)
@@ -327,19 +328,22 @@ def hosts(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.yam
     "no_history": "no HUD, and with --merge: do not append the run to the history",
     "hud_runs": "how many runs the HUD shows, newest first (default 50)",
     "key": "a lab's public key (oota.pub; repeatable): each result's signature (result.sig) "
-           "must check with one of them, or the result is refused; merge lists the unsigned"})
+           "must check with one of them, or the result is refused; merge lists the unsigned",
+    "replace": "replace the report in --out even when these results hold fewer than it shows "
+               "(otherwise refused, exit 2)"})
 def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
            compare: str | None = None, merge: list[str] | None = None,
            format: str | None = None, artifact_url: str | None = None,
            history: str | None = None, no_history: bool = False, hud_runs: str = "50",
-           key: list[str] | None = None) -> None:
+           key: list[str] | None = None, replace: bool = False) -> None:
     """Write reports/ (matrix.md, results.json, index.html, cells/, and the history's HUD:
     hud.html, hud.md) from result files and the history."""
     kept = api.history_target(history, no_history, "merge", Path.cwd(), used=bool(merge))
     shown = api.history_location(history, off=no_history, root=Path.cwd())
     done = api.report_with_history(results, out, compare, merge=merge, formats=format,
                                    artifact_url=artifact_url, env=os.environ, target=kept,
-                                   shown=shown, hud_runs=api.hud_runs(hud_runs), keys=key)
+                                   shown=shown, hud_runs=api.hud_runs(hud_runs), keys=key,
+                                   replace=replace)
     rep = done.report
     extra = "".join(f", {out}/{name}.json" for name in api.report_formats(format))
     extra += f", {out}/hud.html, {out}/hud.md" if done.hud else ""

@@ -68,7 +68,7 @@ from oota.render import (
 from oota.report import crcr, hud
 from oota.report.data import Report
 from oota.report.hud import HudInput
-from oota.report.write import EXTRA_FORMATS, Extras, write_report
+from oota.report.write import EXTRA_FORMATS, Extras, ReportShrinks, write_report
 from oota.results.model import Result, ResultFormatError
 from oota.results.signed import Checker, key_id, sign_folder
 from oota.results.store import RESULT_FILE, SIGNATURE_FILE, load, load_all
@@ -483,7 +483,7 @@ def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
            merge: list[str] | None = None, formats: str | None = None,
            artifact_url: str | None = None, env: Mapping[str, str] | None = None,
            history: Callable[[Report], HudInput | None] | None = None,
-           accept: Callable[[Path], str] | None = None) -> Report:
+           accept: Callable[[Path], str] | None = None, replace: bool = False) -> Report:
     """Write the report from ``results_dir``, or from every ``merge`` folder; ``formats`` adds
     outputs (crcr.json, described by the CI run of ``env``: GitHub Actions' variables);
     ``history`` gives, once the results are read, what the HUD shows (None: no HUD)."""
@@ -498,7 +498,8 @@ def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
     return write_report(Path(results_dir), Path(out_dir),
                         Path(previous_dir) if previous_dir else None,
                         merge=[Path(m) for m in merge or []], extras=extras, history=history,
-                        current=current_fingerprints(Path("matrix.yaml")), accept=accept)
+                        current=current_fingerprints(Path("matrix.yaml")), accept=accept,
+                        replace=replace)
 
 
 class _TodayFingerprints(Mapping[str, str]):
@@ -723,7 +724,7 @@ def report_with_history(results_dir: str, out_dir: str, previous_dir: str | None
                         merge: list[str] | None, formats: str | None,
                         artifact_url: str | None, env: Mapping[str, str], target: History,
                         shown: Location | None, hud_runs: int,
-                        keys: list[str] | None = None) -> Reported:
+                        keys: list[str] | None = None, replace: bool = False) -> Reported:
     """:func:`report`, appending a merged run to ``target`` and writing the HUD of the
     history at ``shown`` (None: ``--no-history``) over its last ``hud_runs`` runs. Results
     are checked against their signatures with the public ``keys`` (``--key``: one whose
@@ -740,17 +741,35 @@ def report_with_history(results_dir: str, out_dir: str, previous_dir: str | None
         return source
 
     rep = report(results_dir, out_dir, previous_dir, merge=merge, formats=formats,
-                 artifact_url=artifact_url, env=env, history=history, accept=checker)
+                 artifact_url=artifact_url, env=env, history=history, accept=checker,
+                 replace=replace)
     said = checker.summary() if rep.merged or keys else []
     return Reported(report=rep, hud=bool(made), notes=tuple(notes), signatures=tuple(said))
 
 
-def finish_report(results_dir: str, target: History) -> Reported:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Finished:
+    """The report after a build or verify: how many cells it shows (None: ``reports/`` was
+    left as it was, the notes say why), whether it has a HUD, lines for stderr."""
+
+    cells: int | None
+    hud: bool
+    notes: tuple[str, ...]
+
+
+def finish_report(results_dir: str, target: History) -> Finished:
     """The report a build or verify writes after appending its run to ``target``: the HUD
-    shows that history (with this run) over its last runs, as ``invoke report`` would."""
+    shows that history (with this run) over its last runs, as ``invoke report`` would. When
+    these results hold less than ``reports/`` shows (a verify of one cell into another
+    folder), ``reports/`` is left as it was: the cells' outcomes are the run's, not the report."""
     source, why = hud_source(target.location, hud.DEFAULT_RUNS, target.root)
-    rep = report(results_dir, "reports", history=lambda _: source)
-    return Reported(report=rep, hud=source is not None, notes=(why,) if why else ())
+    try:
+        rep = report(results_dir, "reports", history=lambda _: source)
+    except ReportShrinks as exc:
+        return Finished(cells=None, hud=False, notes=(
+            f"note: reports/ left as it was: {exc.what}; `invoke report --results "
+            f"{results_dir} --out OTHER` writes a report of these results",))
+    return Finished(cells=len(rep.results), hud=source is not None, notes=(why,) if why else ())
 
 
 def hud_runs(value: str | int) -> int:

@@ -12,15 +12,17 @@ beside the standard ones.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from oota.errors import InputError
-from oota.files import write_atomic, write_json
+from oota.files import REPORT_LIMIT, read_bytes, write_atomic, write_json
 from oota.report import crcr, getstarted, hud
 from oota.report.data import Accept, Links, Report, collect, collect_merged
 from oota.report.htmlpages import cell_page, to_html
@@ -150,16 +152,56 @@ def _swap(new: Path, out_dir: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+class ReportShrinks(InputError):
+    """The new report would hold fewer results than the one it replaces; ``what`` says how."""
+
+    def __init__(self, what: str):
+        self.what = what
+        super().__init__(f"{what}; nothing written (a report is replaced only by one holding at "
+                         "least the results it had): check the results folder, write elsewhere "
+                         "with --out, or replace it anyway with --replace")
+
+
+def shown_results(out_dir: Path) -> Counter[str] | None:
+    """How many results (copies) of each cell the report in ``out_dir`` shows; None when there
+    is none, or its results.json is not a report oota can read (then nothing is lost)."""
+    try:
+        data = json.loads(read_bytes(out_dir / "results.json", REPORT_LIMIT))
+        cells = data["cells"] if data.get("schema", "").startswith("oota.report/") else None
+        return Counter({str(c["id"]): len(c.get("copies") or [c]) for c in cells or []}) \
+            if cells is not None else None
+    except (OSError, ValueError, LookupError, TypeError, AttributeError, RecursionError):
+        return None
+
+
+def check_not_less(out_dir: Path, report: Report) -> None:
+    """Refuse (ReportShrinks) a report that holds fewer results of any cell than the report it
+    would replace: an empty or mistaken --results, folders whose results are all corrupt, or
+    a verify of one cell into another folder must not wipe a lab's report."""
+    before = shown_results(out_dir)
+    if not before:
+        return
+    after = Counter({group.id: len(group.copies) for group in report.groups})
+    lost = sorted(cell for cell, n in before.items() if after[cell] < n)
+    if lost:
+        named = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
+        raise ReportShrinks(f"{out_dir}/ shows {sum(before.values())} result(s) of "
+                            f"{len(before)} cell(s); these results hold {sum(after.values())}, "
+                            f"without {named}")
+
+
 def write_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = None, *,
                  merge: Sequence[Path] = (), extras: Extras | None = None,
                  history: Callable[[Report], hud.HudInput | None] | None = None,
                  current: Mapping[str, str] | None = None,
-                 accept: Accept | None = None) -> Report:
+                 accept: Accept | None = None, replace: bool = False) -> Report:
     """Read the results (and an earlier run's, to compare), write the report, swap it in.
     With ``merge``, the results are those of every folder in it instead of ``results_dir``.
     ``history`` gives, once the results are read, the history the HUD shows (None: no HUD).
     ``current`` maps cell ids to today's fingerprints (None: staleness is not judged);
-    ``accept`` may refuse a result file (its signature), which then counts as unreadable."""
+    ``accept`` may refuse a result file (its signature), which then counts as unreadable.
+    A report holding fewer results than the one in ``out_dir`` is refused (ReportShrinks)
+    unless ``replace``."""
     extras = extras or Extras()
     target = out_dir.resolve() if out_dir.is_symlink() else out_dir  # keep the link, fill it
     if merge:
@@ -172,6 +214,8 @@ def write_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = N
     else:
         check_folders(results_dir, target)
         report = collect(results_dir, previous_dir, accept)
+    if not replace:
+        check_not_less(target, report)
     past = history(report) if history is not None else None
     target.parent.mkdir(parents=True, exist_ok=True)
     _recover(target)
