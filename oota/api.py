@@ -51,7 +51,7 @@ from oota.history.policy import policy_at
 from oota.history.records import Origin, group_by_run, run_record
 from oota.history.timeline import Timeline
 from oota.lint import lint_project
-from oota.net import find_ca_bundle, redact
+from oota.net import find_ca_bundle, redact, redact_text
 from oota.plan import Cell, plan, select
 from oota.releases.command import Outcome as ReleaseOutcome
 from oota.releases.command import run as run_release_check
@@ -152,8 +152,9 @@ def registry(value: str) -> str:
     """``--registry``: a registry host (``registry.lab:5000``), optionally with a path, and no
     scheme or credentials (InputError otherwise)."""
     if not _REGISTRY.match(value):
-        raise InputError(f"--registry {redact(value)!r}: give a registry host and optional path, "
-                         "e.g. registry.lab:5000 or ghcr.io/my-lab (no https://, no user:password)")
+        raise InputError(f"--registry {redact_text(value)!r}: give a registry host and optional "
+                         "path, e.g. registry.lab:5000 or ghcr.io/my-lab (no https://, no "
+                         "user:password)")
     return value.rstrip("/")
 
 

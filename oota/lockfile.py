@@ -52,7 +52,7 @@ def lock_path(matrix: Matrix, cell: Cell) -> Path:
 def recorded_digest(path: Path) -> str | None:
     """The inputs hash a lock file records; a lock that cannot be read is an InputError
     (it was edited or damaged by hand: oota only ever writes pip-compile's UTF-8 output)."""
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None
     fix = "regenerate it with `invoke lock` (or delete it)"
     shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
@@ -74,7 +74,7 @@ def lock_status(matrix: Matrix, cell: Cell) -> Status:
     if cell.channel is not None:
         return "unlocked"
     path = lock_path(matrix, cell)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():  # a link to a device is not "missing"
         return "missing"
     return "fresh" if recorded_digest(path) == inputs_digest(cell) else "stale"
 

@@ -25,6 +25,8 @@ CA_VARIABLES = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 _SECRET_QUERY = re.compile(r"(?i)^(token|access_token|auth|key|api_key|apikey|password|"
                            r"secret|sig|signature|x-amz-signature|x-amz-credential)$")
 _URL_IN_TEXT = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+# USER:PASSWORD@HOST written without a scheme (a --registry given one): its password too.
+_BARE_USERINFO = re.compile(r"(?<![\w/:.@-])([\w.%+-]+):[^\s@/'\"<>]+@(?=[\w.\[-])")
 
 
 def redact(url: str) -> str:
@@ -104,8 +106,9 @@ def without_credentials_text(text: str) -> str:
 
 
 def redact_text(text: str) -> str:
-    """Every URL in ``text`` redacted (:func:`redact`): for messages, logs and notes."""
-    return _URL_IN_TEXT.sub(lambda m: redact(m.group(0)), text)
+    """Every URL in ``text`` redacted (:func:`redact`), and a password in a scheme-less
+    ``user:password@host``: for messages, logs and notes."""
+    return _BARE_USERINFO.sub(r"\1:***@", _URL_IN_TEXT.sub(lambda m: redact(m.group(0)), text))
 
 
 def find_ca_bundle(explicit: str | None) -> Path | None:

@@ -185,9 +185,10 @@ def check_not_less(out_dir: Path, report: Report) -> None:
     lost = sorted(cell for cell, n in before.items() if after[cell] < n)
     if lost:
         named = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
+        why = f" (refused: {report.problems[0]})" if report.problems else ""
         raise ReportShrinks(f"{out_dir}/ shows {sum(before.values())} result(s) of "
                             f"{len(before)} cell(s); these results hold {sum(after.values())}, "
-                            f"without {named}")
+                            f"without {named}{why}")
 
 
 def write_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = None, *,

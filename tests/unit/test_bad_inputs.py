@@ -173,6 +173,11 @@ CASES = [
                        os.mkfifo(root / "vendors/cpu/skips.yaml")) and None),
     Case("hosts-is-dev-zero", ("build", "--vendor", "cpu", "--hosts", "/dev/zero"), 2,
          "/dev/zero: not a regular file"),
+    Case("registry-with-a-password", ("publish", "--registry", "lab:s3cret@registry.lab"), 2,
+         "--registry 'lab:***@registry.lab': give a registry host"),
+    Case("lock-is-dev-zero", ("lock", "--check", "--vendor", "cpu"), 2,
+         f"{LOCK}: cannot read the lock file (not a regular file (a character device)",
+         lambda root: ((root / LOCK).unlink(), (root / LOCK).symlink_to("/dev/zero")) and None),
     Case("registry-auth-is-dev-zero",
          ("publish", "--registry", "registry.lab:5000", "--registry-auth", "/dev/zero"), 2,
          "--registry-auth /dev/zero: not a readable JSON file (not a regular file (a character "

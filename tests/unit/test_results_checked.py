@@ -15,10 +15,14 @@ from typing import Any
 
 import pytest
 
+from oota import api
+from oota.console import Console
+from oota.execute.publish import publish_cells
 from oota.results.model import Result, ResultFormatError
 from oota.results.signed import Checker, sign_folder
 from oota.results.store import SIGNATURE_FILE, load, save
 from oota.supply import signing
+from tests.unit.test_publish import FakeEngine, _cell, _labels
 from tests.unit.test_report import case, make_result, refresh, write_results
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,11 +109,6 @@ def test_the_history_refuses_a_forged_pass(tmp_path):
 
 
 def test_publish_refuses_a_forged_pass_naming_the_file(project):
-    from tests.unit.test_publish import FakeEngine, _cell, _labels
-
-    from oota.console import Console
-    from oota.execute.publish import publish_cells
-
     matrix, cell, current = _cell(project)
     result = forged()
     result["cell"] = {**result["cell"], "id": cell.id, "fingerprint": current}
@@ -177,8 +176,6 @@ def test_a_rewritten_result_drops_its_old_signature(tmp_path, lab):
 
 
 def test_build_signs_only_this_runs_results(tmp_path, lab):
-    from oota import api
-
     results = tmp_path / "results"
     mine = Result.from_json(honest("3.11"))
     save(results / mine.cell.id, mine)
