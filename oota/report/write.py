@@ -108,11 +108,20 @@ def _write_files(report: Report, folder: Path, results_dir: Path, out_dir: Path,
     cell_links = _links(report, results_dir, out_dir / "cells")
     (folder / "cells").mkdir()
     for group in report.groups:
-        write_atomic(folder / "cells" / f"{group.id}.html", cell_page(group, cell_links))
+        write_atomic(_within(folder / "cells", f"{group.id}.html"), cell_page(group, cell_links))
     (folder / "start").mkdir()
     for page in getstarted.start_pages(report, current):
-        write_atomic(folder / "start" / f"{page.vendor}.html",
+        write_atomic(_within(folder / "start", f"{page.vendor}.html"),
                      getstarted.to_html(page, report.generated_at))
+
+
+def _within(folder: Path, name: str) -> Path:
+    """``folder/name``, refused unless it is a file directly in ``folder``: names come from
+    result files, and the schema's patterns are the first line of defence, this the second."""
+    path = folder / name
+    if path.parent.resolve() != folder.resolve() or name in (".", ".."):
+        raise InputError(f"a result names a page {name!r} outside the report; refused")
+    return path
 
 
 def _write_hud(folder: Path, history: hud.HudInput, current: dict[str, str | None]) -> None:

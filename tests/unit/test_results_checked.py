@@ -187,3 +187,16 @@ def test_build_signs_only_this_runs_results(tmp_path, lab):
     assert (results / mine.cell.id / SIGNATURE_FILE).is_file()
     assert not (results / older.cell.id / SIGNATURE_FILE).exists()
     shutil.rmtree(results)
+
+
+def test_a_vendor_that_climbs_out_of_the_report_is_refused(tmp_path):
+    """A vendor's name becomes start/<vendor>.html: a result from elsewhere naming
+    '../../../x' would have written outside the report."""
+    result = honest()
+    result["cell"]["vendor"] = "../../../PWNED"
+    path = write_raw(tmp_path / "results", result)
+    proc = oota("report", "--no-history", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"warning: {path.relative_to(tmp_path)}: does not match the schema: cell/vendor: " \
+           "'../../../PWNED' does not match" in proc.stderr
+    assert not list(tmp_path.parent.rglob("PWNED*"))
