@@ -157,6 +157,15 @@ def signed_then_edited(root: Path) -> None:
     path.write_text(path.read_text().replace('"lab-run"', '"edited-run"'))
 
 
+def climbing_vendor(root: Path) -> None:
+    """A result whose vendor (the name of its get-started page) climbs out of the report."""
+    save(root / "results/cpu-extra", result("3.12"))
+    path = root / "results/cpu-extra/result.json"
+    data = json.loads(path.read_text())
+    data["cell"]["vendor"] = "../../../PWNED"
+    path.write_text(json.dumps(data))
+
+
 def corrupt(folder: str) -> Damage:
     return write(f"{folder}/{CELLS[0]}/result.json", "{corrupt")
 
@@ -321,6 +330,7 @@ FILES = [
     Case("registry-auth-not-json", ("publish", "--registry", "registry.lab:5000",
                                     "--registry-auth", "auth.json"), 2,
          "not a readable JSON file", write("auth.json", f"password: {CANARY}\n")),
+    Case("keygen-out-a-device", ("keygen", "--out", "/dev/null"), 2, "is a file; name a folder"),
     Case("key-dev-zero", ("publish", "--registry", "registry.lab:5000", "--key", "/dev/zero"),
          2, "--key /dev/zero: cannot read it"),
     Case("report-key-not-a-key", ("report", "--merge", "results", "--key", "matrix.yaml"), 2,
@@ -445,6 +455,10 @@ RESULTS = [
                link("results/cpu-extra/result.json", "/dev/zero")), lab=True),
     Case("result-of-70-mib", ("report", "--no-history"), 0, "larger than 64 MiB", big_result,
          lab=True),
+    Case("result-vendor-climbs-out", ("report", "--no-history"), 0,
+         "does not match the schema: cell/vendor", climbing_vendor, lab=True,
+         check=lambda root, _: "a page was written outside the report" if list(
+             root.parent.rglob("PWNED*")) else ""),
     Case("compare-dev-zero", ("report", "--compare", "/dev/zero", "--no-history"), 2,
          "/dev/zero", lab=True),
 ]

@@ -438,7 +438,9 @@ def sign_results(results: Sequence[Result], results_dir: str,
 def keygen(out: str) -> signing.KeyFiles:
     """A new signing key pair in ``out`` (``oota.key``, encrypted with OOTA_SIGNING_PASSWORD
     when set, and ``oota.pub``)."""
-    return signing.generate(Path(out), signing.password_from_env())
+    where = folder("--out", out)
+    where.mkdir(parents=True, exist_ok=True)
+    return signing.generate(where, signing.password_from_env())
 
 
 def pull(reference: str, *, key: str | None, auth: RegistryAuth | None, ca: str | None,

@@ -229,6 +229,8 @@ CASES = [
     Case("index-url-password-not-echoed",
          ("lock", "--vendor", "cpu", "--index-url", "ftp://me:s3cret@host/simple"), 2,
          "'ftp://me:***@host/simple' is not an http(s) URL"),
+    Case("keygen-out-a-device", ("keygen", "--out", "/dev/null"), 2,
+         "--out /dev/null: is a file; name a folder"),
     Case("results-is-a-file", ("build", "--vendor", "cpu", "--results", "matrix.yaml"), 2,
          "--results matrix.yaml: is a file; name a folder"),
     Case("results-inside-a-file", ("verify", "--vendor", "cpu", "--results", "tasks.py/out"), 2,
