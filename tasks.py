@@ -35,6 +35,7 @@ from oota.errors import (
 from oota.execute.interrupts import signal_name, signals_as_interrupts
 from oota.files import write_atomic
 from oota.net import redact_text
+from oota.supply.signing import PrivateKey
 
 HELP_MATRIX = "matrix file (default: matrix.yaml)"
 HELP_FORMAT = "table or json"
@@ -145,17 +146,20 @@ def _stderr(lines: list[str]) -> None:
         print(line, file=sys.stderr)
 
 
-def _finish(ran: api.Ran, results_dir: str, history: api.History) -> None:
+def _finish(ran: api.Ran, results_dir: str, history: api.History,
+            key: PrivateKey | None = None) -> None:
     # Each cell's outcome first: a report that cannot be written must not hide them.
     for r in ran.results:
         print(f"{r.status:>16}  {r.cell.id}" + (f"  ({r.message})" if r.message else ""))
     for lost in ran.lost:
         print(f"{'host lost':>16}  {lost}")
+    _stderr(api.sign_results(ran.results, results_dir, key))
     _stderr(api.record_history(history, ran.results))
     done = api.finish_report(results_dir, history)
     _stderr(list(done.notes))
     hud = ", reports/hud.html" if done.hud else ""
-    print(f"report: reports/matrix.md, reports/index.html{hud} ({len(done.report.results)} cells)")
+    print(f"report: reports/matrix.md, reports/index.html{hud} ({done.cells} cells)"
+          if done.cells is not None else "report: reports/ left as it was (see the note)")
     code = api.exit_code_for(ran)
     if code:
         raise Exit(code=code)
@@ -177,6 +181,8 @@ _BUILD_HELP = {
     "jobs": "cells the local engine runs at once (default 1; with --hosts: each host's jobs)",
     "reverify": "verify up-to-date images even when their last verification still holds",
     "history": HELP_HISTORY, "no_history": "do not append this run to the history",
+    "key": "the lab's signing key (oota.key from `invoke keygen`; its password in "
+           "OOTA_SIGNING_PASSWORD): each result is signed (result.sig beside it)",
 }
 
 
@@ -187,9 +193,11 @@ def build(c: Context, vendor: list[str] | None = None, cell: list[str] | None = 
           no_host_pip_config: bool = False, rebuild: bool = False, results: str = "results",
           layer: str = "", no_verify: bool = False,
           registry_mirror: list[str] | None = None, hosts: str | None = None, jobs: str = "1",
-          reverify: bool = False, history: str | None = None, no_history: bool = False) -> None:
+          reverify: bool = False, history: str | None = None, no_history: bool = False,
+          key: str | None = None) -> None:
     """Build each selected cell's image with BuildKit, verify it, and write the report."""
     kept = api.history_target(history, no_history, "build", Path(matrix).parent)
+    signer = api.signing_key(key)
     options = api.build_options(results=results, layer=layer, ca_bundle_file=ca_bundle,
                                 index=index_url, find_links=find_links,
                                 no_host_pip_config=no_host_pip_config, rebuild=rebuild,
@@ -197,21 +205,22 @@ def build(c: Context, vendor: list[str] | None = None, cell: list[str] | None = 
                                 reverify=reverify)
     out = api.build(matrix, _vendors(vendor), api.name_list("--cell", cell), all, options,
                     Console(), hosts_file=hosts, jobs=api.jobs(jobs))
-    _finish(out, results, kept)
+    _finish(out, results, kept, signer)
 
 
 @task(iterable=("vendor", "cell"),
       help={**{k: _BUILD_HELP[k] for k in ("vendor", "cell", "matrix", "all", "results", "layer",
-                                           "hosts", "jobs", "history", "no_history")},
+                                           "hosts", "jobs", "history", "no_history", "key")},
             "here": "verify a Python environment and this host's devices, without Docker",
             "python": "with --here: the interpreter whose torch is verified (default: this one)"})
 def verify(c: Context, vendor: list[str] | None = None, cell: list[str] | None = None,
            matrix: str = "matrix.yaml", all: bool = False, results: str = "results",
            layer: str = "", here: bool = False, python: str | None = None,
            hosts: str | None = None, jobs: str = "1", history: str | None = None,
-           no_history: bool = False) -> None:
+           no_history: bool = False, key: str | None = None) -> None:
     """Verify already built images (no build), or the current environment with --here."""
     kept = api.history_target(history, no_history, "verify", Path(matrix).parent)
+    signer = api.signing_key(key)
     options = api.build_options(results=results, layer=layer)
     cells = api.name_list("--cell", cell)
     api.check_here_flags(here=here, python=python, cells=cells, everything=all, hosts=hosts,
@@ -222,7 +231,7 @@ def verify(c: Context, vendor: list[str] | None = None, cell: list[str] | None =
     else:
         out = api.build(matrix, _vendors(vendor), cells, all, options, Console(),
                         build_images=False, hosts_file=hosts, jobs=api.jobs(jobs))
-    _finish(out, results, kept)
+    _finish(out, results, kept, signer)
 
 
 _REGISTRY_HELP = {
@@ -301,10 +310,15 @@ def hosts(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.yam
           format: str = "table", hosts: str | None = None) -> None:
     """Probe each Docker host for each vendor's driver, devices and container runtime."""
     fmt = api.choice("--format", format, api.FORMATS)
-    print(api.format_hosts(api.hosts(matrix, _vendors(vendor), Console(), hosts), fmt))
+    rows = api.hosts(matrix, _vendors(vendor), Console(), hosts)
+    print(api.format_hosts(rows, fmt))
+    code = api.hosts_exit_code(rows)
+    if code:
+        silent = sorted({row["host"] for row in rows if not row["answered"]})
+        raise Exit(f"error: {', '.join(silent)}: did not answer (see above)", code=code)
 
 
-@task(iterable=("merge",), help={
+@task(iterable=("merge", "key"), help={
     "results": "results folder (default: results)", "out": "report folder",
     "compare": "an earlier run's results folder: list what changed per cell",
     "merge": "a results folder to merge (repeatable: runners' or hosts' artifacts side by "
@@ -316,11 +330,16 @@ def hosts(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.yam
     "history": "the history the HUD shows (hud.html, hud.md) and, with --merge, where the "
                "merged run is appended: " + HELP_HISTORY,
     "no_history": "no HUD, and with --merge: do not append the run to the history",
-    "hud_runs": "how many runs the HUD shows, newest first (default 50)"})
+    "hud_runs": "how many runs the HUD shows, newest first (default 50)",
+    "key": "a lab's public key (oota.pub; repeatable): each result's signature (result.sig) "
+           "must check with one of them, or the result is refused; merge lists the unsigned",
+    "replace": "replace the report in --out even when these results hold fewer than it shows "
+               "(otherwise refused, exit 2)"})
 def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
            compare: str | None = None, merge: list[str] | None = None,
            format: str | None = None, artifact_url: str | None = None,
-           history: str | None = None, no_history: bool = False, hud_runs: str = "50") -> None:
+           history: str | None = None, no_history: bool = False, hud_runs: str = "50",
+           key: list[str] | None = None, replace: bool = False) -> None:
     """Write reports/ from result files and the history.
 
     matrix.md, results.json, index.html, cells/, start/ (get started per vendor) and the
@@ -329,7 +348,8 @@ def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
     shown = api.history_location(history, off=no_history, root=Path.cwd())
     done = api.report_with_history(results, out, compare, merge=merge, formats=format,
                                    artifact_url=artifact_url, env=os.environ, target=kept,
-                                   shown=shown, hud_runs=api.hud_runs(hud_runs))
+                                   shown=shown, hud_runs=api.hud_runs(hud_runs), keys=key,
+                                   replace=replace)
     rep = done.report
     extra = "".join(f", {out}/{name}.json" for name in api.report_formats(format))
     extra += f", {out}/hud.html, {out}/hud.md" if done.hud else ""
@@ -342,6 +362,8 @@ def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
               f"{len(rep.disagreeing())}")
         for group in rep.disagreeing():
             print(f"  {group.id}: " + "; ".join(group.differences))
+    for line in done.signatures:
+        print(line)
     if rep.comparison is not None:
         print(rep.comparison.text())
     for problem in rep.problems:

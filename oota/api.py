@@ -27,7 +27,14 @@ from oota.config.yamlsrc import did_you_mean
 from oota.console import Console
 from oota.engine.base import Endpoint, RegistryAuth, TlsFiles
 from oota.engine.docker import DockerEngine
-from oota.errors import EXIT_FAILED, EXIT_HOST_LOST, EXIT_OK, InputError, OotaError
+from oota.errors import (
+    EXIT_ENVIRONMENT,
+    EXIT_FAILED,
+    EXIT_HOST_LOST,
+    EXIT_OK,
+    InputError,
+    OotaError,
+)
 from oota.execute import inplace
 from oota.execute import judge as judging
 from oota.execute import lock as locks
@@ -37,6 +44,7 @@ from oota.execute.fleet import Down, Station, lost_hosts, run_on_stations
 from oota.execute.hosts import HostCheck
 from oota.execute.publish import Outcome as PublishOutcome
 from oota.execute.publish import publish_cells
+from oota.files import SMALL_LIMIT, read_text
 from oota.history import changes as history_changes
 from oota.history import store as history_store
 from oota.history.location import Location, locate
@@ -44,7 +52,7 @@ from oota.history.policy import policy_at
 from oota.history.records import Origin, group_by_run, run_record
 from oota.history.timeline import Timeline
 from oota.lint import lint_project
-from oota.net import find_ca_bundle, redact
+from oota.net import find_ca_bundle, redact, redact_text
 from oota.plan import Cell, plan, select
 from oota.releases.command import Outcome as ReleaseOutcome
 from oota.releases.command import run as run_release_check
@@ -61,9 +69,10 @@ from oota.render import (
 from oota.report import crcr, hud
 from oota.report.data import Report
 from oota.report.hud import HudInput
-from oota.report.write import EXTRA_FORMATS, Extras, write_report
-from oota.results.model import Result
-from oota.results.store import load_all
+from oota.report.write import EXTRA_FORMATS, Extras, ReportShrinks, write_report
+from oota.results.model import Result, ResultFormatError
+from oota.results.signed import Checker, key_id, sign_folder
+from oota.results.store import RESULT_FILE, SIGNATURE_FILE, load, load_all
 from oota.supply import signing
 from oota.supply.attach import Signer
 from oota.supply.pull import Pulled, pull_and_verify
@@ -144,8 +153,9 @@ def registry(value: str) -> str:
     """``--registry``: a registry host (``registry.lab:5000``), optionally with a path, and no
     scheme or credentials (InputError otherwise)."""
     if not _REGISTRY.match(value):
-        raise InputError(f"--registry {redact(value)!r}: give a registry host and optional path, "
-                         "e.g. registry.lab:5000 or ghcr.io/my-lab (no https://, no user:password)")
+        raise InputError(f"--registry {redact_text(value)!r}: give a registry host and optional "
+                         "path, e.g. registry.lab:5000 or ghcr.io/my-lab (no https://, no "
+                         "user:password)")
     return value.rstrip("/")
 
 
@@ -166,10 +176,11 @@ def registry_auth(path: str | None) -> RegistryAuth | None:
     if path is None:
         return None
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"--registry-auth {path}: not a readable JSON file "
-                         f"({type(exc).__name__})") from None
+        data = json.loads(read_text(Path(path), SMALL_LIMIT))
+    except (OSError, ValueError, RecursionError) as exc:
+        # Never the JSON error's text: it quotes the file, which holds a password.
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise InputError(f"--registry-auth {path}: not a readable JSON file ({why})") from None
     if not (isinstance(data, dict) and isinstance(data.get("username"), str)
             and isinstance(data.get("password"), str) and data["username"]):
         raise InputError(f"--registry-auth {path}: expected {{\"username\": ..., \"password\": "
@@ -214,9 +225,9 @@ def build_options(*, results: str, layer: str = "", ca_bundle_file: str | None =
 def jobs(text: str | int) -> int:
     """``--jobs N``: how many cells the local engine runs at once (1 to 64)."""
     value = str(text).strip()
-    if not value.isdigit() or not 1 <= int(value) <= MAX_JOBS:
-        raise InputError(f"--jobs {text!r}: give a whole number from 1 to {MAX_JOBS}, e.g. "
-                         "--jobs 2")
+    if not value.isdigit() or len(value) > 3 or not 1 <= int(value) <= MAX_JOBS:
+        raise InputError(f"--jobs {str(text)[:20]!r}: give a whole number from 1 to "
+                         f"{MAX_JOBS}, e.g. --jobs 2")
     return int(value)
 
 
@@ -399,10 +410,38 @@ def registry_ca(path: str | None) -> Path | None:
     return Path(path)
 
 
+def signing_key(path: str | None) -> signing.PrivateKey | None:
+    """``--key FILE`` of build and verify: the lab's private key (its password in
+    OOTA_SIGNING_PASSWORD), loaded before the run (InputError, exit 2, when it is not one)."""
+    return signing.load_private(Path(path), signing.password_from_env()) if path else None
+
+
+def sign_results(results: Sequence[Result], results_dir: str,
+                 key: signing.PrivateKey | None) -> list[str]:
+    """Sign each result this run wrote (``result.sig`` beside it); lines for stderr. A result
+    file that is not this run's (an earlier one kept) is left as it is."""
+    if key is None:
+        return []
+    signed = 0
+    for result in results:
+        folder = Path(results_dir) / result.cell.id
+        try:
+            on_disk = load(folder / RESULT_FILE)
+        except ResultFormatError:
+            continue
+        if (on_disk.run_id, on_disk.started_at) == (result.run_id, result.started_at):
+            sign_folder(folder, key)
+            signed += 1
+    return [f"signed {signed} result(s) with key {key_id(key.public_key())} ({SIGNATURE_FILE} "
+            "beside each result.json)"]
+
+
 def keygen(out: str) -> signing.KeyFiles:
     """A new signing key pair in ``out`` (``oota.key``, encrypted with OOTA_SIGNING_PASSWORD
     when set, and ``oota.pub``)."""
-    return signing.generate(Path(out), signing.password_from_env())
+    where = folder("--out", out)
+    where.mkdir(parents=True, exist_ok=True)
+    return signing.generate(where, signing.password_from_env())
 
 
 def pull(reference: str, *, key: str | None, auth: RegistryAuth | None, ca: str | None,
@@ -447,7 +486,8 @@ def report_formats(text: str | None) -> tuple[str, ...]:
 def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
            merge: list[str] | None = None, formats: str | None = None,
            artifact_url: str | None = None, env: Mapping[str, str] | None = None,
-           history: Callable[[Report], HudInput | None] | None = None) -> Report:
+           history: Callable[[Report], HudInput | None] | None = None,
+           accept: Callable[[Path], str] | None = None, replace: bool = False) -> Report:
     """Write the report from ``results_dir``, or from every ``merge`` folder; ``formats`` adds
     outputs (crcr.json, described by the CI run of ``env``: GitHub Actions' variables);
     ``history`` gives, once the results are read, what the HUD shows (None: no HUD)."""
@@ -462,7 +502,8 @@ def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
     return write_report(Path(results_dir), Path(out_dir),
                         Path(previous_dir) if previous_dir else None,
                         merge=[Path(m) for m in merge or []], extras=extras, history=history,
-                        current=current_fingerprints(Path("matrix.yaml")))
+                        current=current_fingerprints(Path("matrix.yaml")), accept=accept,
+                        replace=replace)
 
 
 class _TodayFingerprints(Mapping[str, str]):
@@ -540,11 +581,21 @@ def hosts(matrix_path: str, vendors: list[str] | None, console: Console,
 
 
 def _host_row(host: str, vendor: str, check: HostCheck | None, error: str) -> dict[str, Any]:
+    """One line of `invoke hosts`; ``answered`` False: the host's engine did not answer."""
     if check is None:
-        return {"host": host, "vendor": vendor, "supported": False, "driver": None,
-                "reasons": [error.splitlines()[0]], "facts": {}}
-    return {"host": host, "vendor": vendor, "supported": check.supported,
+        return {"host": host, "vendor": vendor, "supported": False, "answered": False,
+                "driver": None, "reasons": [error.splitlines()[0]], "facts": {}}
+    return {"host": host, "vendor": vendor, "supported": check.supported, "answered": True,
             "driver": check.driver, "reasons": list(check.reasons), "facts": check.facts}
+
+
+def hosts_exit_code(rows: list[dict[str, Any]]) -> int:
+    """`invoke hosts`: 0 when every host answered, 4 when some did not, 3 when none did (the
+    probe found nothing out: an environment problem, as for a build)."""
+    silent = [row for row in rows if not row.get("answered", True)]
+    if not silent:
+        return EXIT_OK
+    return EXIT_HOST_LOST if len(silent) < len(rows) else EXIT_ENVIRONMENT
 
 
 def format_hosts(rows: list[dict[str, Any]], fmt: str) -> str:
@@ -553,7 +604,8 @@ def format_hosts(rows: list[dict[str, Any]], fmt: str) -> str:
         return json.dumps(rows, indent=2)
     lines = []
     for row in rows:
-        state = "available" if row["supported"] else "unsupported here"
+        state = "available" if row["supported"] else \
+            "unsupported here" if row.get("answered", True) else "no answer"
         driver = f" (driver {row['driver']})" if row["driver"] else ""
         reasons = "" if row["supported"] else ": " + "; ".join(row["reasons"])
         lines.append(f"{row['host']:<12} {row['vendor']:<10} {state}{driver}{reasons}")
@@ -693,19 +745,25 @@ HISTORY_ACTIONS = ("import", "query", "digest")
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Reported:
-    """A report written, and lines for stderr: the run appended, the HUD left out and why."""
+    """A report written, and lines for stderr: the run appended, the HUD left out and why;
+    ``signatures``: what the results' signatures said (merged reports, or with ``--key``)."""
 
     report: Report
     hud: bool
     notes: tuple[str, ...]
+    signatures: tuple[str, ...] = ()
 
 
 def report_with_history(results_dir: str, out_dir: str, previous_dir: str | None, *,
                         merge: list[str] | None, formats: str | None,
                         artifact_url: str | None, env: Mapping[str, str], target: History,
-                        shown: Location | None, hud_runs: int) -> Reported:
+                        shown: Location | None, hud_runs: int,
+                        keys: list[str] | None = None, replace: bool = False) -> Reported:
     """:func:`report`, appending a merged run to ``target`` and writing the HUD of the
-    history at ``shown`` (None: ``--no-history``) over its last ``hud_runs`` runs."""
+    history at ``shown`` (None: ``--no-history``) over its last ``hud_runs`` runs. Results
+    are checked against their signatures with the public ``keys`` (``--key``: one whose
+    signature does not check is refused)."""
+    checker = Checker(keys=tuple(signing.load_public(Path(k)) for k in keys or ()))
     notes: list[str] = []
     made: list[HudInput] = []
 
@@ -717,24 +775,43 @@ def report_with_history(results_dir: str, out_dir: str, previous_dir: str | None
         return source
 
     rep = report(results_dir, out_dir, previous_dir, merge=merge, formats=formats,
-                 artifact_url=artifact_url, env=env, history=history)
-    return Reported(report=rep, hud=bool(made), notes=tuple(notes))
+                 artifact_url=artifact_url, env=env, history=history, accept=checker,
+                 replace=replace)
+    said = checker.summary() if rep.merged or keys else []
+    return Reported(report=rep, hud=bool(made), notes=tuple(notes), signatures=tuple(said))
 
 
-def finish_report(results_dir: str, target: History) -> Reported:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Finished:
+    """The report after a build or verify: how many cells it shows (None: ``reports/`` was
+    left as it was, the notes say why), whether it has a HUD, lines for stderr."""
+
+    cells: int | None
+    hud: bool
+    notes: tuple[str, ...]
+
+
+def finish_report(results_dir: str, target: History) -> Finished:
     """The report a build or verify writes after appending its run to ``target``: the HUD
-    shows that history (with this run) over its last runs, as ``invoke report`` would."""
+    shows that history (with this run) over its last runs, as ``invoke report`` would. When
+    these results hold less than ``reports/`` shows (a verify of one cell into another
+    folder), ``reports/`` is left as it was: the cells' outcomes are the run's, not the report."""
     source, why = hud_source(target.location, hud.DEFAULT_RUNS, target.root)
-    rep = report(results_dir, "reports", history=lambda _: source)
-    return Reported(report=rep, hud=source is not None, notes=(why,) if why else ())
+    try:
+        rep = report(results_dir, "reports", history=lambda _: source)
+    except ReportShrinks as exc:
+        return Finished(cells=None, hud=False, notes=(
+            f"note: reports/ left as it was: {exc.what}; `invoke report --results "
+            f"{results_dir} --out OTHER` writes a report of these results",))
+    return Finished(cells=len(rep.results), hud=source is not None, notes=(why,) if why else ())
 
 
 def hud_runs(value: str | int) -> int:
     """``--hud-runs N``: how many runs the HUD shows (a whole number, 1 or more)."""
     text = str(value).strip()
-    if not text.isdigit() or int(text) < 1:
-        raise InputError(f"--hud-runs {value!r} is not a number of runs; give 1 or more, "
-                         f"e.g. --hud-runs {hud.DEFAULT_RUNS}")
+    if not text.isdigit() or len(text) > 9 or int(text) < 1:
+        raise InputError(f"--hud-runs {str(value)[:20]!r} is not a number of runs; give 1 or "
+                         f"more, e.g. --hud-runs {hud.DEFAULT_RUNS}")
     return int(text)
 
 
@@ -743,8 +820,9 @@ def since(value: str) -> dt.timedelta:
     try:
         return hud.parse_since(value)
     except ValueError:
-        raise InputError(f"--since {value!r} is not a window; give hours or days, e.g. "
-                         "--since 24h or --since 3d") from None
+        raise InputError(f"--since {value[:40]!r} is not a window; give hours or days up to "
+                         f"{hud.LONGEST_SINCE_DAYS} days, e.g. --since 24h or --since 3d"
+                         ) from None
 
 
 def hud_source(location: Location | None, runs: int, root: Path,

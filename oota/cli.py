@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from invoke.exceptions import Exit, ParseError
+from invoke.parser.context import ParserContext
 from invoke.program import Program
+from invoke.util import yaml  # type: ignore[attr-defined]  # invoke's own copy of PyYAML
 
 from oota import __version__
-from oota.errors import EXIT_BAD_INPUT
+from oota.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT
 
 HELP_FLAGS = ("--help", "-h")
 _UNKNOWN = re.compile(r"^No idea what '(?P<token>.*)' is!$")
@@ -51,8 +55,71 @@ def parse_error_message(exc: ParseError) -> str:
     return f"error: {text} ({hint}{where})"
 
 
+def missing_value(argv: list[str], contexts: Mapping[str, ParserContext]
+                  ) -> tuple[str, str] | None:
+    """(task, flag) of the first repeatable flag given no value (``--vendor`` last, or followed
+    by another flag, or ``--vendor=``), else None. invoke's parser refuses a missing value for
+    other flags, but a repeatable one silently stays empty, and an empty ``--vendor`` means
+    every vendor: a build of everything for a value left out."""
+    task, context, pending = "", None, None   # pending: a flag whose value comes next
+    for token in argv:
+        if token == "--":  # the rest goes to the task as it is
+            break
+        if pending is not None:
+            if pending and token.startswith("-"):
+                return task, pending
+            pending = None
+            continue
+        name, eq, value = token.partition("=")
+        arg = context.flags.get(name) if context is not None else None
+        if arg is not None and arg.takes_value:
+            repeatable = arg.kind is list
+            shown = "--" + str(arg.name).replace("_", "-")
+            if eq and repeatable and not value:
+                return task, shown
+            if not eq:  # "": another flag's value, which invoke checks itself
+                pending = shown if repeatable else ""
+        elif arg is None and token in contexts:
+            task, context = token, contexts[token]
+    return (task, pending) if pending else None
+
+
+@contextmanager
+def _configuration_read() -> Iterator[None]:
+    """invoke's own configuration files (``/etc/invoke.yaml``, ``~/.invoke.yaml``, the
+    project's ``invoke.yaml``) and ``tasks.py``, read before any task runs: one that cannot be
+    read is exit 3 (the environment), one that is not YAML exit 2, each in one line naming it,
+    never invoke's traceback (a HOME that is not readable, a config edited by hand)."""
+    try:
+        yield
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise Exit(f"error: {where}{exc.strerror or exc}; oota reads invoke's configuration "
+                   "files before any task (fix the file's permissions, or point HOME at a "
+                   "readable folder)", code=EXIT_ENVIRONMENT) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{mark.name}:{mark.line + 1}:{mark.column + 1}: " if mark else ""
+        raise Exit(f"error: {where}invoke's configuration file is not YAML "
+                   f"({' '.join(str(getattr(exc, 'problem', exc)).split())})",
+                   code=EXIT_BAD_INPUT) from None
+
+
 class OotaProgram(Program):
-    """invoke's Program, with parse errors as exit code 2 (bad input) instead of 1."""
+    """invoke's Program, with parse errors as exit code 2 (bad input) instead of 1, and its
+    configuration files read as :func:`_configuration_read` says."""
+
+    def create_config(self) -> None:
+        with _configuration_read():
+            super().create_config()
+
+    def parse_collection(self) -> None:
+        with _configuration_read():
+            super().parse_collection()
+
+    def update_config(self, merge: bool = True) -> None:
+        with _configuration_read():
+            super().update_config(merge)
 
     def parse_core(self, argv: list[str] | None) -> None:
         try:
@@ -61,6 +128,11 @@ class OotaProgram(Program):
             raise Exit(parse_error_message(exc), code=EXIT_BAD_INPUT) from None
 
     def parse_tasks(self) -> None:
+        missing = missing_value(self.core.unparsed, self._make_parser().contexts)
+        if missing is not None:
+            task, flag = missing
+            raise Exit(f"error: {flag} needs a value (`oota {task} --help` lists its flags)",
+                       code=EXIT_BAD_INPUT)
         try:
             super().parse_tasks()
         except ParseError as exc:

@@ -1,14 +1,88 @@
-"""Writing files so that a reader never sees half of one: every write goes to a temporary file
-in the same folder, then ``os.replace`` swaps it in. A crash or Ctrl-C leaves the old file or
-the new one, never a torn one. The one place oota writes its output files."""
+"""Reading and writing files safely.
+
+Writes: every write goes to a temporary file in the same folder, then ``os.replace`` swaps it
+in. A crash or Ctrl-C leaves the old file or the new one, never a torn one. The one place oota
+writes its output files.
+
+Reads of what a user or another host hands oota (data files, results, keys, configuration) go
+through :func:`read_bytes`: regular files only (a FIFO would block forever, ``/dev/zero`` would
+fill memory), and never more than a limit of their kind. A file past it is :class:`TooLarge`,
+anything else :class:`NotARegularFile`; both are ``OSError``, so a caller that reports a
+file it cannot read reports these too, with their reason.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
+
+MIB = 1 << 20
+# A data file (matrix.yaml, vendor.yaml, skips.yaml, hosts.yaml, a lock, history-policy.yaml):
+# the largest real one is a lock of about 100 KiB.
+DATA_LIMIT = 4 * MIB
+# A result.json (or the suite's tests.json): about 2 MiB with every operator of the ops layer.
+RESULT_LIMIT = 64 * MIB
+# A report's results.json (read back before it is replaced): many cells, several copies each.
+REPORT_LIMIT = 256 * MIB
+# A small secret or configuration file: a key, --registry-auth, docker's config.json, an event.
+SMALL_LIMIT = 1 * MIB
+
+
+class TooLarge(OSError):
+    """A file larger than oota reads of its kind."""
+
+
+class NotARegularFile(OSError):
+    """A FIFO, a device, a socket: oota reads regular files only."""
+
+
+def shown_size(limit: int) -> str:
+    return f"{limit // MIB} MiB" if limit >= MIB and limit % MIB == 0 else f"{limit} bytes"
+
+
+def read_bytes(path: Path, limit: int) -> bytes:
+    """The content of the regular file ``path``, refused (:class:`TooLarge`) past ``limit``
+    bytes, or when it is not a regular file (:class:`NotARegularFile`); other OSErrors as the
+    system raises them (missing, a folder, no permission)."""
+    # O_NONBLOCK: opening a FIFO must not wait for a writer; it changes nothing for a file.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(21, "Is a directory", str(path))
+        if not stat.S_ISREG(mode):
+            raise NotARegularFile(0, f"not a regular file (a {_kind(mode)}); oota reads "
+                                  "regular files only", str(path))
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(limit + 1 - size, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise TooLarge(0, f"larger than {shown_size(limit)}, the most oota reads of such a "
+                       "file", str(path))
+    return b"".join(chunks)
+
+
+def read_text(path: Path, limit: int) -> str:
+    """:func:`read_bytes` decoded as UTF-8 (UnicodeDecodeError, a ValueError, otherwise)."""
+    return read_bytes(path, limit).decode("utf-8")
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"),
+                       (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return name
+    return "special file"
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:

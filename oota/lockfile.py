@@ -25,7 +25,7 @@ from packaging.utils import canonicalize_name
 
 from oota.config.matrix import Matrix
 from oota.errors import InputError
-from oota.files import write_atomic
+from oota.files import DATA_LIMIT, read_text, write_atomic
 from oota.plan import Cell
 
 LOCKS_DIR = "locks"
@@ -57,12 +57,12 @@ def lock_path(matrix: Matrix, cell: Cell) -> Path:
 def recorded_digest(path: Path) -> str | None:
     """The inputs hash a lock file records; a lock that cannot be read is an InputError
     (it was edited or damaged by hand: oota only ever writes pip-compile's UTF-8 output)."""
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None
     fix = "regenerate it with `./oota.sh lock` (or delete it)"
     shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_text(path, DATA_LIMIT)
     except OSError as exc:
         raise InputError(f"{shown}: cannot read the lock file ({exc.strerror or exc}); {fix}"
                          ) from None
@@ -79,7 +79,7 @@ def lock_status(matrix: Matrix, cell: Cell) -> Status:
     if cell.channel is not None:
         return "unlocked"
     path = lock_path(matrix, cell)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():  # a link to a device is not "missing"
         return "missing"
     return "fresh" if recorded_digest(path) == inputs_digest(cell) else "stale"
 

@@ -25,6 +25,8 @@ CA_VARIABLES = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 _SECRET_QUERY = re.compile(r"(?i)^(token|access_token|auth|key|api_key|apikey|password|"
                            r"secret|sig|signature|x-amz-signature|x-amz-credential)$")
 _URL_IN_TEXT = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+# USER:PASSWORD@HOST written without a scheme (a --registry given one): its password too.
+_BARE_USERINFO = re.compile(r"(?<![\w/:.@-])([\w.%+-]+):[^\s@/'\"<>]+@(?=[\w.\[-])")
 
 
 def redact(url: str) -> str:
@@ -50,9 +52,63 @@ def redact(url: str) -> str:
     return parts._replace(netloc=netloc, query=query).geturl()
 
 
+def without_credentials(url: str) -> str:
+    """``url`` without its ``user:password@`` and without secret query parameters: what a
+    generated file, an image or a committed cell.json may hold. The credentials reach a build
+    only as a BuildKit secret (the pip configuration, or :func:`netrc_for`)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return redact(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    query = urlencode([(k, v) for k, v in pairs if not _SECRET_QUERY.match(k)])
+    if netloc == parts.netloc and query == parts.query:
+        return url
+    return parts._replace(netloc=netloc, query=query).geturl()
+
+
+def secret_query(url: str) -> str | None:
+    """The name of a secret query parameter of ``url`` (``?token=...``), if it has one."""
+    try:
+        pairs = parse_qsl(urlsplit(url).query, keep_blank_values=True)
+    except ValueError:
+        return None
+    return next((k for k, _ in pairs if _SECRET_QUERY.match(k)), None)
+
+
+def netrc_for(urls: list[str]) -> str:
+    """A netrc file (``machine HOST login USER password PASS``) with the credentials of each
+    of ``urls`` that has some: how pip, given a URL without them, finds them (``NETRC``)."""
+    lines = []
+    for url in urls:
+        parts = urlsplit(url)
+        userinfo, at, _ = parts.netloc.rpartition("@")
+        if not at or not parts.hostname:
+            continue
+        user, _, password = userinfo.partition(":")
+        lines.append(f"machine {parts.hostname} login {_netrc_token(unquote(user))} "
+                     f"password {_netrc_token(unquote(password))}")
+    return "".join(line + "\n" for line in dict.fromkeys(lines))
+
+
+def _netrc_token(text: str) -> str:
+    """A netrc value: as it is when it has no space, quote, backslash or '#' (every Python's
+    netrc reads that), else quoted with \\ and \" escaped (Python 3.11 and later)."""
+    if text and re.fullmatch(r'[^\s"\\#]+', text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def without_credentials_text(text: str) -> str:
+    """Every URL in ``text`` :func:`without_credentials`."""
+    return _URL_IN_TEXT.sub(lambda m: without_credentials(m.group(0)), text)
+
+
 def redact_text(text: str) -> str:
-    """Every URL in ``text`` redacted (:func:`redact`): for messages, logs and notes."""
-    return _URL_IN_TEXT.sub(lambda m: redact(m.group(0)), text)
+    """Every URL in ``text`` redacted (:func:`redact`), and a password in a scheme-less
+    ``user:password@host``: for messages, logs and notes."""
+    return _BARE_USERINFO.sub(r"\1:***@", _URL_IN_TEXT.sub(lambda m: redact(m.group(0)), text))
 
 
 def find_ca_bundle(explicit: str | None) -> Path | None:
@@ -71,20 +127,32 @@ def find_ca_bundle(explicit: str | None) -> Path | None:
     return Path(cert).resolve() if cert and Path(cert).is_file() else None
 
 
+# pip's own precedence for `pip install`: a [global] setting, then the command's own section
+# over it, then a PIP_* variable over both (`pip config list` prints the variables first).
+_PIP_SECTIONS = ("global", "download", "wheel", "install", ":env:")
+
+
 @lru_cache(maxsize=1)
 def host_pip_config() -> dict[str, str]:
-    """pip's effective configuration on this host (files and PIP_* variables), last one wins."""
+    """pip's effective configuration on this host, as pip itself ranks it: PIP_* variables
+    over the files' [install] section over their [global] one."""
     try:
         proc = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
                               capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return {}
-    config: dict[str, str] = {}
-    for line in proc.stdout.splitlines():
-        match = re.match(r"^(?:global|install|download|wheel|:env:)\.([\w-]+)='(.*)'$", line)
+    return pip_config_from(proc.stdout)
+
+
+def pip_config_from(listing: str) -> dict[str, str]:
+    """The settings of ``pip config list``'s output (``section.key='value'`` lines), each
+    key's value taken from its highest-ranking section."""
+    found: dict[tuple[int, str], str] = {}
+    for line in listing.splitlines():
+        match = re.match(r"^(global|install|download|wheel|:env:)\.([\w-]+)='(.*)'$", line)
         if match:
-            config[match.group(1)] = match.group(2)
-    return config
+            found[(_PIP_SECTIONS.index(match.group(1)), match.group(2))] = match.group(3)
+    return {key: value for (_, key), value in sorted(found.items())}
 
 
 def split_credentials(url: str) -> tuple[str, str | None]:

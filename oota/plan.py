@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from oota.config.matrix import CHANNELS, CORE_AXES, Channel, Matrix, OsSpec, VendorMatrix
 from oota.config.names import NAME_RULE, cell_id_problem
@@ -135,7 +135,7 @@ def companion_for(pairs: Mapping[str, str], torch: Version) -> str | None:
     for series, version in pairs.items():
         try:
             release = Version(series).release
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or more digits than int() reads
             continue
         if torch.release[:len(release)] == release and (best is None or len(release) > best[0]):
             best = (len(release), version)
@@ -175,7 +175,7 @@ def _same(key: str, have: str | None, want: str) -> bool:
         return have == want
     try:
         return Version(have) == Version(want)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() reads
         return False
 
 

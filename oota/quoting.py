@@ -31,6 +31,11 @@ class QuotingError(ValueError):
     """A value that cannot be written safely where the template puts it."""
 
 
+class Quoted(str):
+    """Text a quoting helper made safe for its place: the template sandbox (oota/sandbox.py)
+    lets only this reach a Dockerfile."""
+
+
 def check_text(value: object) -> str:
     """``value`` as text, or QuotingError when it holds a control character."""
     text = str(value)
@@ -44,17 +49,17 @@ def check_text(value: object) -> str:
 
 def shell_word(value: object) -> str:
     """One word of a RUN line (shell form): quoted so the shell reads it as one literal word."""
-    return shlex.quote(check_text(value))
+    return Quoted(shlex.quote(check_text(value)))
 
 
 def shell_words(values: Iterable[object]) -> str:
     """Several shell words, space-separated (packages for apt-get or pip)."""
-    return " ".join(shell_word(v) for v in values)
+    return Quoted(" ".join(shell_word(v) for v in values))
 
 
 def exec_form(values: Iterable[object]) -> str:
     """An exec-form array (``CMD``, ``ENTRYPOINT``, ``RUN [...]``): JSON, no shell involved."""
-    return json.dumps([check_text(v) for v in values])
+    return Quoted(json.dumps([check_text(v) for v in values]))
 
 
 def _double_quoted(value: object) -> str:
@@ -66,12 +71,12 @@ def _double_quoted(value: object) -> str:
 
 def env_value(value: object) -> str:
     """The value of ``ENV KEY=<value>``: taken literally, no ``$VAR`` expansion."""
-    return _double_quoted(value)
+    return Quoted(_double_quoted(value))
 
 
 def label_value(value: object) -> str:
     """The value of ``LABEL key=<value>``: taken literally, no ``$VAR`` expansion."""
-    return _double_quoted(value)
+    return Quoted(_double_quoted(value))
 
 
 def env_key(value: object) -> str:
@@ -80,7 +85,7 @@ def env_key(value: object) -> str:
     if not ENV_KEY_PATTERN.fullmatch(text):
         raise QuotingError(f"{text!r} is not an environment variable name; use letters, "
                            "digits and '_', not starting with a digit")
-    return text
+    return Quoted(text)
 
 
 def image_ref(value: object) -> str:
@@ -90,12 +95,12 @@ def image_ref(value: object) -> str:
     problem = image_problem(text)
     if problem:
         raise QuotingError(problem)
-    return text
+    return Quoted(text)
 
 
 def comment(value: object) -> str:
     """Text inside a ``#`` comment: anything but a line break, which would end the comment."""
-    return check_text(value)
+    return Quoted(check_text(value))
 
 
 # Filter name -> helper, as the templates use them: {{ requirements | shell_words }}.

@@ -36,13 +36,14 @@ from urllib.parse import urlsplit
 
 import jinja2
 
-from oota import quoting, vocab
+from oota import quoting, sandbox, vocab
 from oota.config.matrix import Matrix
 from oota.config.skips import SKIPS_FILE, load_skips
 from oota.config.vendors import Tolerance, Vendor, VerifySpec
 from oota.errors import InputError
 from oota.files import write_atomic
 from oota.lockfile import lock_path
+from oota.net import secret_query, without_credentials
 from oota.plan import Cell
 
 GENERATED_FILES = ("Dockerfile", "cell.json")
@@ -106,7 +107,8 @@ def cell_manifest(cell: Cell) -> dict[str, Any]:
         **cell.coordinates(),
         "device": v.device,
         "smoke_imports": list(v.smoke_imports),
-        "index_url": cell.index_url,
+        # Committed and copied into the image: never the index's credentials.
+        "index_url": without_credentials(cell.index_url),
         "verify": _verify_manifest(cell, v.verify),
         "skips": load_skips(v.folder / SKIPS_FILE, shown).to_json(),
     } | _channel_manifest(cell)
@@ -123,9 +125,17 @@ def _channel_manifest(cell: Cell) -> dict[str, Any]:
 
 
 def channel_install(cell: Cell) -> ChannelInstall | None:
+    """What a channel's cell installs, its index without credentials: they reach the build as
+    the ``netrc`` secret (:func:`oota.net.netrc_for`), never the Dockerfile."""
     if cell.channel is None:
         return None
-    return ChannelInstall(name=cell.channel.name, index_url=cell.index_url,
+    secret = secret_query(cell.index_url)
+    if secret is not None:
+        raise InputError(f"matrix.yaml vendors.{cell.vendor.name}.torch: the {cell.channel.name} "
+                         f"channel's index carries a secret in its query ({secret}=...), which "
+                         "would be written into the Dockerfile; give it as "
+                         "https://USER:PASSWORD@host/... instead (sent as a build secret)")
+    return ChannelInstall(name=cell.channel.name, index_url=without_credentials(cell.index_url),
                           packages=("torch", *_channel_companions(cell)),
                           max_age_days=cell.channel.max_age_days)
 
@@ -190,23 +200,15 @@ def _extension_torch(cell: Cell, text: str) -> str:
 
 
 def _environment(matrix: Matrix, cell: Cell) -> jinja2.Environment:
-    return _environment_for((str(cell.vendor.folder), str(matrix.templates_dir)))
+    return _environment_for((cell.vendor.folder, matrix.templates_dir))
 
 
 @functools.lru_cache(maxsize=64)
-def _environment_for(search: tuple[str, ...]) -> jinja2.Environment:
-    """One environment per vendor, so each template is compiled once, not once per cell
-    (compiling was ~90% of `generate`); Jinja reloads a template whose file changed."""
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(list(search)),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,  # Dockerfiles, not HTML: the quoting filters escape by context
-    )
-    env.filters.update(quoting.FILTERS)
-    return env
+def _environment_for(search: tuple[Path, ...]) -> jinja2.Environment:
+    """One sandboxed environment per vendor (oota/sandbox.py), so each template is compiled
+    once, not once per cell (compiling was ~90% of `generate`); Jinja reloads a template whose
+    file changed."""
+    return sandbox.environment(search)
 
 
 def _format_all(cell: Cell, items: tuple[str, ...], what: str) -> list[str]:
@@ -283,7 +285,7 @@ def _render(matrix: Matrix, cell: Cell, context: dict[str, object]) -> str:
     itself)."""
     env = _environment(matrix, cell)
     try:
-        return env.get_template("Dockerfile.j2").render(**context)
+        return sandbox.render(env.get_template("Dockerfile.j2"), context)
     except InputError:
         raise
     except Exception as exc:  # whatever a template raises is the template's fault: exit 2
@@ -371,7 +373,11 @@ def _tree(folder: Path, rel: PurePosixPath, allowed: tuple[Path, ...], root: Pat
         name = rel / path.name
         if _skipped(name):
             continue
-        real = _link_target(path, allowed, root) if path.is_symlink() else path.resolve()
+        try:
+            real = _link_target(path, allowed, root) if path.is_symlink() else path.resolve()
+        except (OSError, RuntimeError):  # RuntimeError: a link loop (Python 3.11)
+            raise InputError(f"{_rel(path, root)}: the symbolic link loops (it points, through "
+                             "other links, back to itself); remove it") from None
         if path.is_dir():
             if real in ancestors:
                 raise InputError(f"{_rel(path, root)}: the symbolic link loops back to "

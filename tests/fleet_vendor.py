@@ -40,7 +40,7 @@ VENDOR_YAML = """\
 TEMPLATE = """\
     {% extends "base.Dockerfile.j2" %}
     {% block runtime_extra %}
-    RUN echo "sdk {{ coords.sdk }}" > /opt/oota/fleet-sdk.txt
+    RUN echo {{ ("sdk " ~ coords.sdk) | shell_word }} > /opt/oota/fleet-sdk.txt
     {% endblock %}
     """
 

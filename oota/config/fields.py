@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from oota.config.yamlsrc import Doc, Path_, did_you_mean
 
@@ -118,11 +118,19 @@ class Fields:
             return SpecifierSet(default)
 
 
+# No real version is longer; a longer text is shown cut (a 5,000-digit one would fill a screen).
+_LONGEST_VERSION = 64
+
+
 def parse_version(doc: Doc, path: Path_, text: str, known: tuple[str, ...] = ()) -> Version | None:
     """Parse with packaging; on failure record a located problem with the closest fix."""
+    if len(text) > _LONGEST_VERSION:
+        doc.error(path, f"'{text[:24]}...' ({len(text)} characters) is not a version",
+                  "write it like '2.13.0'")
+        return None
     try:
         return Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() reads
         # A typo'd digit ('3.1O') is fixed mechanically first: a fuzzy match against the known
         # versions would pick whichever looks closest ('3.13'), not what the user meant.
         repaired = text.replace("O", "0").replace("o", "0").replace("l", "1").replace(",", ".")
@@ -130,7 +138,7 @@ def parse_version(doc: Doc, path: Path_, text: str, known: tuple[str, ...] = ())
         if repaired != text:
             try:
                 hint = f"did you mean '{Version(repaired)}'?"
-            except InvalidVersion:
+            except ValueError:
                 hint = None
         if hint is None and known:
             hint = did_you_mean(text, known)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,14 @@ def _text(doc: Doc, f: Fields, path: Path_, key: str) -> str:
     value = f.str(key)
     if isinstance(f.raw(key), str) and not value.strip():
         doc.error(path + (key,), f"'{key}' must not be empty")
+    # An id names one test, on one line; a reason may be a folded YAML block, not a NUL.
+    allowed = "" if key == "id" else "\n\t"
+    control = next((c for c in value if c not in allowed
+                    and unicodedata.category(c) in ("Cc", "Zl", "Zp")), None)
+    if control is not None:
+        doc.error(path + (key,), f"{value[:60]!r} holds the control character "
+                  f"U+{ord(control):04X}", "remove it" + (" (an id is one line)"
+                                                          if key == "id" else ""))
     return value.strip()
 
 

@@ -284,9 +284,22 @@ def _check_folder(doc: Doc, folder: Path) -> None:
     elif isinstance(name, str) and name != folder.name:
         doc.error(("name",), f"'{name}' differs from the folder name '{folder.name}'",
                   f"rename one of them so both read '{folder.name}'")
+    real = _resolved(folder)
+    if real is None or not real.is_relative_to(_resolved(folder.parent) or folder.parent):
+        doc.error((), f"vendors/{folder.name} resolves to {real or 'a symbolic link loop'}, "
+                  "outside vendors/: a vendor's folder must live in vendors/",
+                  "copy (or move) it there instead of linking to it")
     if not (folder / "Dockerfile.j2").is_file():
         doc.error((), f"{folder.name}/Dockerfile.j2 is missing",
                   "add one that starts with {% extends \"base.Dockerfile.j2\" %}")
+
+
+def _resolved(path: Path) -> Path | None:
+    """Where ``path`` really is; None for a symbolic link loop."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a link loop (Python 3.11; OSError later)
+        return None
 
 
 def _build(data: dict[str, Any], folder: Path) -> Vendor:

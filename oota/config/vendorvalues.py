@@ -22,7 +22,7 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from oota.config.yamlsrc import Doc, Path_, did_you_mean
 
@@ -171,7 +171,7 @@ def _versions(check: _Checker) -> None:
 def _parses(text: str, is_specifier: bool) -> bool:
     try:
         SpecifierSet(text) if is_specifier else Version(text)
-    except (InvalidSpecifier, InvalidVersion):
+    except ValueError:  # InvalidSpecifier, InvalidVersion, or more digits than int() reads
         return False
     return True
 

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import yaml
 
 from oota.errors import MatrixError
+from oota.files import DATA_LIMIT, NotARegularFile, TooLarge, read_bytes
 
 # A matrix with every vendor fully spelled out is a few thousand nodes; a billion-laughs
 # document needs millions. The budget sits far above the first and far below the second.
@@ -205,13 +206,16 @@ def load_yaml(path: Path, display_name: str | None = None) -> Doc:
 
 
 def read_text(path: Path, name: str) -> str:
-    """A data file's UTF-8 text; a missing, unreadable or non-UTF-8 file is a MatrixError."""
+    """A data file's UTF-8 text; a missing, unreadable, oversized (:data:`DATA_LIMIT`),
+    not regular (a FIFO, /dev/zero) or non-UTF-8 file is a MatrixError."""
     try:
-        raw = path.read_bytes()
+        raw = read_bytes(path, DATA_LIMIT)
     except FileNotFoundError:
         raise MatrixError([f"{name}: file not found"]) from None
     except IsADirectoryError:
         raise MatrixError([f"{name}: is a folder, not a file"]) from None
+    except (TooLarge, NotARegularFile) as exc:
+        raise MatrixError([f"{name}: {exc.strerror}"]) from None
     except OSError as exc:  # permissions, an unreadable mount: the user can fix it, not oota
         raise MatrixError([f"{name}: cannot read the file ({exc.strerror or exc}); check "
                            "that it is a readable regular file"]) from None

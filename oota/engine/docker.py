@@ -17,6 +17,7 @@ image; it is found by its tag, and the run id is in the result.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -27,8 +28,7 @@ import subprocess
 import tarfile
 import threading
 import time
-import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -48,7 +48,7 @@ from oota.engine.base import (
     TlsFiles,
 )
 from oota.errors import EnvironmentProblem, StepFailed
-from oota.net import redact_text
+from oota.net import redact, redact_text
 
 if TYPE_CHECKING:  # the SDK itself is imported when an engine is made (it is slow to import)
     from docker.models.containers import Container
@@ -226,11 +226,12 @@ def stored_credentials(registry: str, config: Mapping[str, Any],
     ``where``), in docker's order: the helper ``credHelpers`` names for the registry, else the
     ``credsStore`` helper, else the ``auths`` entry; None when none holds any.
 
-    The SDK's own reader does the lookup and the helpers' protocol (``docker-credential-NAME
-    get``, the server on stdin, ``{ServerURL, Username, Secret}`` back), as for its pulls. A
-    helper that is missing, fails or answers something else is an EnvironmentProblem naming
-    it; what a helper answered is never quoted (it may hold the secret), only the first line a
-    failing one printed."""
+    The SDK picks the helper and reads ``auths``; the helper itself is asked here
+    (:func:`ask_helper`: ``docker-credential-NAME get``, the server on stdin, ``{ServerURL,
+    Username, Secret}`` back) because the SDK waits for a helper without end. A helper that is
+    missing, fails, hangs or answers something else is an EnvironmentProblem naming it; what a
+    helper answered is never quoted (it may hold the secret), only the first line a failing
+    one printed."""
     import docker.auth  # here, as in DockerEngine: the SDK is slow to import
     import docker.errors
 
@@ -238,22 +239,63 @@ def stored_credentials(registry: str, config: Mapping[str, Any],
         return None
     try:
         stored = docker.auth.load_config(config_dict=dict(config))
+        # The same configuration without its helpers: only `auths`, asked last.
+        auths = docker.auth.load_config(config_dict={
+            k: v for k, v in config.items() if k not in ("credsStore", "credHelpers")})
     except (docker.errors.DockerException, ValueError) as exc:
         raise EnvironmentProblem(f"{where}: an `auths` entry is not docker's (base64 of "
                                  f"USER:PASSWORD) ({type(exc).__name__}); `docker login "
                                  f"{registry}` rewrites it") from None
     helper = stored.get_credential_store(registry)
+    if helper is not None:
+        server = docker.auth.INDEX_URL if registry in ("", docker.auth.INDEX_NAME) else registry
+        found = ask_helper(helper, server, registry, where)
+        if found is not None:
+            return _as_auth(found, helper, registry, where)
+    return _as_auth(auths.resolve_authconfig(registry), None, registry, where)
+
+
+HELPER_TIMEOUT_S = 30
+_HELPER_ANSWER_LIMIT = 1 << 20
+
+
+def ask_helper(helper: str, server: str, registry: str, where: Path) -> dict[str, str] | None:
+    """A credential helper's answer for ``server`` as the SDK shapes it (``Username`` and
+    ``Password``, or ``IdentityToken``); None when it knows none. It has
+    :data:`HELPER_TIMEOUT_S` to answer (a helper waiting for a locked keyring would hang
+    every publish and pull)."""
+    program = f"docker-credential-{helper}"
+    exe = shutil.which(program)
+    if exe is None:
+        raise _helper_failed(helper, registry, where,
+                             f"{program} is not installed or not available in PATH")
     try:
-        with warnings.catch_warnings():  # the SDK warns of a missing helper; raised below
-            warnings.simplefilter("ignore")
-            found = stored.resolve_authconfig(registry)
-    except docker.errors.DockerException as exc:
-        raise _helper_failed(helper, registry, where, _store_error(exc)) from None
-    except (ValueError, LookupError, TypeError, AttributeError):
+        proc = subprocess.run([exe, "get"], input=server.encode(), capture_output=True,
+                              timeout=HELPER_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        raise _helper_failed(helper, registry, where,
+                             f"no answer within {HELPER_TIMEOUT_S} s") from None
+    except OSError as exc:
+        raise _helper_failed(helper, registry, where, f"cannot run it ({exc.strerror})") from None
+    said = (proc.stdout or proc.stderr)[:_HELPER_ANSWER_LIMIT].decode(errors="replace").strip()
+    if proc.returncode != 0:
+        if "credentials not found" in said.lower():
+            return None
+        first = (said.splitlines() or [""])[0]
+        raise _helper_failed(helper, registry, where, f"it exited with {proc.returncode}"
+                             + (f": {first}" if first else ""))
+    try:
+        answer = json.loads(said)
+        user, secret = answer["Username"], answer["Secret"]
+        if not isinstance(user, str) or not isinstance(secret, str):
+            raise TypeError("not strings")
+    except (ValueError, LookupError, TypeError, RecursionError):
         raise _helper_failed(helper, registry, where, "its answer is not the JSON "
                              "{ServerURL, Username, Secret} of docker's credential helpers"
                              ) from None
-    return _as_auth(found, helper, registry, where)
+    if user == "<token>":  # docker's marker of an identity token
+        return {"IdentityToken": secret}
+    return {"Username": user, "Password": secret}
 
 
 def _as_auth(found: Mapping[str, Any] | None, helper: str | None, registry: str,
@@ -272,23 +314,27 @@ def _as_auth(found: Mapping[str, Any] | None, helper: str | None, registry: str,
     return RegistryAuth(username=str(user), password=str(password)) if user else None
 
 
-def _store_error(exc: BaseException) -> str:
-    """Why a helper failed: its exit status and the first line of what it printed (a failing
-    helper prints its error there), or the SDK's reason (not on PATH)."""
-    store_error = exc.__cause__ or exc
-    run = store_error.__cause__
-    if isinstance(run, subprocess.CalledProcessError):
-        said = (bytes(run.output or b"").decode(errors="replace").strip().splitlines() or [""])[0]
-        return f"it exited with {run.returncode}" + (f": {said}" if said else "")
-    return str(store_error)
-
-
 def _helper_failed(helper: str | None, registry: str, where: Path,
                    reason: str) -> EnvironmentProblem:
     first = redact_text((reason.strip().splitlines() or ["no reason given"])[0][:200])
     return EnvironmentProblem(f"the Docker credential helper docker-credential-{helper} (named "
                               f"in {where}) gave no credentials for {registry}: {first}; fix "
                               "or install it, or give --registry-auth FILE")
+
+
+# A file read out of an image (its sealed results): an image may hold anything there.
+READ_FILE_LIMIT = 64 << 20
+
+
+def _bounded(stream: Iterable[bytes], limit: int) -> bytes:
+    """The chunks of ``stream`` joined, refused (StepFailed) past ``limit`` bytes."""
+    chunks, size = [], 0
+    for chunk in stream:
+        size += len(chunk)
+        if size > limit + 4096:  # the tar header and padding around the file
+            raise StepFailed(f"the file is larger than {limit >> 20} MiB; not read")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 class DockerEngine:
@@ -326,6 +372,12 @@ class DockerEngine:
                 self._pinger = docker.APIClient(timeout=PING_TIMEOUT_S,
                                                 **docker.utils.kwargs_from_env())
             self.client.ping()
+        except ValueError as exc:  # the SDK parsing an endpoint it cannot read
+            shown = base_url or os.environ.get("DOCKER_HOST", "")
+            raise EnvironmentProblem(
+                f"{'DOCKER_HOST ' if not base_url else ''}{redact(shown)[:200]!r} is not a Docker "
+                f"endpoint ({exc}); write it as unix:///PATH, tcp://HOST:PORT or an ssh:// URL"
+            ) from None
         except docker.errors.DockerException as exc:
             where = "" if self.endpoint.name == "local" and not base_url else \
                 f" at {self.endpoint.where()}" + _host_name(self.endpoint)
@@ -434,6 +486,16 @@ class DockerEngine:
         ``auth``'s, else the engine's credential store's (``docker login``)."""
         repository, tag = _split_tag(ref)
         self.client.images.get(image).tag(repository, tag=tag)
+        try:
+            return self._push(ref, repository, tag, auth)
+        except BaseException:
+            # A push that did not happen leaves no tag behind (a dead registry's name on an
+            # image here would look like a published one).
+            with contextlib.suppress(self._errors.DockerException):
+                self.client.images.remove(ref, noprune=True)
+            raise
+
+    def _push(self, ref: str, repository: str, tag: str, auth: RegistryAuth | None) -> str:
         config = {"username": auth.username, "password": auth.password} if auth else None
         digest = ""
         try:
@@ -468,12 +530,12 @@ class DockerEngine:
                 stream, _ = container.get_archive(path)
             except self._errors.NotFound as exc:
                 raise FileNotFoundError(f"{path} in {image}") from exc
-            with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            with tarfile.open(fileobj=io.BytesIO(_bounded(stream, READ_FILE_LIMIT))) as tar:
                 member = tar.next()
                 handle = tar.extractfile(member) if member else None
                 if handle is None:
                     raise StepFailed(f"{path} in {image} is not a file")
-                return handle.read()
+                return handle.read(READ_FILE_LIMIT)
         finally:
             container.remove(force=True)
 

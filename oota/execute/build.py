@@ -40,7 +40,7 @@ from oota.execute.verify import (
     verify_image,
 )
 from oota.lockfile import lock_path, lock_status
-from oota.net import find_ca_bundle
+from oota.net import find_ca_bundle, netrc_for, without_credentials_text
 from oota.plan import Cell
 from oota.render import VOCAB_FILE, context_files, fingerprint, render_cell
 from oota.results.assemble import assemble, cell_ref, now
@@ -64,6 +64,7 @@ from oota.supply import runflags
 from oota.vocab import BAD, Status, budget_blind, unrun_by_id
 
 log = logging.getLogger("oota.build")
+VENDOR_DATA = "vendor/vendor.yaml"   # the vendor's data file, as the build context names it
 _MOUNT_FLAG = re.compile(r"--mount=\S+\s*")
 
 
@@ -118,7 +119,7 @@ def source_stamp(root: Path, inputs: list[Path]) -> SourceStamp:
         revision += "-dirty"
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip() or epoch
     created = ""
-    if epoch.isdigit():
+    if epoch.isdigit() and len(epoch) < 12:  # beyond the year 5000: not a time a stamp holds
         created = dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc).isoformat()
     return SourceStamp(revision=revision, created=created)
 
@@ -333,7 +334,9 @@ class CellRun:
         return {"base": base.ref, "base_how": base.how, "image": built}
 
     def _request(self, tmp: Path, sources: PipSources, base: Base) -> BuildRequest:
-        context, secrets = stage_context(tmp, self.files, sources, self.options.ca_bundle)
+        channel = [self.cell.index_url] if self.cell.channel is not None else []
+        context, secrets = stage_context(tmp, self.files, sources, self.options.ca_bundle,
+                                         netrc_urls=channel)
         # Nothing here may change between two builds of the same inputs (no clock, no run id;
         # the run id is in the result): a fully cached rebuild then makes the same image.
         labels = {
@@ -448,14 +451,19 @@ class CellRun:
 
 
 def stage_context(tmp: Path, files: dict[str, Path | bytes], sources: PipSources,
-                  ca_bundle: str | None) -> tuple[Path, dict[str, Path]]:
+                  ca_bundle: str | None, *, netrc_urls: list[str] | None = None
+                  ) -> tuple[Path, dict[str, Path]]:
     """Lay out a cell's build context in ``tmp/context`` and the files a build gets as BuildKit
-    secrets (the pip configuration, the CA bundle), which never enter a layer."""
+    secrets (the pip configuration, the CA bundle, the credentials of ``netrc_urls`` as a
+    netrc file), which never enter a layer."""
     context = tmp / "context"
     for name, source in files.items():
         target = context / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(source, bytes):
+        if name == VENDOR_DATA:  # its index_url may carry credentials: pip gets them as secrets
+            text = source.decode() if isinstance(source, bytes) else source.read_text("utf-8")
+            target.write_text(without_credentials_text(text), encoding="utf-8")
+        elif isinstance(source, bytes):
             target.write_bytes(source)
         else:
             shutil.copy2(source, target)
@@ -465,6 +473,11 @@ def stage_context(tmp: Path, files: dict[str, Path | bytes], sources: PipSources
     pipconf.write_text(sources.pip_conf(with_wheelhouse=bool(wheels)))
     os.chmod(pipconf, 0o600)
     secrets = {"pipconf": pipconf}
+    netrc = netrc_for(netrc_urls or [])
+    if netrc:
+        secrets["netrc"] = tmp / "netrc"
+        secrets["netrc"].write_text(netrc)
+        os.chmod(secrets["netrc"], 0o600)
     ca = find_ca_bundle(ca_bundle)
     if ca:
         secrets["ca"] = ca

@@ -45,8 +45,9 @@ from oota.execute.leftovers import owned_run
 from oota.plan import Cell
 from oota.render import cell_fingerprint
 from oota.results.assemble import assemble, cell_ref, now
-from oota.results.model import Host, Result, Stage, VendorCheck, json_object
-from oota.results.store import save
+from oota.results.model import Host, Result, ResultFormatError, Stage, VendorCheck, json_object
+from oota.results.store import load, save
+from oota.vocab import BAD
 
 
 class Station:
@@ -283,7 +284,9 @@ class FleetRun:
                            f"left to run it ({lost})")
 
     def _error(self, cell: Cell, station: Station | None, message: str) -> Result:
-        """The result of a cell that could not run at all, saved like any other."""
+        """The result of a cell that could not run at all, saved like any other, except over
+        an earlier result that passed: a run that verified nothing (no host answered) does
+        not replace a verification that holds. The run still counts it as an error."""
         self.console.line("fail", f"{cell.id}: {message}")
         facts = station.facts if station is not None else {}
         stage = Stage(status="error", message=message, duration_s=0.0)
@@ -292,7 +295,13 @@ class FleetRun:
                           stages={"schedule": stage}, tests=(),
                           host=Host(facts=json_object(dict(facts), "host")), started_at=now(),
                           run_id=self.options.run_id)
-        save(self.options.results_dir / cell.id, result)
+        folder = self.options.results_dir / cell.id
+        earlier = _good_result(folder)
+        if earlier is not None:
+            self.console.warn(f"{cell.id}: its earlier result ({earlier.status}, run "
+                              f"{earlier.run_id}) is kept in {folder}/result.json")
+            return result
+        save(folder, result)
         return result
 
 
@@ -329,6 +338,15 @@ class _Watch:
                     self.console.warn(f"host {station.name}: no answer for "
                                       f"{self.MISSES} pings; stopping its docker commands")
                     station.engine.abort()
+
+
+def _good_result(folder: Path) -> Result | None:
+    """The result in ``folder`` when it is a readable one that did not go wrong."""
+    try:
+        result = load(folder / "result.json")
+    except (ResultFormatError, OSError):
+        return None
+    return None if result.status in BAD else result
 
 
 def _fingerprint(matrix: Matrix, cell: Cell) -> str:

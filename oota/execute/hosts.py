@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from oota.config.vendors import Vendor
 from oota.engine.base import RUN_LABEL, Engine, Mount, RunOutcome, RunRequest
@@ -64,7 +64,7 @@ class HostCheck:
                 if Version(self.driver) < Version(need):
                     return (f"driver {self.driver} is older than {need}, the minimum for "
                             f"toolkit {toolkit}")
-            except InvalidVersion:
+            except ValueError:  # InvalidVersion, or more digits than int() reads
                 return f"cannot compare driver version '{self.driver}' with {need}"
         return ""
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from oota.config.matrix import Matrix, OsSpec
 from oota.errors import EnvironmentProblem
@@ -65,7 +65,7 @@ def probe_python(python: str, toolkit_path: str | None = None) -> Environment:
     py, torch, toolkit = (proc.stdout.splitlines() + ["", "", ""])[:3]
     try:
         return Environment(python=Version(py), torch=Version(torch), toolkit=toolkit or None)
-    except InvalidVersion:  # e.g. --python /bin/echo: it ran, but it is no Python
+    except ValueError:  # e.g. --python /bin/echo: it ran, but it is no Python
         raise EnvironmentProblem(f"{python} does not answer like a Python interpreter (its "
                                  f"versions read {py!r} and {torch!r}); pass --python with the "
                                  "path of one") from None

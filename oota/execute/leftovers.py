@@ -31,7 +31,7 @@ from pathlib import Path
 from oota.console import Console
 from oota.engine.base import Engine
 from oota.execute.interrupts import deferred
-from oota.files import write_json
+from oota.files import SMALL_LIMIT, read_text, write_json
 from oota.results.assemble import now
 
 log = logging.getLogger("oota.leftovers")
@@ -62,7 +62,7 @@ class Owner:
     def read(cls, path: Path) -> Owner | None:
         """The marker's owner; None for a file that is not one (reported, never deleted)."""
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_text(path, SMALL_LIMIT))
             return cls(run_id=str(data["run_id"]), host=str(data["host"]), pid=int(data["pid"]),
                        pid_started=str(data.get("pid_started", "")))
         except (OSError, ValueError, KeyError, TypeError) as exc:

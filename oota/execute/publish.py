@@ -112,7 +112,8 @@ def _publish_one(matrix: Matrix, cell: Cell, engine: Engine, results_dir: Path,
         result: Result | None = load(folder / "result.json")
     except ResultFormatError as exc:
         if (folder / "result.json").exists():
-            return Outcome(cell=cell.id, status="refused", reason=f"unreadable result: {exc}")
+            return Outcome(cell=cell.id, status="refused",
+                           reason=f"{folder / 'result.json'}: {exc}")
         result = None
     current = cell_fingerprint(matrix, cell)
     why = refusal(result, engine.image_labels(local), engine.image_id(local), current)

@@ -16,8 +16,10 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from functools import lru_cache
+from http.client import HTTPException
 from pathlib import Path
 
+from oota import httpio
 from oota.net import find_ca_bundle, host_pip_config, redact, redact_text, split_credentials
 
 WHEELHOUSE_IN_BUILD = "/wheelhouse"
@@ -59,14 +61,17 @@ def reachable(url: str, timeout: float = 8.0) -> str | None:
     try:
         request = urllib.request.Request(bare.rstrip("/") + "/", method="GET")
         if authorization:  # urllib would take 'user:password@host' for a host name
-            request.add_header("Authorization", authorization)
-        with urllib.request.urlopen(request, timeout=timeout, context=context):
-            return None
+            request.add_unredirected_header("Authorization", authorization)
+        # The whole exchange within ``timeout`` (a server dripping its headers must not hold
+        # the build); the answer itself is not read.
+        with httpio.Watchdog(timeout) as watchdog, \
+                httpio.opener(watchdog, tls=context).open(request, timeout=timeout):
+            return None if not watchdog.expired else f"no answer within {timeout:g} s"
     except urllib.error.HTTPError as exc:
         if exc.code in (401, 403):
             return f"HTTP {exc.code}: check the user and password given in the index URL"
         return None if exc.code < 500 and exc.code != 404 else f"HTTP {exc.code}"
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+    except (urllib.error.URLError, OSError, ValueError, HTTPException) as exc:
         reason = getattr(exc, "reason", exc)
         return redact_text(str(reason).splitlines()[0][:200])
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from oota.config.matrix import Matrix
 from oota.config.yamlsrc import did_you_mean
@@ -150,7 +150,7 @@ def resolve_release(text: str, known: Iterable[Version], where: str) -> Version:
     that release; always the index's own spelling, so ``2.15`` is never written anywhere."""
     try:
         wanted = Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() reads
         raise InputError(f"--torch {text}: not a version; write it like 2.15 or 2.15.0") from None
     known = sorted(known, reverse=True)
     if len(wanted.release) < 3 and str(wanted) == wanted.base_version:
@@ -194,7 +194,7 @@ def release_check(matrix: Matrix, *, index_url: str = DEFAULT_INDEX, torch: str 
     rows = [row for rel in releases for f in facts for row in check_vendor(index, f, rel, known)]
     return ReleaseCheck(index=index.display, current=current, previous=previous,
                         detected=torch is None, torch=releases, rows=tuple(rows),
-                        notes=tuple(dict.fromkeys(index.notes)))
+                        notes=tuple(dict.fromkeys([*index.notes, *index.http.notes])))
 
 
 def checked_vendors(matrix: Matrix, vendors: list[str] | None) -> list[str]:
@@ -346,7 +346,7 @@ def _pair_from_source(facts: VendorFacts, torch: Version, python: Version) -> Ve
 def _compat_matches(entry: Pairing, torch: Version) -> bool:
     try:
         pinned = Version(entry.torch)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() reads
         return False
     # "2.9" in a vendor table means any 2.9.x; "2.9.1" means exactly that release.
     return torch.release[: len(pinned.release)] == pinned.release and not torch.local

@@ -1,27 +1,24 @@
 """HTTPS GET for release-check: the host's CA bundle, basic auth, and a deadline that holds.
 
-A socket timeout bounds one read, not a request: a server that sends one byte every five
-seconds never trips it. Each request therefore runs under a watchdog that shuts its sockets
-down when the request's overall deadline (connect, headers and every read) passes, and the
-whole run has a budget of its own. Redirects are followed here, not by urllib, so that the
-index's credentials go only to the index's own origin, never to a file host it redirects to.
+Each request runs under :mod:`oota.httpio`'s watchdog (its deadline holds for the whole
+answer, connect to last byte) and reads at most :data:`oota.httpio.MAX_ANSWER` bytes; the whole
+run has a budget of its own. Redirects are followed here, not by urllib, so that the index's
+credentials go only to the index's own origin, never to a file host it redirects to; one that
+leaves http(s) is refused, and one to another host is followed and said (:attr:`Http.notes`).
 """
 
 from __future__ import annotations
 
-import socket
 import ssl
-import threading
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from functools import cached_property
-from http.client import HTTPConnection, HTTPException, HTTPResponse, HTTPSConnection
-from types import TracebackType
-from typing import Any
+from http.client import HTTPException
 from urllib.parse import urljoin, urlsplit
 
+from oota import httpio
 from oota.net import find_ca_bundle, redact, split_credentials
 from oota.releases.errors import IndexProblem, NotOnIndex
 
@@ -41,102 +38,6 @@ class Response:
     body: bytes
 
 
-class _Watchdog:
-    """Shuts down every socket of one request when its deadline passes."""
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-        self.expired = False
-        self._sockets: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._timer = threading.Timer(seconds, self._expire)
-        self._timer.daemon = True
-
-    def __enter__(self) -> _Watchdog:
-        self._timer.start()
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self._timer.cancel()
-
-    def watch(self, sock: socket.socket) -> None:
-        with self._lock:
-            self._sockets.append(sock)
-            if self.expired:
-                _shutdown(sock)
-
-    def _expire(self) -> None:
-        with self._lock:
-            self.expired = True
-            for sock in self._sockets:
-                _shutdown(sock)
-
-
-def _shutdown(sock: socket.socket) -> None:
-    # The plain socket's shutdown, not SSLSocket's: it wakes a reader blocked in another
-    # thread without touching the TLS state that reader is using.
-    try:
-        socket.socket.shutdown(sock, socket.SHUT_RDWR)
-    except OSError:
-        pass
-
-
-class _WatchedHttp(HTTPConnection):
-    watchdog: _Watchdog | None = None
-
-    def connect(self) -> None:
-        super().connect()
-        if self.watchdog is not None:
-            self.watchdog.watch(self.sock)
-
-
-class _WatchedHttps(HTTPSConnection):
-    watchdog: _Watchdog | None = None
-
-    def connect(self) -> None:
-        super().connect()
-        if self.watchdog is not None:
-            self.watchdog.watch(self.sock)
-
-
-class _HttpHandler(urllib.request.HTTPHandler):
-    def __init__(self, watchdog: _Watchdog):
-        super().__init__()
-        self.watchdog = watchdog
-
-    def http_open(self, req: urllib.request.Request) -> HTTPResponse:
-        return self.do_open(self._connect, req)
-
-    def _connect(self, host: str, **kwargs: Any) -> HTTPConnection:
-        conn = _WatchedHttp(host, **kwargs)
-        conn.watchdog = self.watchdog
-        return conn
-
-
-class _HttpsHandler(urllib.request.HTTPSHandler):
-    def __init__(self, watchdog: _Watchdog, context: ssl.SSLContext):
-        super().__init__(context=context)
-        self.watchdog = watchdog
-        self.context = context
-
-    def https_open(self, req: urllib.request.Request) -> HTTPResponse:
-        return self.do_open(self._connect, req, context=self.context)
-
-    def _connect(self, host: str, **kwargs: Any) -> HTTPSConnection:
-        conn = _WatchedHttps(host, **kwargs)
-        conn.watchdog = self.watchdog
-        return conn
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Let a redirect surface as an HTTPError; :meth:`Http.get` follows it itself."""
-
-    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str,
-                         headers: Any, newurl: str) -> None:
-        return None
-
-
 def origin(url: str) -> str:
     """``scheme://host:port`` of a URL, the unit credentials are scoped to."""
     parts = urlsplit(url)
@@ -153,6 +54,7 @@ class Http:
         self._run_end = time.monotonic() + timeout * RUN_BUDGET_FACTOR
         self._auth: dict[str, str] = {}
         self._users: dict[str, str] = {}
+        self.notes: list[str] = []   # redirects to another host, said once each
 
     def authorize(self, url: str) -> None:
         """Send the credentials of ``url`` (``https://user:password@host/...``) as HTTP basic
@@ -180,11 +82,27 @@ class Http:
     def get(self, url: str, *, accept: str | None = None,
             byte_range: tuple[int, int] | None = None, limit: int | None = None) -> Response:
         for _ in range(MAX_REDIRECTS + 1):
-            answer = self._get_once(url, accept=accept, byte_range=byte_range, limit=limit)
+            answer = self._get_once(url, accept=accept, byte_range=byte_range,
+                                    limit=limit or httpio.MAX_ANSWER)
             if isinstance(answer, Response):
                 return answer
-            url = urljoin(url, answer)
+            url = self._redirected(url, urljoin(url, answer))
         raise IndexProblem(f"{self.shown(url)}: more than {MAX_REDIRECTS} redirects")
+
+    def _redirected(self, url: str, target: str) -> str:
+        """``target`` of a redirect from ``url``: refused when it leaves http(s) (a
+        ``file:///etc/passwd`` must never be read), said when it leaves the host."""
+        scheme = urlsplit(target).scheme.lower()
+        if scheme not in httpio.SCHEMES:
+            raise IndexProblem(f"{self.shown(url)}: redirects to a {scheme or 'relative'}: URL "
+                               f"({redact(target)[:200]}); only http(s) redirects are followed")
+        if origin(target) != origin(url):
+            host = urlsplit(target).netloc.rpartition("@")[2]
+            note = (f"{self.shown(url)} redirects to another host, {host} (followed, without "
+                    "the index's credentials)")
+            if note not in self.notes:
+                self.notes.append(note)
+        return target
 
     def _headers(self, url: str, accept: str | None,
                  byte_range: tuple[int, int] | None) -> dict[str, str]:
@@ -206,15 +124,13 @@ class Http:
         return min(self.timeout, left)
 
     def _get_once(self, url: str, *, accept: str | None, byte_range: tuple[int, int] | None,
-                  limit: int | None) -> Response | str:
+                  limit: int) -> Response | str:
         """The response, or the Location a redirect points to."""
         request = urllib.request.Request(url, headers=self._headers(url, accept, byte_range))
         seconds = self._seconds_left(url)
-        with _Watchdog(seconds) as watchdog:
-            handlers: list[urllib.request.BaseHandler] = [_HttpHandler(watchdog), _NoRedirect()]
-            if url.startswith("https:"):
-                handlers.append(_HttpsHandler(watchdog, self._ssl))
-            opener = urllib.request.build_opener(*handlers)
+        with httpio.Watchdog(seconds) as watchdog:
+            opener = httpio.opener(watchdog, tls=self._ssl if url.startswith("https:") else None,
+                                   follow=False)
             try:
                 answer = self._exchange(opener, request, seconds, limit)
             except (urllib.error.URLError, OSError, ValueError, HTTPException) as exc:
@@ -228,13 +144,14 @@ class Http:
         return answer
 
     def _exchange(self, opener: urllib.request.OpenerDirector, request: urllib.request.Request,
-                  seconds: float, limit: int | None) -> Response | str:
+                  seconds: float, limit: int) -> Response | str:
         url = self.shown(request.full_url)
         try:
             with opener.open(request, timeout=seconds) as resp:
-                body = resp.read(limit + 1) if limit else resp.read()
-                if limit and len(body) > limit:
-                    raise IndexProblem(f"{url}: larger than {limit} bytes; not downloaded")
+                try:
+                    body = httpio.read_body(resp, limit)
+                except httpio.TooLargeAnswer as exc:
+                    raise IndexProblem(f"{url}: the answer is {exc}") from None
                 return Response(url=resp.geturl(), shown=self.shown(resp.geturl()),
                                 status=resp.status, body=body,
                                 content_type=resp.headers.get_content_type(),

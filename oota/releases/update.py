@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from oota.config.matrix import Matrix, Pin, load_matrix
 from oota.errors import EnvironmentProblem, InputError, OotaError
-from oota.files import write_atomic
+from oota.files import DATA_LIMIT, read_text, write_atomic
 from oota.plan import plan, select
 from oota.releases.check import ReleaseCheck
 from oota.releases.facts import vendor_facts
@@ -67,7 +67,7 @@ def planned_torch(check: ReleaseCheck, matrix: Matrix) -> dict[str, tuple[str, .
 def update_matrix(matrix: Matrix, check: ReleaseCheck) -> MatrixUpdate:
     """Rewrite each checked vendor's torch axis in matrix.yaml (and move the rules that named
     a removed release); refuse, leaving the file as it is, when the result would not load."""
-    text = matrix.file.read_text(encoding="utf-8")
+    text = read_text(matrix.file, DATA_LIMIT)
     root = yaml.compose(text, Loader=yaml.SafeLoader)
     edits: list[_Edit] = []
     changed: dict[str, tuple[str, ...]] = {}
@@ -182,7 +182,7 @@ def _rule_moves(root: yaml.Node | None, vendor: str, removed: list[str], version
 def _version(text: str) -> Version | None:
     try:
         return Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() reads
         return None
 
 

@@ -18,13 +18,11 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
     canonicalize_name,
     parse_sdist_filename,
     parse_wheel_filename,
 )
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from oota.releases.errors import BadAnswer
 from oota.releases.http import Http
@@ -124,7 +122,7 @@ def dist_file(project: str, *, filename: str, url: str, yanked: bool, requires_p
         else:
             name, version = parse_sdist_filename(filename)
             tags = frozenset()
-    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+    except ValueError:  # a name packaging cannot parse, or more digits than int() reads
         return None
     if name != canonicalize_name(project):
         return None

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from oota.errors import InputError
 from oota.results.model import JSONObject, Result, TestOutcome
@@ -316,7 +316,7 @@ def diff_cell(before: Result, after: Result, known: list[str]) -> CellDiff:
 def _version(text: str) -> Version:
     try:
         return Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() reads
         return Version("0")
 
 

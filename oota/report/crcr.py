@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 
 from oota import schemas
 from oota.errors import EnvironmentProblem, InputError
+from oota.files import SMALL_LIMIT, read_text
 from oota.net import redact
 from oota.report.data import Report
 from oota.results.model import JSON, JSONObject, json_object
@@ -98,10 +99,11 @@ def _dispatch(env: Mapping[str, str]) -> JSONObject:
     if env.get("GITHUB_EVENT_NAME") != "repository_dispatch" or not path:
         return {}
     try:
-        event = json_object(json.loads(Path(path).read_text(encoding="utf-8")), "event")
-    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not an object
+        event = json_object(json.loads(read_text(Path(path), SMALL_LIMIT)), "event")
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: not JSON, not an object
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)[:200]
         raise EnvironmentProblem(f"GITHUB_EVENT_PATH {path}: cannot read the dispatch event "
-                                 f"({exc}); crcr.json needs its client_payload") from None
+                                 f"({why}); crcr.json needs its client_payload") from None
     client = event.get("client_payload")
     return client if isinstance(client, dict) else {}
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from oota.report.compare import Comparison, compare, known_models, load_previous, model_of
 from oota.report.workload import LAYER as WORKLOAD_LAYER
@@ -670,7 +670,7 @@ def channel_order(cells: Sequence[CellRef]) -> dict[str, tuple[str, int]]:
 def _release(cell: CellRef) -> Version:
     try:
         return Version(cell.torch)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() reads
         return Version("0")
 
 
@@ -686,9 +686,14 @@ def _files(folder: Path) -> tuple[str, ...]:
     return tuple(n for n in CELL_FILES if (folder / n).is_file())
 
 
-def load_folder(folder: Path) -> tuple[list[Loaded], list[str]]:
+# A judge of a result file beyond its content (its signature): why it is refused, or ''.
+Accept = Callable[[Path], str]
+
+
+def load_folder(folder: Path, accept: Accept | None = None) -> tuple[list[Loaded], list[str]]:
     """A results folder (``<cell-id>/result.json`` inside), or one cell's own folder (an
-    artifact uploaded per cell holds result.json at its top)."""
+    artifact uploaded per cell holds result.json at its top); ``accept`` may refuse a result
+    (a problem naming its file)."""
     if (folder / RESULT_FILE).is_file():
         try:
             found = [(folder, load(folder / RESULT_FILE))]
@@ -697,12 +702,17 @@ def load_folder(folder: Path) -> tuple[list[Loaded], list[str]]:
         problems: list[str] = []
     else:
         found, problems = load_found(folder)
+    if accept is not None:
+        refused = {p: why for p, _ in found if (why := accept(p / RESULT_FILE))}
+        problems += [f"{p / RESULT_FILE}: {why}" for p, why in refused.items()]
+        found = [(p, r) for p, r in found if p not in refused]
     return [Loaded(result=r, folder=str(p), files=_files(p)) for p, r in found], problems
 
 
-def collect(results_dir: Path, previous_dir: Path | None = None) -> Report:
+def collect(results_dir: Path, previous_dir: Path | None = None,
+            accept: Accept | None = None) -> Report:
     """Load the results (and, with ``previous_dir``, compare with an earlier run's)."""
-    loaded, problems = load_folder(results_dir)
+    loaded, problems = load_folder(results_dir, accept)
     comparison = None
     if previous_dir is not None:
         previous, old_problems = load_previous(previous_dir)
@@ -712,12 +722,12 @@ def collect(results_dir: Path, previous_dir: Path | None = None) -> Report:
     return build_from(loaded, problems, comparison=comparison)
 
 
-def collect_merged(folders: Sequence[Path]) -> Report:
+def collect_merged(folders: Sequence[Path], accept: Accept | None = None) -> Report:
     """One report from several results folders (runners' or hosts' artifacts side by side)."""
     loaded: list[Loaded] = []
     problems: list[str] = []
     for folder in folders:
-        found, bad = load_folder(folder)
+        found, bad = load_folder(folder, accept)
         loaded += found
         problems += [p for p in bad if p not in problems]  # a folder passed twice warns once
     unique = {f.resolve(): str(f) for f in reversed(folders)}  # the first spelling wins

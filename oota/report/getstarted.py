@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from oota import __version__
 from oota.report.data import CellGroup, CellRow, Report, channel_order
@@ -203,7 +203,7 @@ def _chosen(group: CellGroup) -> CellRow:
 def _release(text: str) -> Version:
     try:
         return Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() reads
         return Version("0")
 
 

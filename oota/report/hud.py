@@ -124,13 +124,22 @@ class HudPage:
     regressions: tuple[tuple[str, Trend], ...]  # (cell id, trend) judged a regression
 
 
+# A hundred years: more than any history holds, and far inside what a datetime can subtract.
+LONGEST_SINCE_DAYS = 36_500
+
+
 def parse_since(text: str) -> dt.timedelta:
-    """``--since 24h`` / ``3d`` as a window (ValueError for anything else, or zero)."""
+    """``--since 24h`` / ``3d`` as a window (ValueError for anything else, zero, or more than
+    :data:`LONGEST_SINCE_DAYS`: a window reaching before any run is asked as "all of it")."""
     found = _SINCE.match(text)
-    if not found or int(found.group(1)) == 0:
+    digits = found.group(1) if found else ""
+    if not found or len(digits) > 9 or int(digits) == 0:  # 9 digits: a timedelta holds them
         raise ValueError(text)
-    amount = int(found.group(1))
-    return dt.timedelta(hours=amount) if found.group(2) == "h" else dt.timedelta(days=amount)
+    amount = int(digits)
+    window = dt.timedelta(hours=amount) if found.group(2) == "h" else dt.timedelta(days=amount)
+    if window > dt.timedelta(days=LONGEST_SINCE_DAYS):
+        raise ValueError(text)
+    return window
 
 
 def build(source: HudInput, current: Mapping[str, str | None]) -> HudPage:

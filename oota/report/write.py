@@ -12,17 +12,19 @@ beside the standard ones.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from oota.errors import InputError
-from oota.files import write_atomic, write_json
+from oota.files import REPORT_LIMIT, read_bytes, write_atomic, write_json
 from oota.report import crcr, getstarted, hud
-from oota.report.data import Links, Report, collect, collect_merged
+from oota.report.data import Accept, Links, Report, collect, collect_merged
 from oota.report.htmlpages import cell_page, to_html
 from oota.report.jsondoc import to_json
 from oota.report.markdown import to_markdown
@@ -139,15 +141,24 @@ def _write_files(report: Report, folder: Path, results_dir: Path, out_dir: Path,
     cell_links = _links(report, results_dir, out_dir / "cells", "../")
     (folder / "cells").mkdir()
     for group in report.groups:
-        write_atomic(folder / "cells" / f"{group.id}.html", cell_page(group, cell_links))
+        write_atomic(_within(folder / "cells", f"{group.id}.html"), cell_page(group, cell_links))
     (folder / "start").mkdir()
     for page in getstarted.start_pages(report, current):
-        write_atomic(folder / "start" / f"{page.vendor}.html",
+        write_atomic(_within(folder / "start", f"{page.vendor}.html"),
                      getstarted.to_html(page, report.generated_at))
         for cell in page.cells:  # the requirements file a locked cell's pip command reads
             if cell.pip.file_name:
                 write_atomic(folder / "start" / page.vendor / cell.pip.file_name,
                              cell.pip.file_text.encode("utf-8"))
+
+
+def _within(folder: Path, name: str) -> Path:
+    """``folder/name``, refused unless it is a file directly in ``folder``: names come from
+    result files, and the schema's patterns are the first line of defence, this the second."""
+    path = folder / name
+    if path.parent.resolve() != folder.resolve() or name in (".", ".."):
+        raise InputError(f"a result names a page {name!r} outside the report; refused")
+    return path
 
 
 def _write_hud(folder: Path, history: hud.HudInput, current: dict[str, str | None]) -> None:
@@ -187,14 +198,57 @@ def _swap(new: Path, out_dir: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+class ReportShrinks(InputError):
+    """The new report would hold fewer results than the one it replaces; ``what`` says how."""
+
+    def __init__(self, what: str):
+        self.what = what
+        super().__init__(f"{what}; nothing written (a report is replaced only by one holding at "
+                         "least the results it had): check the results folder, write elsewhere "
+                         "with --out, or replace it anyway with --replace")
+
+
+def shown_results(out_dir: Path) -> Counter[str] | None:
+    """How many results (copies) of each cell the report in ``out_dir`` shows; None when there
+    is none, or its results.json is not a report oota can read (then nothing is lost)."""
+    try:
+        data = json.loads(read_bytes(out_dir / "results.json", REPORT_LIMIT))
+        cells = data["cells"] if data.get("schema", "").startswith("oota.report/") else None
+        return Counter({str(c["id"]): len(c.get("copies") or [c]) for c in cells or []}) \
+            if cells is not None else None
+    except (OSError, ValueError, LookupError, TypeError, AttributeError, RecursionError):
+        return None
+
+
+def check_not_less(out_dir: Path, report: Report) -> None:
+    """Refuse (ReportShrinks) a report that holds fewer results of any cell than the report it
+    would replace: an empty or mistaken --results, folders whose results are all corrupt, or
+    a verify of one cell into another folder must not wipe a lab's report."""
+    before = shown_results(out_dir)
+    if not before:
+        return
+    after = Counter({group.id: len(group.copies) for group in report.groups})
+    lost = sorted(cell for cell, n in before.items() if after[cell] < n)
+    if lost:
+        named = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
+        why = f" (refused: {report.problems[0]})" if report.problems else ""
+        raise ReportShrinks(f"{out_dir}/ shows {sum(before.values())} result(s) of "
+                            f"{len(before)} cell(s); these results hold {sum(after.values())}, "
+                            f"without {named}{why}")
+
+
 def write_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = None, *,
                  merge: Sequence[Path] = (), extras: Extras | None = None,
                  history: Callable[[Report], hud.HudInput | None] | None = None,
-                 current: Mapping[str, str] | None = None) -> Report:
+                 current: Mapping[str, str] | None = None,
+                 accept: Accept | None = None, replace: bool = False) -> Report:
     """Read the results (and an earlier run's, to compare), write the report, swap it in.
     With ``merge``, the results are those of every folder in it instead of ``results_dir``.
     ``history`` gives, once the results are read, the history the HUD shows (None: no HUD).
-    ``current`` maps cell ids to today's fingerprints (None: staleness is not judged)."""
+    ``current`` maps cell ids to today's fingerprints (None: staleness is not judged);
+    ``accept`` may refuse a result file (its signature), which then counts as unreadable.
+    A report holding fewer results than the one in ``out_dir`` is refused (ReportShrinks)
+    unless ``replace``."""
     extras = extras or Extras()
     target = out_dir.resolve() if out_dir.is_symlink() else out_dir  # keep the link, fill it
     if merge:
@@ -203,10 +257,12 @@ def write_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = N
                              "(compare each runner's folder) or merge first")
         check_merge_folders(merge)
         check_folders(merge[0], target)
-        report = collect_merged(merge)
+        report = collect_merged(merge, accept)
     else:
         check_folders(results_dir, target)
-        report = collect(results_dir, previous_dir)
+        report = collect(results_dir, previous_dir, accept)
+    if not replace:
+        check_not_less(target, report)
     past = history(report) if history is not None else None
     target.parent.mkdir(parents=True, exist_ok=True)
     _recover(target)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oota import __version__
+from oota.files import RESULT_LIMIT, read_text
 from oota.results.model import (
     CellRef,
     Host,
@@ -125,8 +126,8 @@ def suite_test(raw: object, where: str) -> TestOutcome:
 
 def _read_json(path: Path) -> object:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return json.loads(read_text(path, RESULT_LIMIT))
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON
         raise ResultFormatError(f"{path.name} is unreadable: {exc}") from None
 
 

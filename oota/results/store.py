@@ -14,11 +14,13 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from oota import schemas
-from oota.files import write_atomic, write_json
+from oota.files import RESULT_LIMIT, read_text, write_atomic, write_json
+from oota.results.assemble import overall_status, summarize
 from oota.results.model import SCHEMA_ID, Result, ResultFormatError, Stage, TestOutcome
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "result-v1.json"
 RESULT_FILE = "result.json"
+SIGNATURE_FILE = "result.sig"   # oota/results/signed.py
 JUNIT_FILE = "junit.xml"
 # The cases an accelerator's ops layer judged (verify/oota_judge.py's format), beside the result:
 # `oota judge results/<cell>/cases.pt` judges them again anywhere.
@@ -98,6 +100,8 @@ def save(folder: Path, result: Result) -> None:
     if problems:
         raise ResultSchemaError("result does not match schema/result-v1.json:\n  "
                                 + "\n  ".join(problems))
+    # A signature of the result this one replaces would be a signature of another result.
+    (folder / SIGNATURE_FILE).unlink(missing_ok=True)
     write_json(folder / RESULT_FILE, data)
     write_atomic(folder / JUNIT_FILE, junit_xml(result))
 
@@ -108,16 +112,37 @@ def load(path: Path) -> Result:
     Raises ResultFormatError with one line saying what is wrong: unreadable, not UTF-8, not
     JSON, not matching the schema, or a value of the wrong type."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text(path, RESULT_LIMIT))
     except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or JSON
-        raise ResultFormatError(f"unreadable ({_one_line(exc)})") from None
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else _one_line(exc)
+        raise ResultFormatError(f"unreadable ({why})") from None
     if not isinstance(data, dict):
         raise ResultFormatError(f"does not match the schema: expected an object, "
                                 f"got {type(data).__name__}")
     errors = validation_errors(data)
     if errors:
         raise ResultFormatError(f"does not match the schema: {errors[0]}")
-    return Result.from_json(data)
+    result = Result.from_json(data)
+    problem = inconsistency(result)
+    if problem:
+        raise ResultFormatError(problem)
+    return result
+
+
+def inconsistency(result: Result) -> str:
+    """Why ``result`` contradicts itself ('' when it does not): its status and summary must be
+    what its own stages and tests make them (:func:`oota.results.assemble.assemble` derives
+    them so), or a hand-edited ``passed`` over failed tests would be believed."""
+    derived = overall_status(result.tests, result.stages)
+    counts = summarize(result.tests, result.stages)
+    shown = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing run"
+    if result.status != derived:
+        return (f"inconsistent: it says {result.status!r}, but its stages and tests make it "
+                f"{derived!r} ({shown}); refused: a status is derived, never taken as written")
+    if dict(result.summary) != counts:
+        return (f"inconsistent: its summary says {dict(sorted(result.summary.items()))}, but its "
+                f"stages and tests count {shown}; refused")
+    return ""
 
 
 def load_all(results_dir: Path) -> tuple[list[Result], list[str]]:

@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from oota.config.matrix import Matrix
 from oota.engine.base import RUN_LABEL, Engine, RegistryAuth, RunRequest
 from oota.errors import StepFailed
+from oota.files import RESULT_LIMIT, read_text
 from oota.lockfile import lock_path, pins
 from oota.plan import Cell
 from oota.results.model import Result
@@ -66,8 +67,8 @@ def inventory(engine: Engine, image: str, run_id: str) -> Inventory:
             raise StepFailed(f"listing the packages of {image} failed (exit {outcome.exit_code})",
                              log_tail=outcome.output_tail)
         try:
-            return Inventory.from_json(json.loads(found.read_text(encoding="utf-8")))
-        except (ValueError, InventoryError) as exc:
+            return Inventory.from_json(json.loads(read_text(found, RESULT_LIMIT)))
+        except (OSError, ValueError, RecursionError, InventoryError) as exc:
             raise StepFailed(f"the package list of {image} is unreadable: {exc}") from None
 
 

@@ -20,6 +20,7 @@ provenance's subject still is.
 from __future__ import annotations
 
 import dataclasses
+import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,11 +144,21 @@ def _verify(engine: Engine, ref: str, image: str, digest: str, signature: str,
         request, env={**request.env, **forwarded_env()}, labels={RUN_LABEL: run_id},
         collect=RESULTS_IN_CONTAINER, collect_to=folder / "results", log_path=log,
         timeout_s=3600))
-    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() \
-        else outcome.output_tail
+    text = _tail(log) if log.exists() else outcome.output_tail
     return Pulled(ref=ref, digest=digest, engine=engine.endpoint.where(), signature=signature,
                   provenance=provenance, exit_code=outcome.exit_code, counts=_counts(text),
                   comparison=comparison(text), log=log)
+
+
+# The end of the run's log holds its counts and comparison; an image may print without end.
+LOG_TAIL = 4 << 20
+
+
+def _tail(log: Path) -> str:
+    """The last :data:`LOG_TAIL` bytes of the verify run's log."""
+    with log.open("rb") as fh:
+        fh.seek(max(0, fh.seek(0, os.SEEK_END) - LOG_TAIL))
+        return fh.read().decode("utf-8", errors="replace")
 
 
 def comparison(output: str) -> str:

@@ -26,11 +26,15 @@ import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
+from email.message import Message
+from http.client import HTTPException
 from pathlib import Path
 
+from oota import httpio
 from oota.engine.base import RegistryAuth
 from oota.engine.docker import stored_credentials
 from oota.errors import EnvironmentProblem, InputError, OotaError
+from oota.files import SMALL_LIMIT, read_text
 from oota.supply.cosign import Artifact, digest_of
 
 MANIFEST_TYPES = ", ".join((
@@ -43,6 +47,19 @@ _REFERENCE = re.compile(r"^(?P<registry>[A-Za-z0-9.-]+(:\d{1,5})?|\[::1\](:\d{1,
                         r"(:(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
                         r"(@(?P<digest>sha256:[0-9a-f]{64}))?$")
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
+# One request, connect to last byte: the registry's answers here are small (manifests,
+# signatures, an SBOM), so a registry that has not answered whole by then is stalled.
+REQUEST_DEADLINE_S = 30.0
+ANSWER_LIMIT = 16 << 20
+ERROR_LIMIT = 64 << 10
+
+
+class _Refused(Exception):
+    """An HTTP error answer, read whole (its body at most ERROR_LIMIT bytes)."""
+
+    def __init__(self, code: int, reason: str, headers: Message, body: bytes):
+        super().__init__(f"{code} {reason}")
+        self.code, self.reason, self.headers, self.body = code, reason, headers, body
 
 
 class RegistryError(OotaError):
@@ -92,10 +109,10 @@ def docker_config_auth(registry: str, environ: Mapping[str, str] | None = None
     env = os.environ if environ is None else environ
     file = Path(env.get("DOCKER_CONFIG") or Path.home() / ".docker") / "config.json"
     try:
-        config = json.loads(file.read_text(encoding="utf-8"))
+        config = json.loads(read_text(file, SMALL_LIMIT))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise EnvironmentProblem(f"{file}: not a readable JSON file ({type(exc).__name__}); "
                                  "fix it, or give --registry-auth FILE") from None
     if not isinstance(config, dict):
@@ -105,7 +122,7 @@ def docker_config_auth(registry: str, environ: Mapping[str, str] | None = None
 
 class RegistryClient:
     def __init__(self, registry: str, *, auth: RegistryAuth | None, ca: Path | None = None,
-                 timeout_s: float = 120):
+                 timeout_s: float = REQUEST_DEADLINE_S):
         self.registry = registry
         # The docker CLI's stored credentials are looked up on the registry's first challenge
         # only: a registry that wants none never runs a credential helper.
@@ -179,21 +196,52 @@ class RegistryClient:
                 # Unredirected: urllib would otherwise send it on to wherever a redirect points.
                 request.add_unredirected_header("Authorization", self._authorization)
             try:
-                with urllib.request.urlopen(request, timeout=self._timeout,
-                                            context=self._tls) as response:
-                    return response.status, dict(response.headers.items()), response.read()
-            except urllib.error.HTTPError as exc:
+                return self._exchange(request)
+            except _Refused as exc:
                 if exc.code == 401 and attempt == 0:
                     self._authorization = self._answer(exc.headers.get("WWW-Authenticate", ""),
                                                        url)
                     continue
                 raise self._error(method, url, exc) from None
-            except (urllib.error.URLError, OSError) as exc:
+            except (urllib.error.URLError, OSError, HTTPException) as exc:
                 if isinstance(getattr(exc, "reason", exc), ssl.SSLCertVerificationError):
                     raise self._untrusted(exc) from None
                 raise EnvironmentProblem(f"registry {self.registry} does not answer at "
                                          f"{_bare(url)}: {_reason(exc)}") from None
         raise RegistryError(f"{method} {_bare(url)}: refused after authenticating (401)")
+
+    def _exchange(self, request: urllib.request.Request,
+                  limit: int = ANSWER_LIMIT) -> tuple[int, dict[str, str], bytes]:
+        """One request under :mod:`oota.httpio`'s deadline (the whole answer within
+        ``timeout_s``) and size limit; a redirect is followed to http(s) only."""
+        url = _bare(request.full_url)
+        with httpio.Watchdog(self._timeout) as watchdog:
+            try:
+                with httpio.opener(watchdog, tls=self._tls).open(
+                        request, timeout=self._timeout) as response:
+                    answer = (response.status, dict(response.headers.items()),
+                              httpio.read_body(response, limit))
+            except urllib.error.HTTPError as exc:  # its body too, under the same deadline
+                with exc:
+                    refused = _Refused(exc.code, str(exc.reason), exc.headers,
+                                       exc.read(ERROR_LIMIT) if exc.fp is not None else b"")
+                if watchdog.expired:
+                    raise self._stalled(url) from None
+                raise refused from None
+            except (urllib.error.URLError, OSError, HTTPException):
+                if watchdog.expired:
+                    raise self._stalled(url) from None
+                raise
+            except httpio.TooLargeAnswer as exc:
+                raise EnvironmentProblem(f"registry {self.registry}: the answer of {url} is "
+                                         f"{exc}") from None
+        if watchdog.expired:  # a body cut short by the deadline ends without an error
+            raise self._stalled(url)
+        return answer
+
+    def _stalled(self, url: str) -> EnvironmentProblem:
+        return EnvironmentProblem(f"registry {self.registry}: no complete answer from {url} "
+                                  f"within {self._timeout:g} s; it is stalled or too slow")
 
     def _root(self) -> str:
         """https://REGISTRY, or http:// for a loopback registry without TLS (as dockerd)."""
@@ -202,10 +250,10 @@ class RegistryClient:
         self._base = f"https://{self.registry}"
         if _LOOPBACK.match(self.registry):
             try:
-                urllib.request.urlopen(f"{self._base}/v2/", timeout=10, context=self._tls)
-            except urllib.error.HTTPError:
+                self._exchange(urllib.request.Request(f"{self._base}/v2/"), limit=1 << 16)
+            except _Refused:
                 pass  # it answered over TLS (401 and the like are fine)
-            except (urllib.error.URLError, OSError) as exc:
+            except (urllib.error.URLError, OSError, HTTPException) as exc:
                 if isinstance(getattr(exc, "reason", exc), ssl.SSLCertVerificationError):
                     raise self._untrusted(exc) from None  # it speaks TLS: no plain http then
                 self._base = f"http://{self.registry}"
@@ -232,21 +280,26 @@ class RegistryClient:
             raise RegistryError(f"{_bare(url)}: unknown authentication scheme {scheme!r}")
         found = dict(_CHALLENGE.findall(params))
         query = urllib.parse.urlencode({k: v for k, v in found.items() if k != "realm"})
-        request = urllib.request.Request(f"{found.get('realm', '')}?{query}")
+        realm = found.get("realm", "")
+        if urllib.parse.urlsplit(realm).scheme not in httpio.SCHEMES:
+            raise RegistryError(f"{_bare(url)}: the registry names a token service that is not "
+                                f"an http(s) URL ({realm[:100]!r})")
+        request = urllib.request.Request(f"{realm}?{query}")
         request.add_unredirected_header("Authorization", basic)
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout,
-                                        context=self._tls) as response:
-                answer = json.loads(response.read())
-        except (urllib.error.URLError, OSError, ValueError) as exc:
+            answer = json.loads(self._exchange(request, limit=1 << 20)[2])
+            if not isinstance(answer, dict):
+                raise ValueError("not a JSON object")
+        except (urllib.error.URLError, OSError, HTTPException, ValueError,
+                RecursionError) as exc:
             raise RegistryError(f"token for {_bare(url)}: {_reason(exc)}") from None
         return f"Bearer {answer.get('token') or answer.get('access_token', '')}"
 
-    def _error(self, method: str, url: str, exc: urllib.error.HTTPError) -> RegistryError:
+    def _error(self, method: str, url: str, exc: _Refused) -> RegistryError:
         try:
-            errors = json.loads(exc.read()).get("errors") or []
+            errors = json.loads(exc.body).get("errors") or []
             detail = "; ".join(str(e.get("message", e.get("code", ""))) for e in errors)
-        except (ValueError, AttributeError, OSError):
+        except (ValueError, AttributeError, TypeError, RecursionError):
             detail = ""
         kind = NotFound if exc.code == 404 else RegistryError
         return kind(f"{method} {_bare(url)}: {exc.code} {exc.reason}"

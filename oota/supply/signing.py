@@ -26,9 +26,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from oota.errors import InputError
-from oota.files import write_atomic
+from oota.files import SMALL_LIMIT, read_bytes, write_atomic
 
 PASSWORD_ENV = "OOTA_SIGNING_PASSWORD"
+PrivateKey = ec.EllipticCurvePrivateKey
 SIGNATURE_TYPE = "cosign container image signature"
 DSSE_PAYLOAD_TYPE = "application/vnd.in-toto+json"
 
@@ -79,7 +80,7 @@ def public_pem(key: ec.EllipticCurvePublicKey) -> bytes:
 def load_private(path: Path, password: bytes | None) -> ec.EllipticCurvePrivateKey:
     """The signing key of ``--key``; InputError (never the key's content) when it is not one."""
     try:
-        data = path.read_bytes()
+        data = read_bytes(path, SMALL_LIMIT)
     except OSError as exc:
         raise InputError(f"--key {path}: cannot read it ({exc.strerror})") from None
     try:
@@ -97,7 +98,7 @@ def load_private(path: Path, password: bytes | None) -> ec.EllipticCurvePrivateK
 
 def load_public(path: Path) -> ec.EllipticCurvePublicKey:
     try:
-        key = serialization.load_pem_public_key(path.read_bytes())
+        key = serialization.load_pem_public_key(read_bytes(path, SMALL_LIMIT))
     except OSError as exc:
         raise InputError(f"--key {path}: cannot read it ({exc.strerror})") from None
     except ValueError:

@@ -8,6 +8,10 @@ host's local package mirror) over HTTP on the address the host has on Docker's d
 host's loopback. One index holds today's nightly
 (the cell passes and records version, date and commit), another one dated 10 days ago (the
 compat layer fails it: older than the 3 days allowed).
+
+The indexes want a password, a canary: the channel's index and the vendor's index_url carry it
+as ``user:password@``. The build passes only if pip got it (as BuildKit secrets: netrc and
+pip.conf), and it must then be in no layer of the image, no result, report or history.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import hashlib
 import http.server
 import re
 import struct
+import subprocess
+import tarfile
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -28,12 +34,17 @@ from typing import Any
 import pytest
 import yaml
 
+from oota.api import History, record_history
 from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL
 from oota.execute.build import BuildOptions
 from oota.execute.fleet import build_cells
+from oota.history.location import Location
+from oota.net import without_credentials
 from oota.plan import plan, select
+from oota.report.write import write_report
+from oota.results.store import load
 from tests.engines import host_address
 
 from .conftest import NAMESPACE, copy_project
@@ -47,6 +58,23 @@ DEPENDENCIES = ("filelock", "typing-extensions", "setuptools", "sympy", "mpmath"
 OLD = "2.13.0+cpu"
 CELL = "cpu-torchnightly-py3.11-debian12"
 GIT_VERSION = "cf30153c4c131c8164ee7798e5022d810682e2cb"   # the 2.13.0 wheel's own
+CANARY = "canary-7d1c2e9b"   # the indexes' password
+AUTH = "Basic " + base64.b64encode(f"oota:{CANARY}".encode()).decode()
+
+
+class _PasswordIndex(http.server.SimpleHTTPRequestHandler):
+    """A static index that answers only requests carrying the canary password."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if self.headers.get("Authorization") != AUTH:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="nightly"')
+            self.end_headers()
+            return
+        super().do_GET()
+
+    def log_message(self, *args: object) -> None:
+        pass
 
 
 def _record_hash(data: bytes) -> str:
@@ -149,11 +177,11 @@ def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
         wheels.mkdir()
         make_index(top / label, nightly_wheel(wheels, day))
     gateway = str(host_address().ip)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(top))
+    handler = functools.partial(_PasswordIndex, directory=str(top))
     server = http.server.ThreadingHTTPServer((gateway, 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    base = f"http://{gateway}:{server.server_address[1]}"
+    base = f"http://oota:{CANARY}@{gateway}:{server.server_address[1]}"
     try:
         yield {"fresh": f"{base}/fresh/simple", "old": f"{base}/old/simple",
                "today": f"{today:%Y%m%d}"}
@@ -165,6 +193,8 @@ def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
 def build_nightly(engine: Any, run_id: str, root: Path, index: str) -> dict[str, Any]:
     """Build and verify (install and compat layers) the CPU nightly cell from ``index``."""
     matrix_file = copy_project(root)
+    vendor = root / "vendors/cpu/vendor.yaml"  # the vendor's own index, with the password
+    vendor.write_text(vendor.read_text().replace("https://download.pytorch.org/whl/cpu", index))
     data = yaml.safe_load(matrix_file.read_text())
     data["vendors"] = {"cpu": {"os": ["debian12"], "python": ["3.11"],
                                "torch": [{"channel": "nightly", "index": index}]}}
@@ -191,8 +221,8 @@ def test_a_nightly_cell_records_the_nightly_it_installed(
     assert result["cell"]["torch"] == "nightly" and result["cell"]["channel"] == "nightly"
     assert result["installed"]["torch"]["version"] == version
     assert result["installed"]["torch"]["git_version"] == GIT_VERSION
-    assert result["installed"]["torch"]["source"].startswith(indexes["fresh"].removesuffix(
-        "simple"))
+    fresh = without_credentials(indexes["fresh"])   # pip records where it found the wheel
+    assert result["installed"]["torch"]["source"].startswith(fresh.removesuffix("simple"))
     recent = _test(result, "test_nightly_is_recent")
     assert recent["status"] == "passed"
     today = dt.datetime.strptime(indexes["today"], "%Y%m%d").date()
@@ -200,6 +230,41 @@ def test_a_nightly_cell_records_the_nightly_it_installed(
         "channel": "nightly", "version": version, "date": today.isoformat(),
         "commit": GIT_VERSION, "age_days": 0, "max_age_days": 3, "index_url": None}
     assert _test(result, "test_torch_release_matches_cell")["status"] == "skipped"
+    no_canary_anywhere(tmp_path / "project", result)
+
+
+def no_canary_anywhere(root: Path, result: dict[str, Any]) -> None:
+    """The canary is in no layer or setting of the image, and in no file of the results, of
+    a report written from them, or of a history they were appended to."""
+    results = root / "results"
+    write_report(results, root / "reports")
+    record_history(History(location=Location(url=f"sqlite:///{root / 'history.db'}",
+                                             source="test"), origin="build", root=root),
+                   [load(results / CELL / "result.json")])
+    written = [p for folder in (results, root / "reports") for p in folder.rglob("*")
+               if p.is_file()] + [root / "history.db"]
+    assert len(written) > 10
+    assert [p for p in written if CANARY.encode() in p.read_bytes()] == []
+    assert layers_holding(result["image"]["tag"], CANARY.encode()) == []
+
+
+def layers_holding(tag: str, needle: bytes) -> list[str]:
+    """Every member of ``docker save TAG`` (each layer, the config with its history and
+    labels, the manifest) whose bytes hold ``needle``."""
+    found = []
+    with subprocess.Popen(["docker", "save", tag], stdout=subprocess.PIPE) as proc:
+        assert proc.stdout is not None
+        with tarfile.open(fileobj=proc.stdout, mode="r|") as archive:
+            for member in archive:
+                handle = archive.extractfile(member) if member.isfile() else None
+                tail = b""
+                while handle is not None and (chunk := handle.read(1 << 20)):
+                    if needle in tail + chunk:
+                        found.append(member.name)
+                        break
+                    tail = chunk[-len(needle):]
+    assert proc.returncode == 0
+    return found
 
 
 def test_a_stale_nightly_fails_the_age_check(engine: Any, run_id: str, indexes: dict[str, str],

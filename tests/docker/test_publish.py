@@ -268,3 +268,14 @@ def _pull_runs(events: str) -> list[dict]:
     found = (json.loads(line) for line in events.splitlines() if line.strip())
     return [e for e in found if e.get("Type") == "container" and e.get("Action") == "start"
             and e.get("Actor", {}).get("Attributes", {}).get(RUN_LABEL, "").startswith("pull-")]
+
+
+def test_a_push_to_a_dead_registry_leaves_no_tag(built, engine, docker_client):
+    """Nothing listens on port 9: the push fails at once, and the image is not left tagged as
+    if it were in that registry (a few seconds)."""
+    ref = f"127.0.0.1:9/{NAMESPACE}/cpu:{DEFAULT_CELL}"
+    with pytest.raises(Exception, match="push of 127.0.0.1:9/"):
+        engine.push(built.tag, ref, None)
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker_client.images.get(ref)
+    assert docker_client.images.get(built.tag)  # the image itself is untouched

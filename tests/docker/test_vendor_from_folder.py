@@ -50,7 +50,7 @@ VENDOR_YAML = """\
 TEMPLATE = """\
     {% extends "base.Dockerfile.j2" %}
     {% block runtime_extra %}
-    RUN echo "sdk {{ coords.sdk }}" > /opt/oota/demo-sdk.txt
+    RUN echo {{ ("sdk " ~ coords.sdk) | shell_word }} > /opt/oota/demo-sdk.txt
     {% endblock %}
     """
 

@@ -70,6 +70,50 @@ def latin1(path: str) -> Callable[[Path], None]:
     return damage
 
 
+def fifo(path: str) -> Callable[[Path], None]:
+    """A FIFO where a data file should be: reading it would wait for a writer forever."""
+    def damage(root: Path) -> None:
+        os.mkfifo(root / path)
+    return damage
+
+
+def first(path: str, old: str, new: str) -> Callable[[Path], None]:
+    """The first ``old`` of a file made ``new``."""
+    def damage(root: Path) -> None:
+        text = (root / path).read_text(encoding="utf-8")
+        assert old in text, f"{old!r} is not in {path}"
+        (root / path).write_text(text.replace(old, new, 1), encoding="utf-8")
+    return damage
+
+
+def links(*pairs: tuple[str, str]) -> Callable[[Path], None]:
+    """Symbolic links (path, target) made in the checkout."""
+    def damage(root: Path) -> None:
+        for path, target in pairs:
+            (root / path).symlink_to(target.format(root=root))
+    return damage
+
+
+def vendor_template(body: str) -> Callable[[Path], None]:
+    """The cpu vendor's Dockerfile.j2 with ``body`` in its runtime stage, line 3."""
+    return replace("vendors/cpu/Dockerfile.j2", '{% extends "base.Dockerfile.j2" %}\n'
+                   "{% block runtime_extra %}\n" + body + "\n{% endblock %}\n")
+
+
+def linked_out(name: str) -> Callable[[Path], None]:
+    """vendors/NAME moved out of the checkout and linked back in."""
+    def damage(root: Path) -> None:
+        outside = root.parent / f"outside-{name}"
+        (root / "vendors" / name).rename(outside)
+        (root / "vendors" / name).symlink_to(outside, target_is_directory=True)
+    return damage
+
+
+def unreadable_home(root: Path) -> None:
+    (root / "home").mkdir()
+    (root / "home").chmod(0)
+
+
 def unreadable(path: str) -> Callable[[Path], None]:
     def damage(root: Path) -> None:
         (root / path).chmod(0)
@@ -84,6 +128,7 @@ class Case:
     says: str                                     # a part of what stderr says
     damage: Callable[[Path], None] | None = None  # what the careless user did to the checkout
     denied: bool = False                          # needs a file the user cannot read
+    env: tuple[tuple[str, str], ...] = ()         # variables set ("{root}": the checkout)
 
 
 CASES = [
@@ -113,6 +158,30 @@ CASES = [
          substitute("vendors/cpu/vendor.yaml", "runs-on: [ubuntu-latest]", "runs-on: []")),
     Case("matrix-is-a-folder", ("matrix", "--matrix", "vendors"), 2, "is a folder, not a file"),
     Case("matrix-missing", ("matrix", "--matrix", "matrx.yaml"), 2, "matrx.yaml: file not found"),
+    # --- bounded reads: nothing waits forever or fills memory
+    Case("matrix-is-dev-zero", ("matrix", "--matrix", "/dev/zero"), 2,
+         "/dev/zero: not a regular file (a character device); oota reads regular files only"),
+    Case("matrix-is-dev-urandom", ("generate", "--matrix", "/dev/urandom"), 2,
+         "/dev/urandom: not a regular file (a character device)"),
+    Case("matrix-is-a-fifo", ("matrix", "--matrix", "pipe.yaml"), 2,
+         "pipe.yaml: not a regular file (a FIFO)", fifo("pipe.yaml")),
+    Case("matrix-too-large", ("matrix",), 2,
+         "matrix.yaml: larger than 4 MiB, the most oota reads of such a file",
+         append("matrix.yaml", "#" * (4 << 20))),
+    Case("skips-is-a-fifo", ("matrix", "--vendor", "cpu"), 2, "skips.yaml: not a regular file",
+         lambda root: ((root / "vendors/cpu/skips.yaml").unlink(),
+                       os.mkfifo(root / "vendors/cpu/skips.yaml")) and None),
+    Case("hosts-is-dev-zero", ("build", "--vendor", "cpu", "--hosts", "/dev/zero"), 2,
+         "/dev/zero: not a regular file"),
+    Case("registry-with-a-password", ("publish", "--registry", "lab:s3cret@registry.lab"), 2,
+         "--registry 'lab:***@registry.lab': give a registry host"),
+    Case("lock-is-dev-zero", ("lock", "--check", "--vendor", "cpu"), 2,
+         f"{LOCK}: cannot read the lock file (not a regular file (a character device)",
+         lambda root: ((root / LOCK).unlink(), (root / LOCK).symlink_to("/dev/zero")) and None),
+    Case("registry-auth-is-dev-zero",
+         ("publish", "--registry", "registry.lab:5000", "--registry-auth", "/dev/zero"), 2,
+         "--registry-auth /dev/zero: not a readable JSON file (not a regular file (a character "
+         "device); oota reads regular files only)"),
     Case("unreadable-matrix", ("matrix",), 2, "matrix.yaml: cannot read the file",
          unreadable("matrix.yaml"), denied=True),
     Case("unreadable-vendor-yaml", ("matrix",), 2, "vendor.yaml: cannot read the file",
@@ -126,6 +195,17 @@ CASES = [
     Case("misspelled-flag", ("build", "--vendr", "cpu"), 2, "did you mean '--vendor'?"),
     Case("unknown-task", ("bogus",), 2, "unknown task 'bogus'"),
     Case("flag-without-value", ("matrix", "--matrix"), 2, "--matrix needs a value"),
+    # A repeatable flag left empty: invoke's parser keeps it an empty list, which meant every
+    # vendor (a build of everything), the default cells, or no --merge at all.
+    Case("vendor-without-value", ("build", "--vendor"), 2, "--vendor needs a value"),
+    Case("vendor-before-a-flag", ("build", "--vendor", "--all"), 2, "--vendor needs a value"),
+    Case("vendor-empty-after-equals", ("generate", "--vendor="), 2, "--vendor needs a value"),
+    Case("cell-without-value", ("build", "--vendor", "cpu", "--cell"), 2,
+         "--cell needs a value"),
+    Case("merge-without-value", ("report", "--merge"), 2, "--merge needs a value"),
+    Case("second-merge-without-value", ("report", "--merge", "results", "--merge"), 2,
+         "--merge needs a value"),
+    Case("dir-without-value", ("history", "import", "--dir"), 2, "--dir needs a value"),
     Case("switch-given-a-value", ("generate", "--check=yes"), 2, "'yes' is neither a task"),
     Case("matrix-format-xml", ("matrix", "--format", "xml"), 2,
          "--format 'xml' is not one of table, json"),
@@ -149,6 +229,8 @@ CASES = [
     Case("index-url-password-not-echoed",
          ("lock", "--vendor", "cpu", "--index-url", "ftp://me:s3cret@host/simple"), 2,
          "'ftp://me:***@host/simple' is not an http(s) URL"),
+    Case("keygen-out-a-device", ("keygen", "--out", "/dev/null"), 2,
+         "--out /dev/null: is a file; name a folder"),
     Case("results-is-a-file", ("build", "--vendor", "cpu", "--results", "matrix.yaml"), 2,
          "--results matrix.yaml: is a file; name a folder"),
     Case("results-inside-a-file", ("verify", "--vendor", "cpu", "--results", "tasks.py/out"), 2,
@@ -168,6 +250,45 @@ CASES = [
          "--cell and --all do not apply with --here"),
     Case("python-without-here", ("verify", "--vendor", "cpu", "--python", sys.executable), 2,
          "--python applies only with --here"),
+    # --- numbers past int()'s digit limit, and windows past a datetime's: exit 2
+    Case("python-of-5000-digits", ("matrix",), 2, "characters) is not a version",
+         first("matrix.yaml", '"3.11"', '"3.' + "1" * 5000 + '"')),
+    Case("since-of-20-digits", ("history", "digest", "--since", "9" * 20 + "d"), 2,
+         "is not a window; give hours or days up to 36500 days"),
+    Case("jobs-of-40-digits", ("build", "--vendor", "cpu", "--jobs", "9" * 40), 2,
+         "give a whole number from 1 to 64"),
+    # --- skip lists, vendor folders and their templates: exit 2, nothing run or written
+    Case("skips-nul-in-id", ("matrix", "--vendor", "cpu"), 2,
+         "holds the control character U+0000; remove it (an id is one line)",
+         replace("vendors/cpu/skips.yaml", '- {id: "a\\0b", reason: r, owner: o, '
+                 "expires: 2099-01-01}\n")),
+    Case("skips-newline-in-id", ("matrix", "--vendor", "cpu"), 2,
+         "holds the control character U+000A",
+         replace("vendors/cpu/skips.yaml", '- {id: "test_x\\nRUN evil", reason: r, owner: o, '
+                 "expires: 2099-01-01}\n")),
+    Case("vendor-symlink-loop", ("matrix", "--vendor", "cpu"), 2,
+         "vendors/cpu/a: the symbolic link loops",
+         links(("vendors/cpu/a", "b"), ("vendors/cpu/b", "a"))),
+    Case("vendor-folder-linked-from-outside", ("matrix", "--vendor", "cpu"), 2,
+         "resolves to", linked_out("cpu")),
+    Case("template-reaches-python", ("generate", "--vendor", "cpu"), 2,
+         "Dockerfile.j2:3: template error: access to attribute '__init__' of 'type' object "
+         "is unsafe", vendor_template(
+             "# {{ cycler.__init__.__globals__.os.system('touch MARKER') | comment }}")),
+    Case("template-writes-unquoted", ("generate", "--vendor", "cpu"), 2,
+         "`RUN echo {{ vendor.display }}`: a value is written without a quoting filter",
+         vendor_template("RUN echo {{ vendor.display }}")),
+    Case("template-includes-from-outside", ("generate", "--vendor", "cpu"), 2,
+         "evil.j2 is a symbolic link to /etc/hostname, outside the vendor's folder",
+         lambda root: (vendor_template('{% include "evil.j2" %}')(root),
+                       links(("vendors/cpu/evil.j2", "/etc/hostname"))(root)) and None),
+    Case("template-writes-without-end", ("generate", "--vendor", "cpu"), 2,
+         "the template writes more than 1048576 characters", vendor_template(
+             "{% for i in range(100000) %}{% for j in range(1000) %}x{% endfor %}{% endfor %}")),
+    Case("channel-index-with-a-token", ("generate", "--vendor", "cpu"), 2,
+         "channel's index carries a secret in its query (token=...)", first(
+             "matrix.yaml", '      - "2.14.1"\n',
+             '      - {channel: nightly, index: "https://m.lab/n/cpu?token=x"}\n')),
     # --- the environment: exit 3
     Case("here-python-missing", ("verify", "--here", "--vendor", "cpu", "--python", "/nope"), 3,
          "cannot run /nope: No such file or directory"),
@@ -175,6 +296,13 @@ CASES = [
          3, "cannot run ./vendors: Permission denied"),
     Case("here-python-not-python", ("verify", "--here", "--vendor", "cpu", "--python", "/bin/echo"),
          3, "/bin/echo does not answer like a Python interpreter"),
+    Case("docker-host-garbage", ("pull", "registry.lab:5000/oota/cpu:x"), 3,
+         "DOCKER_HOST '::garbage::' is not a Docker endpoint",
+         env=(("DOCKER_HOST", "::garbage::"),)),
+    Case("home-unreadable", ("matrix",), 3, "home/.invoke.yaml: Permission denied",
+         unreadable_home, denied=True, env=(("HOME", "{root}/home"),)),
+    Case("invoke-yaml-not-yaml", ("matrix",), 2, "invoke's configuration file is not YAML",
+         replace("invoke.yaml", "run: [\n")),
 ]
 
 
@@ -232,7 +360,8 @@ def outcomes(pristine: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     before = {name: files(root) for name, root in roots.items()}
 
     def run(case: Case) -> subprocess.CompletedProcess[str]:
-        return oota(roots[case.id], *case.args, denied=case.denied)
+        env = {name: value.format(root=roots[case.id]) for name, value in case.env}
+        return oota(roots[case.id], *case.args, denied=case.denied, env=env)
 
     runnable = [case for case in CASES if case.id in roots]
     with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
@@ -241,10 +370,10 @@ def outcomes(pristine: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
             for name in roots}
 
 
-def oota(root: Path, *args: str, denied: bool = False,
-         module: str = "oota") -> subprocess.CompletedProcess[str]:
+def oota(root: Path, *args: str, denied: bool = False, module: str = "oota",
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "DOCKER_HOST": "unix:///nonexistent",
-           "PYTHONDONTWRITEBYTECODE": "1"}
+           "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
     env.pop("OOTA_DEBUG", None)
     argv = [sys.executable, "-m", module, *args]
     if denied and os.geteuid() == 0:

@@ -33,6 +33,13 @@ def with_status(status: str, python: str = "3.11") -> dict[str, Any]:
     return result
 
 
+def honest(status: str, python: str = "3.11") -> dict[str, Any]:
+    """A cell whose one test ended ``status``, its status and summary derived from it (a file
+    on disk is checked: its status must follow from its tests)."""
+    return refresh(make_result("cpu", python=python, tests=[
+        case("test_install.py::test_imports", "install", status)]))
+
+
 def payload(results: list[dict[str, Any]], problems: tuple[str, ...] = (),
             env: dict[str, str] | None = None, artifact: str | None = None) -> dict[str, Any]:
     report = build_report(typed(results), problems, generated_at=NOW)
@@ -144,7 +151,7 @@ def test_unknown_format_and_lone_artifact_url_are_bad_input(tmp_path: Path) -> N
 
 def test_format_crcr_through_the_command(tmp_path: Path) -> None:
     results = write_results(tmp_path / "results", [with_status("passed"),
-                                                   with_status("unsupported-here", "3.13")])
+                                                   honest("unsupported-here", "3.13")])
     out = tmp_path / "reports"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
     proc = subprocess.run(

@@ -132,6 +132,25 @@ def test_without_another_host_the_cells_end_in_error_saying_why(project, tmp_pat
     assert api.exit_code_for(api.Ran(results=results, lost=tuple(lost_hosts(stations)))) == 1
 
 
+def test_a_run_that_verified_nothing_keeps_the_earlier_pass(project, tmp_path):
+    """The only host dies: the cell it never reached ends in error for this run (exit 1),
+    but its passed result from an earlier run stays on disk, not replaced by that error."""
+    matrix = load_matrix(project.matrix)
+    second = plan(matrix, ["cpu"])[1]
+    earlier = assemble(cell=cell_ref(second.coordinates(), id=second.id,
+                                     fingerprint="sha256:" + "1" * 64),
+                       stages={"verify": Stage(status="passed", duration_s=1.0)},
+                       tests=(TestOutcome(id="t::a", layer="install", status="passed",
+                                          duration_s=0.1),),
+                       host=Host(facts={"engine": "a"}), started_at=now(), run_id="earlier")
+    save(tmp_path / "results" / second.id, earlier)
+    _, results, shown = _run(project, tmp_path, [Station("a", FakeEngine("a", dies=True),
+                                                        vendors=frozenset({"cpu"}))])
+    assert results[1].status == "error" and results[1].message.startswith("schedule: no host")
+    assert load(tmp_path / "results" / second.id / "result.json") == earlier
+    assert f"{second.id}: its earlier result (passed, run earlier) is kept in" in shown
+
+
 def test_jobs_run_cells_of_one_engine_at_once(project, tmp_path):
     engine = FakeEngine("local", build_s=1.0)
     started = time.monotonic()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from oota.config import yamlsrc
 from oota.config.matrix import load_matrix
 from oota.config.names import NAME_RULE
 from oota.errors import EXIT_BAD_INPUT, InputError, MatrixError
@@ -457,10 +458,10 @@ def test_nesting_through_aliases_counts_what_they_expand_to(project):
 
 def test_an_unreadable_file_is_one_problem(project, monkeypatch):
     """chmod 000 does not stop root, who runs these tests; the read itself is refused here."""
-    def refused(path: Path) -> bytes:
+    def refused(path: Path, limit: int) -> bytes:
         raise PermissionError(13, "Permission denied", str(path))
 
-    monkeypatch.setattr(Path, "read_bytes", refused)
+    monkeypatch.setattr(yamlsrc, "read_bytes", refused)
     with pytest.raises(MatrixError) as info:
         load_matrix("matrix.yaml")
     assert info.value.problems == ["matrix.yaml: cannot read the file (Permission denied); check "

@@ -85,6 +85,7 @@ def metadata_file(name: str) -> bytes | None:
 
 
 Answer = tuple[int, str, bytes]
+FLOOD = "flood"   # an answer's content type that makes the server send a page without end
 
 
 def good_index(path: str) -> Answer:
@@ -129,11 +130,26 @@ def serve(answer: Callable[[str], Answer], *, password: str | None = None,
             self._send(*answer(self.path.split("?", 1)[0]))
 
         def _send(self, code: int, ctype: str, body: bytes) -> None:
+            if ctype == FLOOD:
+                self._flood()
+                return
             self.send_response(code)
+            if 300 <= code < 400:  # a redirect: the body is where to
+                self.send_header("Location", body.decode())
+                body = b""
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+
+        def _flood(self) -> None:
+            """A page without end (no Content-Length), until the reader hangs up."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                while not stop.is_set():
+                    self.wfile.write(b"<a>x</a>" * 8192)
 
         def _drip(self, part: str) -> None:
             head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 100000\r\n\r\n"
@@ -294,6 +310,38 @@ def test_a_dripping_server_is_exit_3_through_the_task(matrix_file):
     assert proc.returncode == EXIT_ENVIRONMENT
     assert "no complete answer within 1 s" in one_line_error(proc)
     assert time.monotonic() - started < 30
+
+
+def test_a_page_without_end_is_cut_at_the_limit_and_exit_3(matrix_file):
+    """The answer is read up to 64 MiB, then refused: memory stays bounded (this answer
+    used to grow to 18 GB)."""
+    with serve(lambda path: (200, FLOOD, b"")) as index:
+        started = time.monotonic()
+        proc = invoke("--matrix", str(matrix_file), "--index-url", index.base)
+    assert proc.returncode == EXIT_ENVIRONMENT
+    assert "the answer is larger than 64 MiB; not read further" in one_line_error(proc)
+    assert time.monotonic() - started < 60
+
+
+def test_a_redirect_out_of_http_is_refused(matrix_file):
+    with serve(lambda path: (302, "text/plain", b"file:///etc/passwd")) as index:
+        proc = invoke("--matrix", str(matrix_file), "--index-url", index.base)
+    assert proc.returncode == EXIT_ENVIRONMENT
+    line = one_line_error(proc)
+    assert "redirects to a file: URL (file:///etc/passwd); only http(s) redirects are followed" \
+        in line
+    assert "root:" not in proc.stdout + proc.stderr
+
+
+def test_a_redirect_to_another_host_is_followed_and_said(matrix_file):
+    with serve(good_index) as files:
+        with serve(lambda path: (302, "text/plain", f"{files.base}{path}".encode()),
+                   password=PASSWORD) as index:
+            check = run(matrix_file, index_url=index.url(f"{USER}:{PASSWORD}"), vendors=["cpu"])
+    host = files.base.removeprefix("http://")
+    assert f"redirects to another host, {host} (followed, without the index's credentials)" \
+        in check.text
+    assert files.seen and not any(auth for _, auth in files.seen)
 
 
 @pytest.mark.parametrize("value", ["0", "-3", "soon", "inf"])

@@ -118,9 +118,18 @@ def test_document_shape_errors(text, expected):
     ("- {id: a, reason: r, owner: o, expires: 2027-01-01, id: b}\n",
      "vendors/x/skips.yaml:1:53: [0].id: duplicate key 'id' (first defined at line 1); "
      "remove one of them"),
+    ("- {id: \"a\\0b\", reason: r, owner: o, expires: 2027-01-01}\n",
+     "vendors/x/skips.yaml:1:4: [0].id: 'a\\x00b' holds the control character U+0000; remove "
+     "it (an id is one line)"),
+    ("- {id: \"test_x\\nRUN evil\", reason: r, owner: o, expires: 2027-01-01}\n",
+     "vendors/x/skips.yaml:1:4: [0].id: 'test_x\\nRUN evil' holds the control character "
+     "U+000A; remove it (an id is one line)"),
+    ("- {id: a, reason: \"r\\0\", owner: o, expires: 2027-01-01}\n",
+     "vendors/x/skips.yaml:1:11: [0].reason: 'r\\x00' holds the control character U+0000; "
+     "remove it"),
 ], ids=["not-a-mapping", "missing-key", "unknown-key", "bad-date", "impossible-date",
         "added-after-expires", "empty-reason", "id-not-a-string", "owner-a-list",
-        "duplicate-key"])
+        "duplicate-key", "nul-in-id", "newline-in-id", "nul-in-reason"])
 def test_entry_errors_name_file_line_col_and_path(entry, expected):
     assert problems(entry) == [expected]
 
