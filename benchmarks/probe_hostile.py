@@ -180,9 +180,9 @@ def big_result(root: Path) -> None:
 def canary_vendor(root: Path) -> None:
     edit("vendors/cpu/vendor.yaml", "index_url: https://download.pytorch.org/whl/cpu",
          f'index_url: "https://lab:{CANARY}@pypi.lab.example/simple"')(root)
-    edit("matrix.yaml", 'torch: ["2.15.0", "2.14.1", "2.13.0"]',
-         f'torch: ["2.13.0", {{channel: nightly, index: '
-         f'"https://lab:{CANARY}@mirror.lab.example/nightly/cpu"}}]')(root)
+    edit("matrix.yaml", '      - "2.14.1"\n',
+         f'      - {{channel: nightly, index: '
+         f'"https://lab:{CANARY}@mirror.lab.example/nightly/cpu"}}\n')(root)
 
 
 def hanging_helper(root: Path) -> None:
@@ -378,8 +378,8 @@ VENDOR_FOLDERS = [
          link("vendors/cpu/verify/etc", "/etc")),
     Case("channel-index-with-a-token", ("generate", "--vendor", "cpu"), 2,
          "carries a secret in its query", edit(
-             "matrix.yaml", 'torch: ["2.15.0", "2.14.1", "2.13.0"]',
-             f'torch: ["2.13.0", {{channel: nightly, index: "https://m.lab/n?token={CANARY}"}}]')),
+             "matrix.yaml", '      - "2.14.1"\n',
+             f'      - {{channel: nightly, index: "https://m.lab/n?token={CANARY}"}}\n')),
 ]
 
 ENVIRONMENT = [
