@@ -33,25 +33,15 @@ SDKS = ["1.0", "2.0", "3.0", "4.0"]
 
 
 @pytest.fixture(scope="module")
-def engines(engine, tmp_path_factory):
-    """Two extra Engines (e1, e2), each with the bootstrapped Debian 12 base copied in."""
-    why = ExtraEngine.usable()
-    if why:
-        pytest.skip(f"no extra Docker Engines here: {why}")
+def engines(engine, extra_engines):
+    """The session's extra Engines e1 and e2, each with the Debian 12 base copied in."""
     # The bootstrapped Debian 12 base, made on the first engine if no earlier test made it.
     spec = load_matrix(REPO / "matrix.yaml").os["debian12"]
     assert ensure_base(engine, spec.image, spec, REPO / ".oota-cache").ref == BASE
-    root = tmp_path_factory.mktemp("engines")
-    started = []
-    try:
-        for index in (1, 2):
-            extra = ExtraEngine(root / f"e{index}", index).start()
-            started.append(extra)
-            extra.load_from_first(BASE)
-        yield {f"e{i}": e for i, e in enumerate(started, 1)}
-    finally:
-        for extra in started:
-            extra.remove()
+    started = [extra_engines(index) for index in (1, 2)]
+    for extra in started:
+        extra.load_from_first(BASE)
+    return {f"e{i}": e for i, e in enumerate(started, 1)}
 
 
 @pytest.fixture(scope="module")
