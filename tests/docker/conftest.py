@@ -107,6 +107,11 @@ def copy_project(dest: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def built(engine, run_id, marker_ca, tmp_path_factory) -> Built:
+    """The default CPU cell, built and verified once for the session. Its build is forced
+    (``rebuild=True``; with BuildKit's cache of unchanged inputs it takes seconds): an image of
+    the same inputs left under the session's tag (OOTA_KEEP=1 of an earlier session) would
+    otherwise be taken as up to date, with no build log and no build that saw this session's
+    CA bundle, which test_cpu_cell.py checks."""
     results_dir = tmp_path_factory.mktemp("results")
     options = BuildOptions(results_dir=results_dir, ca_bundle=str(marker_ca[0]), run_id=run_id,
                            namespace=NAMESPACE, rebuild=True,
@@ -182,6 +187,7 @@ def extra_engines(tmp_path_factory) -> Iterator[Callable[[int], ExtraEngine]]:
         yield get
     finally:
         for extra in started.values():
+            extra.kill()  # its data is thrown away: no graceful shutdown to wait for
             extra.remove()
 
 
