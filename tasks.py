@@ -492,7 +492,10 @@ def lint(c: Context, matrix: str = "matrix.yaml") -> None:
 
 @task(help={"docker": "also run the tests marked docker (default: yes)", "k": "pytest -k"})
 def test(c: Context, docker: bool = True, k: str = "") -> None:
-    """Run the test suite: unit tests, then the Docker integration tests."""
+    """Run the test suite: unit tests first, then the browser and Docker tests.
+
+    One pytest session (order and clean-up in tests/conftest.py): when a unit or browser test
+    fails, it stops before the Docker tests, which take minutes; it leaves nothing in /tmp."""
     args = [sys.executable, "-m", "pytest"]
     if not docker:
         args += ["-m", "not docker and not network"]

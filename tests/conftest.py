@@ -1,14 +1,80 @@
-"""Shared fixtures: a throw-away oota project (matrix, vendors, templates, verify) in tmp_path."""
+"""Shared fixtures: a throw-away oota project (matrix, vendors, templates, verify) in tmp_path.
+
+The session's order and its temporary files are set here too:
+
+- Unit tests run first, then the browser tests, then the Docker tests (``tests/docker``, minutes
+  each). When a unit or browser test failed, the session stops before the first Docker test
+  (exit 1, like ``-x``): a broken unit is reported in about a minute, not after the builds.
+- Every temporary file of the session (pytest's ``tmp_path``s and whatever the tests and the
+  programs they start put in ``TMPDIR``) goes into one folder that is removed when the session
+  ends, whatever its outcome: a run leaves nothing in /tmp. ``OOTA_KEEP=1`` keeps it (and the
+  Docker tests' images) for debugging; ``--basetemp DIR`` names the folder and keeps it.
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+UNIT, BROWSER, DOCKER = 0, 1, 2
+_SESSION_TMP = pytest.StashKey[Path]()
+
+
+def test_group(item: pytest.Item) -> int:
+    """Where ``item`` runs in the session: unit tests (and the opt-in network ones) first."""
+    parts = Path(str(item.path)).relative_to(REPO).parts
+    if "docker" in item.keywords or parts[:2] == ("tests", "docker"):
+        return DOCKER
+    return BROWSER if parts[:2] == ("tests", "browser") else UNIT
+
+
+test_group.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test
+
+
+@pytest.hookimpl(trylast=True)  # after tests/docker/conftest.py has marked its items
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=test_group)  # stable: each group keeps pytest's own order
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    result = yield
+    session = item.session
+    if (session.testsfailed and nextitem is not None and test_group(item) < DOCKER
+            and test_group(nextitem) == DOCKER):
+        session.shouldfail = (f"{session.testsfailed} unit or browser test(s) failed: the Docker "
+                              "tests were not started (fix those first, or run tests/docker alone)")
+    return result
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's tmpdir plugin reads --basetemp
+def pytest_configure(config: pytest.Config) -> None:
+    if config.option.basetemp or hasattr(config, "workerinput"):
+        return
+    top = Path(tempfile.mkdtemp(prefix="oota-tests-"))
+    top.chmod(0o755)  # servers the tests start as another user (PostgreSQL) reach their folders
+    (top / "tmp").mkdir(mode=0o1777)
+    (top / "tmp").chmod(0o1777)  # like /tmp itself (mkdir's mode is cut by the umask)
+    config.stash[_SESSION_TMP] = top
+    config.option.basetemp = str(top / "pytest")
+    os.environ["TMPDIR"] = str(top / "tmp")  # inherited by every program the tests start
+    tempfile.tempdir = None  # tempfile reads TMPDIR again
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    top = config.stash.get(_SESSION_TMP, None)
+    if top is None:
+        return
+    if os.environ.get("OOTA_KEEP"):
+        print(f"\nOOTA_KEEP: the session's temporary files are kept in {top}")
+        return
+    shutil.rmtree(top, ignore_errors=True)
 
 # The same shape as the repo's matrix.yaml, kept here so tests do not follow edits to it.
 BASE_MATRIX = """\

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from oota.execute.build import BuildOptions
 from oota.execute.fleet import build_cells
 from oota.plan import plan, select
 from tests import registry_server
+from tests.engines import ExtraEngine
 
 # The history tests' throw-away PostgreSQL server, for the history made of real runs.
 from tests.history.conftest import postgres_database, postgres_server  # noqa: F401
@@ -105,6 +107,11 @@ def copy_project(dest: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def built(engine, run_id, marker_ca, tmp_path_factory) -> Built:
+    """The default CPU cell, built and verified once for the session. Its build is forced
+    (``rebuild=True``; with BuildKit's cache of unchanged inputs it takes seconds): an image of
+    the same inputs left under the session's tag (OOTA_KEEP=1 of an earlier session) would
+    otherwise be taken as up to date, with no build log and no build that saw this session's
+    CA bundle, which test_cpu_cell.py checks."""
     results_dir = tmp_path_factory.mktemp("results")
     options = BuildOptions(results_dir=results_dir, ca_bundle=str(marker_ca[0]), run_id=run_id,
                            namespace=NAMESPACE, rebuild=True,
@@ -156,6 +163,32 @@ def _remove_leftover_containers(run_id):
             container.remove(force=True)
     except docker.errors.DockerException:
         pass
+
+
+@pytest.fixture(scope="session")
+def extra_engines(tmp_path_factory) -> Iterator[Callable[[int], ExtraEngine]]:
+    """More Docker Engines on loopback (tests/engines.py), standing in for a lab's hosts: one set
+    for the session, each started when a test first asks for it (``extra_engines(1)`` is e1)
+    and removed at the end. test_fleet.py uses e1 and e2 (and kills e2); test_publish.py pulls
+    into e1."""
+    why = ExtraEngine.usable()
+    if why:
+        pytest.skip(f"no extra Docker Engines here: {why}")
+    root = tmp_path_factory.mktemp("engines")
+    started: dict[int, ExtraEngine] = {}
+
+    def get(index: int) -> ExtraEngine:
+        if index not in started:
+            started[index] = ExtraEngine(root / f"e{index}", index)  # removed even if it fails
+            started[index].start()
+        return started[index]
+
+    try:
+        yield get
+    finally:
+        for extra in started.values():
+            extra.kill()  # its data is thrown away: no graceful shutdown to wait for
+            extra.remove()
 
 
 @pytest.fixture(scope="session")

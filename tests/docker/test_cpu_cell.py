@@ -9,6 +9,7 @@ import tarfile
 
 from testcontainers.core.container import DockerContainer
 
+from oota.execute.verify import forwarded_env
 from oota.results.store import validation_errors
 
 from .conftest import DEFAULT_CELL
@@ -96,8 +97,11 @@ def test_user_can_reverify_the_image_by_hand(built, engine, docker_client):
     assert [(t["id"], t["status"]) for t in expected["tests"]] == \
         [(t["id"], t["status"]) for t in result["tests"]]
     assert result["image"]["sealed"]["id"] == docker_client.images.get(built.tag).id
+    # The session's budget for the ops layer (conftest: 0 s, the must-pass operators), as a
+    # user passes it; without it the container would spend the default 180 s there.
     output = docker_client.containers.run(built.tag, ["oota-verify", "-q"], remove=True,
-                                          stderr=False, labels={"oota.run": built.options.run_id})
+                                          stderr=False, labels={"oota.run": built.options.run_id},
+                                          environment=forwarded_env())
     text = output.decode()
     assert f"oota-verify report: {DEFAULT_CELL} (torch 2.13.0, Python 3.11, device cpu): ✓" in text
     assert "| device | ✓ |" in text and "| llama | ✓ |" in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import yaml
 
@@ -26,10 +27,14 @@ def test_failing_cell_does_not_stop_the_next(built, engine, tmp_path):
     cells = plan(matrix, ["cpu"])
     assert [c.id for c in cells] == ["cpu-torch0.0.1-py3.11-debian12", DEFAULT_CELL]
     results_dir = tmp_path / "results"
+    # The passing cell is the session's image, unchanged: with the session's result beside it,
+    # its verification holds (no second run of the suite, which `built` already ran).
+    shutil.copytree(built.results_dir / DEFAULT_CELL, results_dir / DEFAULT_CELL)
     options = built.options.__class__(**{**_fields(built.options), "results_dir": results_dir,
                                          "rebuild": False})
     results = [r.to_json() for r in build_cells(matrix, cells, engine, Console(), options)]
     failing, passing = results
+    assert "reused" in passing["stages"]["verify"]["detail"], passing["stages"]
     assert failing["status"] == "failed"
     assert failing["stages"]["build"]["status"] == "failed"
     assert "verify" not in failing["stages"]

@@ -12,6 +12,7 @@ import base64
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -27,8 +28,6 @@ from oota import api
 from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL
-from oota.execute.build import BuildOptions
-from oota.execute.fleet import build_cells
 from oota.execute.publish import publish_cells
 from oota.plan import plan, select
 from oota.results.store import load
@@ -57,23 +56,19 @@ def _manifest_digest(registry: str, repository: str, tag: str) -> str:
 @dataclass
 class Verified:
     results: Path
-    namespace: str  # where the image is tagged locally: NAMESPACE/cpu:<cell> of this module
+    namespace: str  # where the image is tagged locally: NAMESPACE/cpu:<cell>, the session's
 
 
 @pytest.fixture(scope="module")
-def verified(engine, run_id, tmp_path_factory) -> Verified:
-    """The default CPU cell built (from the build cache) and verified under a namespace of this
-    module's own: other test sessions on the same Engine, from other checkouts, retag
-    ``oota-test/cpu:<cell>`` with their inputs, which publish would rightly call stale."""
-    matrix = load_matrix(REPO / "matrix.yaml")
-    [default] = select(matrix, plan(matrix, ["cpu"]), ids=[DEFAULT_CELL])
+def verified(built, tmp_path_factory) -> Verified:
+    """The session's verified CPU cell (``built``), its result folder copied: publishing writes
+    the pushed digests into result.json, and the other tests read the session's as it was.
+    Nothing is built or verified again (test sessions that run at once on one Engine keep their
+    images apart with OOTA_TEST_NAMESPACE)."""
+    assert built.results[0]["status"] == "passed", built.results[0].get("message")
     results = tmp_path_factory.mktemp("publish-results")
-    namespace = f"{NAMESPACE}-publish-{uuid.uuid4().hex[:8]}"
-    options = BuildOptions(results_dir=results, run_id=run_id, namespace=namespace,
-                           extra_labels=(("oota.test", "true"), (RUN_LABEL, run_id)))
-    [result] = build_cells(matrix, [default], engine, Console(), options)
-    assert result.status == "passed", result.message
-    return Verified(results=results, namespace=namespace)
+    shutil.copytree(built.results_dir / DEFAULT_CELL, results / DEFAULT_CELL)
+    return Verified(results=results, namespace=NAMESPACE)
 
 
 def test_the_verified_image_is_pushed_and_an_unverified_cell_refused(verified, registry, engine,
@@ -215,16 +210,12 @@ def _no_secrets_anywhere(docker_client, ref: str, private_key: Path, passwords: 
 
 
 @pytest.fixture(scope="module")
-def second_engine(tmp_path_factory):
-    """A dockerd of its own on loopback TCP, empty, standing in for a lab's hardware host. Like
+def second_engine(extra_engines) -> ExtraEngine:
+    """A dockerd of its own on loopback TCP (the session's e1: test_fleet.py may have built its
+    cells there, but it has never seen this image), standing in for a lab's hardware host. Like
     every dockerd it treats 127.0.0.0/8 registries as insecure (TLS without verification), so it
     pulls from the test registry with no CA installed; the credentials come with each pull."""
-    why = ExtraEngine.usable()
-    if why:
-        pytest.skip(f"no second Docker Engine here: {why}")
-    extra = ExtraEngine(tmp_path_factory.mktemp("second-engine"), 5).start()
-    yield extra
-    extra.remove()
+    return extra_engines(1)
 
 
 def test_pull_into_a_second_engine_verifies_there(verified, secure_registry, engine,

@@ -374,9 +374,10 @@ def test_sigterm_in_a_parallel_run_interrupts_every_running_cell(project, tmp_pa
     class Slow(FakeEngine):
         def __init__(self, name: str) -> None:
             super().__init__(name)
-            self.stopped = threading.Event()
+            self.stopped, self.building = threading.Event(), threading.Event()
 
         def build(self, request: BuildRequest, on_step) -> str:
+            self.building.set()
             if self.stopped.wait(30):   # a long build, until the run stops the CLI
                 raise StepFailed(f"docker build of {request.tag} exited with -15")
             raise AssertionError("the build was never stopped")
@@ -387,7 +388,13 @@ def test_sigterm_in_a_parallel_run_interrupts_every_running_cell(project, tmp_pa
     a, b = Slow("a"), Slow("b")
     stations = [Station("a", a, vendors=frozenset({"cpu"})),
                 Station("b", b, vendors=frozenset({"cpu"}))]
-    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+
+    def sigterm_once_both_build() -> None:
+        # Not after a fixed delay: on a loaded machine a cell may not have started by then.
+        if a.building.wait(30) and b.building.wait(30):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=sigterm_once_both_build, daemon=True).start()
     with pytest.raises(Interrupted), signals_as_interrupts():
         _run(project, tmp_path, stations, run_id="r-stop")
     for cell in plan(load_matrix(project.matrix), ["cpu"]):
