@@ -323,10 +323,10 @@ def build(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, ev
         return Ran(results=[])
     console.info(f"{len(cells)} cell(s): " + ", ".join(c.id for c in cells))
     if fleet is None:
-        stations = [Station("local", DockerEngine(), jobs=jobs)]
+        stations = [Station("", DockerEngine(), jobs=jobs, cache=matrix.root / ".oota-cache")]
         down: tuple[Down, ...] = ()
     else:
-        stations, down = _stations(fleet, cells, console)
+        stations, down = _stations(fleet, cells, console, matrix.root / ".oota-cache")
     logging.getLogger("oota").debug("engines ready")
     results = run_on_stations(matrix, cells, stations, console, options, build=build_images,
                               down=down)
@@ -343,7 +343,7 @@ def _check_served(fleet: HostsFile, cells: list[Cell]) -> None:
                          "leave its cells out (--vendor)")
 
 
-def _stations(fleet: HostsFile, cells: list[Cell], console: Console
+def _stations(fleet: HostsFile, cells: list[Cell], console: Console, cache: Path
               ) -> tuple[list[Station], tuple[Down, ...]]:
     """An engine for each host the selected cells need; a host whose engine does not answer
     is left out (its cells go to the other hosts of their vendor), and said so."""
@@ -366,7 +366,7 @@ def _stations(fleet: HostsFile, cells: list[Cell], console: Console
         console.info(f"host {entry.name}: {endpoint.where()} ({entry.jobs} at once; "
                      f"{', '.join(entry.vendors)})")
         stations.append(Station(entry.name, engine, vendors=frozenset(entry.vendors),
-                                jobs=entry.jobs))
+                                jobs=entry.jobs, cache=cache))
     return stations, tuple(down)
 
 
@@ -516,12 +516,12 @@ def hosts(matrix_path: str, vendors: list[str] | None, console: Console,
     rows: list[dict[str, Any]] = []
     if hosts_file is None:
         try:
-            stations = [Station("local", DockerEngine())]
+            stations = [Station("", DockerEngine(), cache=matrix.root / ".oota-cache")]
         except OotaError as exc:
             return [_host_row("local", cell.vendor.name, None, str(exc)) for cell in firsts]
     else:
         fleet = load_hosts(Path(hosts_file), tuple(matrix.vendors))
-        stations, down = _stations(fleet, firsts, console)
+        stations, down = _stations(fleet, firsts, console, matrix.root / ".oota-cache")
         rows += [_host_row(d.name, name, None, d.why) for d in down for name in names
                  if name in d.vendors]
     workdir = matrix.root / ".oota-cache"

@@ -7,6 +7,7 @@ place that runs the docker CLI); unit tests fake :class:`Engine`.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,19 @@ RUN_LABEL = "oota.run"
 # On a sealed image (the build output plus its verification results): the build output's id, so
 # resealing starts from it again instead of stacking layers, and the digest stays the same.
 SEALED_FROM_LABEL = "oota.sealed-from"
+
+
+def engine_identity(docker_id: str, root_dir: str) -> str:
+    """A Docker Engine's stable identity: its own ID (``docker info``'s ``ID``) together with
+    its data root, as 16 hex digits ('' when the Engine gives no ID).
+
+    The data root is part of it because Docker 20.10 derives the ID from the machine's
+    ``/etc/docker/key.json``, which every daemon of one machine shares; Docker 23 and later
+    keep the ID in the data root itself. Either way the pair names one daemon, and stays the
+    same across its restarts, its renames in hosts.yaml and runs with or without a hosts file."""
+    if not docker_id:
+        return ""
+    return hashlib.sha256(f"{docker_id}\n{root_dir}".encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

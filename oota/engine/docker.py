@@ -46,6 +46,7 @@ from oota.engine.base import (
     RunRequest,
     StepEvent,
     TlsFiles,
+    engine_identity,
 )
 from oota.errors import EnvironmentProblem, StepFailed
 from oota.net import redact_text
@@ -355,6 +356,10 @@ class DockerEngine:
         version = self.client.version()
         return {
             "engine": self.endpoint.name,
+            "engine_id": engine_identity(str(info.get("ID", "")),
+                                         str(info.get("DockerRootDir", ""))),
+            "docker_id": str(info.get("ID", "")),
+            "daemon_name": str(info.get("Name", "")),
             "endpoint": self.endpoint.where(),
             "docker_server": version.get("Version", ""),
             "docker_api": version.get("ApiVersion", ""),

@@ -487,8 +487,12 @@ def _tests(doc: dict[str, Any] | JSONObject) -> list[dict[str, Any]]:
 
 
 def host_identity(host: Host) -> JSONObject:
-    """What makes two hosts the same for a verification: the engine and its Docker, kernel,
-    architecture and runtimes, and what the vendor check found (hardware, driver, reasons)."""
-    keys = ("engine", "docker_server", "kernel", "arch", "os", "runtimes")
+    """What makes two hosts the same kind for a verification: their Docker, kernel,
+    architecture and runtimes, and what the vendor check found (hardware, driver, reasons).
+    Not which Engine: a verification follows the image's bytes to any Engine of the same
+    kind (the vendor check's ``checked_on``, the host it ran on, is left out likewise)."""
+    keys = ("docker_server", "kernel", "arch", "os", "runtimes")
     check = host.vendor_check.to_json() if host.vendor_check else None
+    if check is not None:
+        check = {k: v for k, v in check.items() if k != "checked_on"}
     return {**{key: host.text(key) for key in keys}, "vendor_check": check}

@@ -389,3 +389,27 @@ def test_a_vendor_names_the_variables_its_verify_container_gets():
     environ = {"REFDEV_SLOW_OP": "mm:20", "HOME": "/root", "AWS_SECRET_ACCESS_KEY": "x"}
     assert passed_env(reference, environ) == {"REFDEV_SLOW_OP": "mm:20"}
     assert passed_env(cpu, environ) == {}   # the CPU vendor names none
+
+
+# -- engine identities ---------------------------------------------------------------------------
+
+class Identified(FakeEngine):
+    def __init__(self, name: str, engine_id: str, daemon: str = "vm") -> None:
+        super().__init__(name)
+        self.engine_id, self.daemon = engine_id, daemon
+
+    def facts(self) -> dict[str, str]:
+        return {**super().facts(), "engine_id": self.engine_id, "daemon_name": self.daemon}
+
+
+def test_an_engine_keeps_its_hosts_file_name_in_runs_without_one(tmp_path):
+    cache = tmp_path / ".oota-cache"
+    assert Station("", Identified("local", "id-main"), cache=cache).name == "vm"
+    named = Station("main", Identified("main", "id-main"), vendors=frozenset({"cpu"}),
+                    cache=cache)
+    assert named.facts["engine"] == "main" and named.facts["engine_id"] == "id-main"
+    default = Station("", Identified("local", "id-main"), cache=cache)
+    assert (default.name, default.facts["engine"], default.engine.endpoint.name) == \
+        ("main", "main", "main")
+    # Another Engine of the same machine is not given that name.
+    assert Station("", Identified("local", "id-other"), cache=cache).name == "vm"
