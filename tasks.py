@@ -331,9 +331,11 @@ def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
           f"{out}/start/ (get started per vendor){extra}: "
           f"{len(rep.groups)} cells")
     if rep.merged:
+        again = rep.repeated_on_one_host()
         print(f"merged {len(rep.results)} results from {len(rep.sources)} folders; cells "
-              f"run on more than one host: {len(rep.several_copies())}, disagreeing: "
-              f"{len(rep.disagreeing())}")
+              f"run on more than one host: {len(rep.on_several_hosts())}"
+              + (f", run more than once on one host: {len(again)}" if again else "")
+              + f", disagreeing: {len(rep.disagreeing())}")
         for group in rep.disagreeing():
             print(f"  {group.id}: " + "; ".join(group.differences))
     if rep.comparison is not None:

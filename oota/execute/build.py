@@ -153,6 +153,9 @@ class CellRun:
         self.installed: Installed | None = None
         self.sources: Sources | None = None
         self.skips: Skips | None = None
+        # The vendor's run.pass_env switches set for this run (a fault injected, an operator
+        # slowed): recorded with the verification, passed or failed, for the history's blame.
+        self.env = passed_env(cell.vendor)
         self.rendered = render_cell(matrix, cell)
         self.files = context_files(matrix, self.rendered)
         self.fingerprint = fingerprint(self.files)
@@ -206,8 +209,9 @@ class CellRun:
     def _verification_that_holds(self) -> Result | None:
         """The previous result of this cell, when its verification holds for this run: the
         image is up to date (same inputs, verify/ included) and is the very image that result
-        verified and sealed, the run verifies every layer, the host is the same kind of host
-        (engine, Docker, kernel, runtimes, the vendor check), and that result did not fail.
+        verified and sealed, the run verifies every layer with the same pass_env switches
+        set, the host is the same kind of host (Docker, kernel, runtimes, the vendor check),
+        and that result did not fail.
         ``--reverify`` (or ``--rebuild``) runs the suite again."""
         build = self.stages.get("build")
         if (self.options.reverify or self.options.layers or build is None
@@ -219,6 +223,7 @@ class CellRun:
             return None
         sealed = previous.image.sealed if previous.image else None
         if (sealed is None or sealed.id is None or previous.status in BAD
+                or previous.pass_env() != self.env
                 or previous.cell.fingerprint != self.fingerprint
                 or host_identity(previous.host) != host_identity(self.host)
                 or sealed.id != self.engine.image_id(self.tag)):
@@ -238,7 +243,7 @@ class CellRun:
             status=verify.status if verify else "passed", duration_s=0.0,
             message=f"the verification of {at} (run {previous.run_id}) holds: same image, "
                     "suite and host; --reverify runs it again",
-            detail={"reused": reused}, log=verify.log if verify else None)
+            detail={"reused": reused, **self._env_detail()}, log=verify.log if verify else None)
         self.console.line("cached", f"{self.cell.id}: verify: the verification of {at} holds "
                           "(same image, suite and host; --reverify runs it again)")
 
@@ -282,6 +287,8 @@ class CellRun:
     def _record(self, name: str, t0: dt.datetime, status: Status, message: str,
                 detail: JSONObject | None) -> None:
         log_name = f"{name}.log"
+        if name == "verify":
+            detail = {**(detail or {}), **self._env_detail()}
         stage = Stage(status=status, message=message, detail=detail or {},
                       duration_s=round((dt.datetime.now() - t0).total_seconds(), 3),
                       log=log_name if (self.folder / log_name).exists() else None)
@@ -382,9 +389,11 @@ class CellRun:
             raise StepFailed(outcome.problem, log_tail=outcome.log_tail)
         if not self.options.layers:  # only a whole run is the image's expected result
             self._seal()
-        passed = passed_env(self.cell.vendor)
-        # A run with the vendor's switches set (a fault injected) says so in its result.
-        return {"env": dict(passed)} if passed else None
+        return None
+
+    def _env_detail(self) -> JSONObject:
+        """The verify stage's record of the run's pass_env switches (none: nothing)."""
+        return {"env": dict(self.env)} if self.env else {}
 
     def _seal(self) -> None:
         """Put this verification into the image (/opt/oota/expected.json), so `oota-verify` on

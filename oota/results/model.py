@@ -212,6 +212,13 @@ def place_name(engine: str | None, hostname: str | None) -> str:
     return hostname or engine or "unknown host"
 
 
+def host_key(host: Host) -> str:
+    """Which Engine made a result: its identity (``engine_id``), else, for results older than
+    identities, its place name. Two results of one Engine have one key whatever they were
+    called (``main`` in hosts.yaml, the machine's name without one)."""
+    return host.text("engine_id") or host.place()
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Host:
     """The machine the result was made on: Docker's and the platform's facts as recorded
@@ -517,6 +524,13 @@ class Result:
     sources: Sources | None = None
     skips: Skips | None = None
     requested: tuple[str, ...] = ()  # the pip requirements the cell asked for
+
+    def pass_env(self) -> dict[str, str]:
+        """The vendor's pass_env switches the verification ran with (the verify stage's
+        ``detail.env``, written however it ended; {} for none)."""
+        verify = self.stages.get("verify")
+        env = verify.detail.get("env") if verify else None
+        return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
 
     def to_json(self) -> JSONObject:
         data: JSONObject = {

@@ -186,13 +186,15 @@ def test_an_unchanged_verified_image_on_the_same_host_is_not_verified_again(proj
 
 
 @pytest.mark.parametrize("change", ["other image", "failed before", "other host", "reverify",
-                                    "layers"])
+                                    "layers", "a pass_env switch set"])
 def test_anything_changed_means_verifying_again(project, tmp_path, change):
     engine = FakeEngine("a")
     options = {"reverify": change == "reverify"}
     if change == "layers":
         options = {"layers": ("install",)}
     run = _cell_run(project, tmp_path, engine, **options)
+    if change == "a pass_env switch set":
+        run.env = {"REFDEV_WRONG_OP": "tanh"}
     host = None
     if change == "other host":
         host = Host(facts={**run.host.facts, "docker_server": "29.0"},
@@ -413,3 +415,17 @@ def test_an_engine_keeps_its_hosts_file_name_in_runs_without_one(tmp_path):
         ("main", "main", "main")
     # Another Engine of the same machine is not given that name.
     assert Station("", Identified("local", "id-other"), cache=cache).name == "vm"
+
+
+@pytest.mark.parametrize("status", ["passed", "failed", "error", "interrupted"])
+def test_the_pass_env_switches_are_recorded_however_the_verification_ended(project, tmp_path,
+                                                                           status):
+    """The blame of a failing run must see the fault injected into it, not only a pass's."""
+    import datetime as dt
+
+    run = _cell_run(project, tmp_path, FakeEngine("a"))
+    run.env = {"REFDEV_WRONG_OP": "tanh"}
+    run._record("verify", dt.datetime.now(), status, "" if status == "passed" else "why", None)
+    assert run.stages["verify"].detail["env"] == {"REFDEV_WRONG_OP": "tanh"}
+    run._record("build", dt.datetime.now(), status, "", None)
+    assert "env" not in run.stages["build"].detail
