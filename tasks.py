@@ -237,18 +237,23 @@ _REGISTRY_HELP = {
     "registry": "where to push: a registry host and optional path, e.g. registry.lab:5000",
     "namespace": "repository prefix in the registry (default: oota): REGISTRY/NS/VENDOR:CELL",
     "key": "the lab's signing key (oota.key from `invoke keygen`; its password in "
-           "OOTA_SIGNING_PASSWORD); without it images are published unsigned"})
+           "OOTA_SIGNING_PASSWORD); without it images are published unsigned",
+    "hosts": "hosts.yaml: push each image from the Engine of the file that verified it",
+    "host": "the Docker Engine holding the verified images, as hosts.yaml writes one "
+            "(default: DOCKER_HOST, else the local socket)"})
 def publish(c: Context, registry: str, vendor: list[str] | None = None,
             cell: list[str] | None = None, matrix: str = "matrix.yaml", all: bool = False,
             results: str = "results", registry_auth: str | None = None,
             namespace: str = "oota", key: str | None = None,
-            registry_ca: str | None = None) -> None:
+            registry_ca: str | None = None, hosts: str | None = None,
+            host: str | None = None) -> None:
     """Push verified images (and only those), with SBOM, provenance and signature, to a
-    registry; refuse the others with the reason."""
+    registry, each from the Engine that verified it; refuse the others with the reason."""
     out = api.publish(matrix, _vendors(vendor), api.name_list("--cell", cell), all, Console(),
                       registry=api.registry(registry), results_dir=Path(results),
                       namespace=api.namespace(namespace),
-                      auth=api.registry_auth(registry_auth), key=key, ca=registry_ca)
+                      auth=api.registry_auth(registry_auth), key=key, ca=registry_ca,
+                      hosts_file=hosts, host=host)
     for o in out:
         where = f"{o.ref}@{o.digest}" if o.status == "pushed" else o.reason
         signed = ("signed" if o.signed else "UNSIGNED") if o.status == "pushed" else ""
@@ -284,6 +289,7 @@ def pull(c: Context, ref: str, key: str | None = None, registry_auth: str | None
     print(f"signature:   {out.signature}")
     print(f"provenance:  cell {out.provenance.cell}, fingerprint "
           f"{out.provenance.fingerprint[:19]}, verified {out.provenance.verification}")
+    print(f"sbom:        {out.sbom}")
     print(f"engine:      {out.engine}")
     print(f"verify:      {out.counts or 'no counts'} (exit {out.exit_code}; log {out.log})")
     print(out.comparison or "No comparison: the image carries no verification of its own.")

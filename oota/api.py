@@ -25,9 +25,16 @@ from oota.config.hostsfile import HostsFile, endpoint_of, load_hosts
 from oota.config.matrix import Matrix, load_matrix
 from oota.config.yamlsrc import did_you_mean
 from oota.console import Console
-from oota.engine.base import Endpoint, RegistryAuth, TlsFiles
+from oota.engine.base import Endpoint, Engine, RegistryAuth, TlsFiles
 from oota.engine.docker import DockerEngine
-from oota.errors import EXIT_FAILED, EXIT_HOST_LOST, EXIT_OK, InputError, OotaError
+from oota.errors import (
+    EXIT_FAILED,
+    EXIT_HOST_LOST,
+    EXIT_OK,
+    EnvironmentProblem,
+    InputError,
+    OotaError,
+)
 from oota.execute import inplace
 from oota.execute import lock as locks
 from oota.execute.bases import Base, parse_mirrors
@@ -373,20 +380,42 @@ def _stations(fleet: HostsFile, cells: list[Cell], console: Console, cache: Path
 def publish(matrix_path: str, vendors: list[str] | None, ids: list[str] | None,
             everything: bool, console: Console, *, registry: str, results_dir: Path,
             namespace: str = "oota", auth: RegistryAuth | None = None,
-            key: str | None = None, ca: str | None = None) -> list[PublishOutcome]:
+            key: str | None = None, ca: str | None = None, hosts_file: str | None = None,
+            host: str | None = None) -> list[PublishOutcome]:
     """Push the selected cells' verified images to ``registry`` with their SBOM, provenance
-    and (with ``key``, the lab's private key) signature; refuse the others."""
+    and (with ``key``, the lab's private key) signature; refuse the others. Each image is
+    pushed from the Engine that verified it, among those of ``hosts_file`` (``--hosts``) or
+    ``host`` (``--host``; default: the environment's Engine)."""
+    if hosts_file is not None and host is not None:
+        raise InputError("--hosts and --host exclude each other: give the hosts file, or one "
+                         "Engine")
     signer = Signer(key=signing.load_private(Path(key), signing.password_from_env())
                     if key else None, auth=auth, ca=registry_ca(ca))
     matrix, cells = cells_for(matrix_path, vendors, ids, everything)
     if not cells:
         console.warn("no cells selected")
         return []
+    engines = _publishing_engines(matrix, cells, console, hosts_file, host)
     if signer.key is None:
         console.warn("no --key: the images are published unsigned (`invoke keygen` makes a key)")
-    return publish_cells(matrix, cells, DockerEngine(), console, results_dir=results_dir,
+    return publish_cells(matrix, cells, engines[0], console, results_dir=results_dir,
                          registry=registry, namespace=namespace, local_namespace="oota",
-                         auth=auth, signer=signer, run_id=f"publish-{uuid.uuid4().hex[:10]}")
+                         auth=auth, signer=signer, run_id=f"publish-{uuid.uuid4().hex[:10]}",
+                         others=engines[1:])
+
+
+def _publishing_engines(matrix: Matrix, cells: list[Cell], console: Console,
+                        hosts_file: str | None, host: str | None) -> list[Engine]:
+    """The Engines a publish looks for verified images on: those of the hosts file that
+    answer (EnvironmentProblem when none does), ``--host``'s, or the environment's."""
+    if hosts_file is None:
+        return [DockerEngine(engine_endpoint(host))]
+    fleet = load_hosts(Path(hosts_file), tuple(matrix.vendors))
+    stations, down = _stations(fleet, cells, console, matrix.root / ".oota-cache")
+    if not stations:
+        raise EnvironmentProblem(f"{hosts_file}: no host answers (" + "; ".join(
+            f"{d.name}: {d.why}" for d in down) + ")")
+    return [s.engine for s in stations]
 
 
 def registry_ca(path: str | None) -> Path | None:
