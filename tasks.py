@@ -276,15 +276,18 @@ def keygen(c: Context, out: str = ".") -> None:
             "host": "the Docker Engine to pull into and re-verify on, as hosts.yaml writes one: "
                     "unix:///PATH, tcp://HOST:PORT, ssh://USER@HOST or a docker context name "
                     "(default: DOCKER_HOST, else the local socket)",
-            "workdir": "where the run's log and results go (default: .oota-cache/pull)"})
+            "workdir": "where the run's log and results go (default: .oota-cache/pull beside "
+                       "the matrix)",
+            "matrix": HELP_MATRIX})
 def pull(c: Context, ref: str, key: str | None = None, registry_auth: str | None = None,
-         registry_ca: str | None = None, workdir: str = ".oota-cache/pull",
-         host: str | None = None) -> None:
+         registry_ca: str | None = None, workdir: str | None = None,
+         host: str | None = None, matrix: str = "matrix.yaml") -> None:
     """Check a published image's signature and provenance, pull it by digest into an Engine
     (this host's, or --host's), re-verify it there with the device flags it carries; exit 5
     when the image is refused."""
     out = api.pull(ref, key=key, auth=api.registry_auth(registry_auth), ca=registry_ca,
-                   workdir=Path(workdir), host=host)
+                   workdir=Path(workdir) if workdir else
+                   Path(matrix).parent / ".oota-cache" / "pull", host=host)
     print(f"image:       {out.ref} -> {out.digest}")
     print(f"signature:   {out.signature}")
     print(f"provenance:  cell {out.provenance.cell}, fingerprint "
@@ -318,18 +321,22 @@ def hosts(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.yam
     "history": "the history the HUD shows (hud.html, hud.md) and, with --merge, where the "
                "merged run is appended: " + HELP_HISTORY,
     "no_history": "no HUD, and with --merge: do not append the run to the history",
-    "hud_runs": "how many runs the HUD shows, newest first (default 50)"})
+    "hud_runs": "how many runs the HUD shows, newest first (default 50)",
+    "matrix": HELP_MATRIX + "; its folder holds history.db and the get-started pages judge "
+              "staleness against it"})
 def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
            compare: str | None = None, merge: list[str] | None = None,
            format: str | None = None, artifact_url: str | None = None,
-           history: str | None = None, no_history: bool = False, hud_runs: str = "50") -> None:
+           history: str | None = None, no_history: bool = False, hud_runs: str = "50",
+           matrix: str = "matrix.yaml") -> None:
     """Write reports/ (matrix.md, results.json, index.html, cells/, and the history's HUD:
     hud.html, hud.md) from result files and the history."""
-    kept = api.history_target(history, no_history, "merge", Path.cwd(), used=bool(merge))
-    shown = api.history_location(history, off=no_history, root=Path.cwd())
+    root = Path(matrix).parent
+    kept = api.history_target(history, no_history, "merge", root, used=bool(merge))
+    shown = api.history_location(history, off=no_history, root=root)
     done = api.report_with_history(results, out, compare, merge=merge, formats=format,
                                    artifact_url=artifact_url, env=os.environ, target=kept,
-                                   shown=shown, hud_runs=api.hud_runs(hud_runs))
+                                   shown=shown, hud_runs=api.hud_runs(hud_runs), matrix=matrix)
     rep = done.report
     extra = "".join(f", {out}/{name}.json" for name in api.report_formats(format))
     extra += f", {out}/hud.html, {out}/hud.md" if done.hud else ""
@@ -357,19 +364,22 @@ def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
     "dir": "import: a results folder, one result.json per cell folder (repeatable)",
     "vendor": "query: one vendor's cells", "cell": "query: one cell id",
     "test": "query: one test id (e.g. test_device.py::test_matmul)", "format": HELP_FORMAT,
-    "since": "digest: the window, in hours or days (default 24h)", "history": HELP_HISTORY})
+    "since": "digest: the window, in hours, days or weeks: 24h, 3d, 1w (default 24h)",
+    "history": HELP_HISTORY, "matrix": HELP_MATRIX + "; its folder holds history.db"})
 def history(c: Context, action: str, dir: list[str] | None = None, vendor: str | None = None,
             cell: str | None = None, test: str | None = None, format: str = "table",
-            since: str | None = None, history: str | None = None) -> None:
+            since: str | None = None, history: str | None = None,
+            matrix: str = "matrix.yaml") -> None:
     """The history of runs: `import --dir results`; `query [--vendor V] [--cell ID]
     [--test ID]`: every run where an outcome changed, newest first, with what changed;
     `digest [--since 24h]`: what broke, was fixed, is past 72 h or was flaky, with blame."""
     api.check_history_flags(action, dirs=dir, selection={"vendor": vendor, "cell": cell,
                                                          "test": test}, fmt=format,
                             window=since)
-    where = api.history_location(history)
+    root = Path(matrix).parent
+    where = api.history_location(history, root=root)
     if action == "digest":
-        print(api.history_digest(where, window=api.since(since or "24h"), root=Path.cwd()),
+        print(api.history_digest(where, window=api.since(since or "24h"), root=root),
               end="")
         return
     if action == "query":

@@ -475,7 +475,8 @@ def report_formats(text: str | None) -> tuple[str, ...]:
 def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
            merge: list[str] | None = None, formats: str | None = None,
            artifact_url: str | None = None, env: Mapping[str, str] | None = None,
-           history: Callable[[Report], HudInput | None] | None = None) -> Report:
+           history: Callable[[Report], HudInput | None] | None = None,
+           matrix: str = "matrix.yaml") -> Report:
     """Write the report from ``results_dir``, or from every ``merge`` folder; ``formats`` adds
     outputs (crcr.json, described by the CI run of ``env``: GitHub Actions' variables);
     ``history`` gives, once the results are read, what the HUD shows (None: no HUD)."""
@@ -490,7 +491,7 @@ def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
     return write_report(Path(results_dir), Path(out_dir),
                         Path(previous_dir) if previous_dir else None,
                         merge=[Path(m) for m in merge or []], extras=extras, history=history,
-                        current=current_fingerprints(Path("matrix.yaml")))
+                        current=current_fingerprints(Path(matrix)))
 
 
 class _TodayFingerprints(Mapping[str, str]):
@@ -701,7 +702,8 @@ class Reported:
 def report_with_history(results_dir: str, out_dir: str, previous_dir: str | None, *,
                         merge: list[str] | None, formats: str | None,
                         artifact_url: str | None, env: Mapping[str, str], target: History,
-                        shown: Location | None, hud_runs: int) -> Reported:
+                        shown: Location | None, hud_runs: int,
+                        matrix: str = "matrix.yaml") -> Reported:
     """:func:`report`, appending a merged run to ``target`` and writing the HUD of the
     history at ``shown`` (None: ``--no-history``) over its last ``hud_runs`` runs."""
     notes: list[str] = []
@@ -715,7 +717,7 @@ def report_with_history(results_dir: str, out_dir: str, previous_dir: str | None
         return source
 
     rep = report(results_dir, out_dir, previous_dir, merge=merge, formats=formats,
-                 artifact_url=artifact_url, env=env, history=history)
+                 artifact_url=artifact_url, env=env, history=history, matrix=matrix)
     return Reported(report=rep, hud=bool(made), notes=tuple(notes))
 
 
@@ -737,12 +739,12 @@ def hud_runs(value: str | int) -> int:
 
 
 def since(value: str) -> dt.timedelta:
-    """``--since 24h`` or ``3d``: the digest's window."""
+    """``--since 24h``, ``3d`` or ``1w``: the digest's window."""
     try:
         return hud.parse_since(value)
     except ValueError:
-        raise InputError(f"--since {value!r} is not a window; give hours or days, e.g. "
-                         "--since 24h or --since 3d") from None
+        raise InputError(f"--since {value!r} is not a window; give hours, days or weeks, "
+                         "e.g. --since 24h, --since 3d or --since 1w") from None
 
 
 def hud_source(location: Location | None, runs: int, root: Path,

@@ -45,7 +45,7 @@ from oota.history.timeline import (
     deciding,
 )
 from oota.results.model import CellRef, TestOutcome, status_of
-from oota.vocab import Status
+from oota.vocab import BAD, Status
 
 T = TypeVar("T")
 # SQLite's busy timeout (seconds): how long a writer waits for another's transaction.
@@ -392,6 +392,11 @@ def read_timeline(store: Store, *, metrics_layer: str = WORKLOAD_LAYER) -> Timel
                                                 t.runs.c.started_at, t.runs.c.oota_version))}
         rows = conn.execute(select(t.results).order_by(t.results.c.id)).all()
         packages = _packages(conn, select(t.results.c.id))
+        failed: dict[int, list[str]] = {}
+        for result_id, test_id in conn.execute(
+                select(t.tests.c.result_id, t.tests.c.test_id)
+                .where(t.tests.c.status.in_(sorted(BAD))).order_by(t.tests.c.test_id)):
+            failed.setdefault(result_id, []).append(test_id)
         figures = conn.execute(
             select(t.results.c.cell_id, t.results.c.host, t.results.c.engine_id,
                    t.results.c.run_id, t.figures.c.test_id, t.figures.c.name,
@@ -401,12 +406,14 @@ def read_timeline(store: Store, *, metrics_layer: str = WORKLOAD_LAYER) -> Timel
             .join(t.results, t.results.c.id == t.figures.c.result_id)
             .where(t.tests.c.layer == metrics_layer, t.figures.c.number.is_not(None))).all()
     order = sorted(heads.values(), key=lambda h: (h[0].started_at, h[0].id))
-    return Timeline(runs=tuple(h for h, _ in order), cells=_series(rows, heads, packages),
+    return Timeline(runs=tuple(h for h, _ in order),
+                    cells=_series(rows, heads, packages, failed),
                     metrics=_metric_series(figures, heads))
 
 
 def _series(rows: Sequence[Row[Any]], heads: dict[int, tuple[RunHead, str]],
-            packages: dict[int, _Packages]) -> tuple[CellSeries, ...]:
+            packages: dict[int, _Packages], failed: dict[int, list[str]]
+            ) -> tuple[CellSeries, ...]:
     newest: dict[str, Row[Any]] = {}
     by_cell: dict[str, dict[int, list[Outcome]]] = {}
     for r in rows:
@@ -414,7 +421,8 @@ def _series(rows: Sequence[Row[Any]], heads: dict[int, tuple[RunHead, str]],
         newest[r.cell_id] = r  # its coordinates name the cell (rows are in id order)
         by_cell.setdefault(r.cell_id, {}).setdefault(r.run_id, []).append(Outcome(
             run=head, status=_status(r.status), message=r.message,
-            inputs=_inputs(r, suite, packages.get(r.id, NO_PACKAGES))))
+            inputs=_inputs(r, suite, packages.get(r.id, NO_PACKAGES)),
+            failed_tests=tuple(failed.get(r.id, ()))))
     series = [CellSeries(cell=cell_ref(newest[cell]), outcomes=tuple(sorted(
         (found[0] if len(found) == 1 else deciding(found) for found in runs.values()),
         key=lambda o: (o.run.started_at, o.run.id)))) for cell, runs in by_cell.items()]
