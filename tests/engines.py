@@ -149,6 +149,26 @@ class ExtraEngine:
             self.proc.wait(timeout=30)
         self._kill_leftovers()
 
+    def kill_daemon(self) -> None:
+        """The daemon alone is killed (SIGKILL): its containerd goes with it, but the shims
+        keep the containers running, as on a host whose dockerd was OOM-killed."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def restart(self, timeout_s: float = 90, attempts: int = 3) -> ExtraEngine:
+        """The daemon again, on the same port, data-root and exec-root (after kill_daemon).
+        Right after a kill, a new dockerd may give up waiting for its containerd (the killed
+        one's is still going): it is started again, as systemd's Restart= would."""
+        for attempt in range(1, attempts + 1):
+            try:
+                return self.start(timeout_s)
+            except RuntimeError:
+                if attempt == attempts:
+                    raise
+                time.sleep(3)
+        raise AssertionError("unreachable")
+
     def stop(self) -> None:
         """Stop the daemon (SIGTERM, then SIGKILL), its containerd, and unmount what it left."""
         if self.proc is not None and self.proc.poll() is None:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from oota.reproducible import Entry
+
 RUN_LABEL = "oota.run"
 # On a sealed image (the build output plus its verification results): the build output's id, so
 # resealing starts from it again instead of stacking layers, and the digest stays the same.
@@ -72,6 +74,14 @@ class RegistryAuth:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ImageLayer:
+    """One layer of an image: its digest (the diff id) and the build step that made it."""
+
+    id: str
+    step: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class StepEvent:
     """One finished build step, from BuildKit's plain progress output."""
 
@@ -92,6 +102,8 @@ class BuildRequest:
     target: str = "runtime"
     log_path: Path | None = None
     timeout_s: int = 3600
+    # Every time in the image's configuration (oota.reproducible); None: as BuildKit left it.
+    epoch: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -168,3 +180,6 @@ class Engine(Protocol):
     def seal(self, image: str, files: dict[str, bytes], labels: dict[str, str], *,
              run_id: str = "") -> str: ...
     def read_file(self, image: str, path: str, *, run_id: str = "") -> bytes: ...
+    def build_output(self, ref: str) -> str | None: ...
+    def image_layers(self, ref: str) -> tuple[ImageLayer, ...]: ...
+    def layer_entries(self, ref: str, layer: str) -> dict[str, Entry]: ...

@@ -21,11 +21,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from oota import __version__
+from oota import __version__, reproducible
 from oota.config.matrix import Matrix
 from oota.console import Console
 from oota.engine.base import SEALED_FROM_LABEL, BuildRequest, Engine, StepEvent
 from oota.errors import InputError, OotaError, StepFailed
+from oota.execute import samebytes
 from oota.execute.bases import Base
 from oota.execute.interrupts import Interrupted, deferred, signal_name
 from oota.execute.leftovers import context_root
@@ -99,6 +100,7 @@ class SourceStamp:
 
     revision: str = ""
     created: str = ""
+    epoch: int | None = None   # ``created`` in seconds
 
     def labels(self) -> dict[str, str]:
         stamped = {"org.opencontainers.image.revision": self.revision}
@@ -119,7 +121,8 @@ def source_stamp(root: Path, inputs: list[Path]) -> SourceStamp:
     created = ""
     if epoch.isdigit():
         created = dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc).isoformat()
-    return SourceStamp(revision=revision, created=created)
+    return SourceStamp(revision=revision, created=created,
+                       epoch=int(epoch) if epoch.isdigit() else None)
 
 
 def _git(root: Path, args: list[str]) -> str:
@@ -156,6 +159,9 @@ class CellRun:
         # The vendor's run.pass_env switches set for this run (a fault injected, an operator
         # slowed): recorded with the verification, passed or failed, for the history's blame.
         self.env = passed_env(cell.vendor)
+        # Another Engine of the run by its identity (for the files of a layer that differs).
+        self.elsewhere: samebytes.Elsewhere = lambda _: None
+        self.differs: JSONObject = {}
         self.rendered = render_cell(matrix, cell)
         self.files = context_files(matrix, self.rendered)
         self.fingerprint = fingerprint(self.files)
@@ -208,36 +214,39 @@ class CellRun:
     # -- a verification that still holds ---------------------------------------------------
     def _verification_that_holds(self) -> Result | None:
         """The previous result of this cell, when its verification holds for this run: the
-        image is up to date (same inputs, verify/ included) and is the very image that result
-        verified and sealed, the run verifies every layer with the same pass_env switches
-        set, the host is the same kind of host (Docker, kernel, runtimes, the vendor check),
-        and that result did not fail.
-        ``--reverify`` (or ``--rebuild``) runs the suite again."""
+        image was built from the same inputs (verify/ included) and is the very build output
+        that result verified and sealed, on this Engine or another
+        (:mod:`oota.execute.samebytes`), the run verifies every layer with the same pass_env
+        switches set, the host is the same kind of host (Docker, kernel, runtimes, the vendor
+        check), and that result did not fail. ``--reverify`` runs the suite again."""
         build = self.stages.get("build")
-        if (self.options.reverify or self.options.layers or build is None
-                or not build.detail.get("up_to_date")):
+        if self.options.reverify or self.options.layers or build is None:
             return None
         try:
             previous = load(self.folder / "result.json")
         except (ResultFormatError, OSError):
             return None
-        sealed = previous.image.sealed if previous.image else None
-        if (sealed is None or sealed.id is None or previous.status in BAD
-                or previous.pass_env() != self.env
+        if (previous.status in BAD or previous.pass_env() != self.env
                 or previous.cell.fingerprint != self.fingerprint
-                or host_identity(previous.host) != host_identity(self.host)
-                or sealed.id != self.engine.image_id(self.tag)):
+                or host_identity(previous.host) != host_identity(self.host)):
             return None
-        return previous
+        found = samebytes.compare(self.engine, self.tag, previous, self.elsewhere)
+        if found.why:
+            self.console.warn(f"{self.cell.id}: {found.why}; verifying it here")
+            self.differs = found.detail
+        return previous if found.same else None
 
     def _reuse(self, previous: Result) -> None:
-        """Take ``previous``'s verification as this run's, saying from when."""
+        """Take ``previous``'s verification as this run's, saying from when. An image that
+        does not carry it yet (the same bytes, verified on another Engine) is sealed with it."""
         self.tests, self.installed, self.skips = previous.tests, previous.installed, previous.skips
         if previous.image is not None:
             self.image = replace(previous.image, base=None)
         verify = previous.stages.get("verify")
         sealed = previous.image.sealed if previous.image else None
         at = sealed.at if sealed and sealed.at else previous.finished_at
+        if sealed is not None and sealed.id != self.engine.image_id(self.tag):
+            self._seal(previous.run_id or self.options.run_id, at, previous.host)
         reused: JSONObject = {"run_id": previous.run_id, "verified_at": at}
         self.stages["verify"] = Stage(
             status=verify.status if verify else "passed", duration_s=0.0,
@@ -288,7 +297,8 @@ class CellRun:
                 detail: JSONObject | None) -> None:
         log_name = f"{name}.log"
         if name == "verify":
-            detail = {**(detail or {}), **self._env_detail()}
+            differs: JSONObject = {"not_the_verified_image": self.differs} if self.differs else {}
+            detail = {**(detail or {}), **self._env_detail(), **differs}
         stage = Stage(status=status, message=message, detail=detail or {},
                       duration_s=round((dt.datetime.now() - t0).total_seconds(), 3),
                       log=log_name if (self.folder / log_name).exists() else None)
@@ -340,10 +350,11 @@ class CellRun:
         context, secrets = stage_context(tmp, self.files, sources, self.options.ca_bundle)
         # Nothing here may change between two builds of the same inputs (no clock, no run id;
         # the run id is in the result): a fully cached rebuild then makes the same image.
+        stamp = source_stamp(self.matrix.root, self._inputs())
         labels = {
             "oota.fingerprint": self.fingerprint,
             "oota.version": __version__,
-            **source_stamp(self.matrix.root, self._inputs()).labels(),
+            **stamp.labels(),
             "org.opencontainers.image.version": self.cell.id,
             "org.opencontainers.image.vendor": "oota",
             "org.opencontainers.image.source": "https://github.com/oota/oota",
@@ -352,10 +363,13 @@ class CellRun:
             runflags.LABEL: runflags.to_label(device_request(self.cell.vendor, self.tag, [])),
             **dict(self.options.extra_labels),
         }
+        epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
         return BuildRequest(context=context, tag=self.tag, labels=labels, secrets=secrets,
-                            build_args={"BASE_IMAGE": base.ref},
+                            build_args={"BASE_IMAGE": base.ref, **(
+                                {"SOURCE_DATE_EPOCH": epoch} if epoch.isdigit() else {})},
                             log_path=self.folder / "build.log",
-                            timeout_s=self.options.build_timeout_s)
+                            timeout_s=self.options.build_timeout_s,
+                            epoch=stamp.epoch or reproducible.epoch(os.environ))
 
     def _inputs(self) -> list[Path]:
         """The files and folders the cell's image is made from (its fingerprint's sources, and
@@ -395,11 +409,12 @@ class CellRun:
         """The verify stage's record of the run's pass_env switches (none: nothing)."""
         return {"env": dict(self.env)} if self.env else {}
 
-    def _seal(self) -> None:
+    def _seal(self, run_id: str = "", at: str | None = None, host: Host | None = None) -> None:
         """Put this verification into the image (/opt/oota/expected.json), so `oota-verify` on
-        a user's host compares its run with it. A failure to seal is noted, not a failed cell."""
-        expected = expected_results(self.cell, self.tests, self.installed, self.host,
-                                    self.options.run_id)
+        a user's host compares its run with it. A failure to seal is noted, not a failed cell.
+        ``at`` and ``host``: of a verification made earlier (on an Engine of the same kind)."""
+        expected = expected_results(self.cell, self.tests, self.installed, host or self.host,
+                                    run_id or self.options.run_id, verified_at=at)
         kept = self._sealed_already(expected)
         if kept is not None:
             self.image = replace(self.image, sealed=kept)
@@ -464,6 +479,8 @@ def stage_context(tmp: Path, files: dict[str, Path | bytes], sources: PipSources
             target.write_bytes(source)
         else:
             shutil.copy2(source, target)
+        # A COPY keeps a file's time: the checkout's would differ from one host to the next.
+        os.utime(target, (reproducible.LAYER_EPOCH, reproducible.LAYER_EPOCH))
     (context / "vendor" / "verify").mkdir(parents=True, exist_ok=True)
     wheels = fill_wheelhouse(context / "wheelhouse", sources.wheel_dirs)
     pipconf = tmp / "pip.conf"

@@ -284,9 +284,15 @@ class FleetRun:
         assert schedule is not None
         run = CellRun(self.matrix, cell, station.engine, self.console, self.options, base_for,
                       host, unsupported=unsupported, stopping=lambda: schedule.stopping)
+        run.elsewhere = self._engine_of
         with self.console.status(cell.id):
             result = run.run(build=self.build)
         return result, run.lost
+
+    def _engine_of(self, engine_id: str) -> Engine | None:
+        """The Engine of this run that has the identity ``engine_id`` (None: not reached)."""
+        return next((s.engine for s in self.stations
+                     if engine_id and s.engine_id == engine_id and not s.lost), None)
 
     def _no_host(self, task: _Task) -> Result:
         vendor = task.cell.vendor.name

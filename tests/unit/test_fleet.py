@@ -63,6 +63,9 @@ class FakeEngine:
     def image_id(self, ref: str) -> str | None:
         return f"sha256:{self.endpoint.name}"
 
+    def build_output(self, ref: str) -> str | None:
+        return f"sha256:{self.endpoint.name}"
+
     def build(self, request: BuildRequest, on_step) -> str:
         time.sleep(self.build_s)
         if self.dies:

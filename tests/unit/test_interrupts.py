@@ -70,6 +70,12 @@ class FakeEngine:
     def image_digest(self, ref: str) -> str:
         return "sha256:image"
 
+    def build_output(self, ref: str) -> str | None:
+        return "sha256:image"
+
+    def image_layers(self, ref: str) -> tuple:
+        return ()
+
     def run(self, request: RunRequest) -> RunOutcome:
         self.runs.append(request)
         run_id = request.labels[RUN_LABEL]
