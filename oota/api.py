@@ -265,8 +265,9 @@ def matrix_text(matrix_path: str, vendors: list[str] | None, fmt: str,
     picks) or with ``everything`` of every cell; the table and JSON list every cell, with its
     ``default`` column, so ``everything`` is refused there."""
     if fmt == "github":
-        _, cells = cells_for(matrix_path, vendors, everything=everything)
-        return github.matrix_json([github.job_for(cell) for cell in cells])
+        matrix, cells = cells_for(matrix_path, vendors, everything=everything)
+        return github.matrix_json([github.job_for(cell, cell_fingerprint(matrix, cell))
+                                   for cell in cells])
     if everything:
         raise InputError(f"--all applies only with --format github; --format {fmt} lists "
                          "every cell already (its 'default' column marks the default ones)")
