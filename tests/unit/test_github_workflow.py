@@ -488,7 +488,7 @@ def test_a_cells_results_are_kept_by_its_fingerprint_and_history_only_in_the_rep
     assert "--no-history" in build
     assert report["env"] == {"OOTA_HISTORY": "${{ secrets.OOTA_HISTORY_URL }}"}
     install = step("report", "Install oota")["run"]
-    assert install.endswith("install --disable-pip-version-check .")   # no test extra
+    assert install.endswith("install --disable-pip-version-check -e .")   # no test extra
     hud = step("report", "Upload the HUD and the digest")
     assert hud["with"]["name"] == "hud" and "reports/digest.md" in hud["with"]["path"]
     publish = step("cell", "Publish the verified image")
