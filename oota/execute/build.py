@@ -245,12 +245,16 @@ class CellRun:
         verify = previous.stages.get("verify")
         sealed = previous.image.sealed if previous.image else None
         at = sealed.at if sealed and sealed.at else previous.finished_at
+        # The run that verified it: ``previous`` may itself have reused that verification.
+        earlier = verify.detail.get("reused") if verify else None
+        run_id = str(earlier.get("run_id") or "") if isinstance(earlier, dict) else ""
+        run_id = run_id or previous.run_id or self.options.run_id
         if sealed is not None and sealed.id != self.engine.image_id(self.tag):
-            self._seal(previous.run_id or self.options.run_id, at, previous.host)
-        reused: JSONObject = {"run_id": previous.run_id, "verified_at": at}
+            self._seal(run_id, at, previous.host)
+        reused: JSONObject = {"run_id": run_id, "verified_at": at}
         self.stages["verify"] = Stage(
             status=verify.status if verify else "passed", duration_s=0.0,
-            message=f"the verification of {at} (run {previous.run_id}) holds: same image, "
+            message=f"the verification of {at} (run {run_id}) holds: same image, "
                     "suite and host; --reverify runs it again",
             detail={"reused": reused, **self._env_detail()}, log=verify.log if verify else None)
         self.console.line("cached", f"{self.cell.id}: verify: the verification of {at} holds "
