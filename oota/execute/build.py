@@ -419,7 +419,9 @@ class CellRun:
         ``at`` and ``host``: of a verification made earlier (on an Engine of the same kind)."""
         expected = expected_results(self.cell, self.tests, self.installed, host or self.host,
                                     run_id or self.options.run_id, verified_at=at)
-        kept = self._sealed_already(expected)
+        # A verification taken from another Engine is sealed exactly as there (its seal, and
+        # so the image id, is then the same); a new one keeps an equivalent older seal.
+        kept = self._sealed_already(expected, exact=at is not None)
         if kept is not None:
             self.image = replace(self.image, sealed=kept)
             return
@@ -436,21 +438,25 @@ class CellRun:
         self.image = replace(self.image, sealed=Sealed(id=image_id, file=EXPECTED_IN_IMAGE,
                                                        at=expected.verified_at))
 
-    def _sealed_already(self, expected: ExpectedResults) -> Sealed | None:
+    def _sealed_already(self, expected: ExpectedResults, *, exact: bool = False
+                        ) -> Sealed | None:
         """The image's seal, when it already holds this verification (the same outcome of every
         test on the same kind of host; only the time and the run differ): resealing would make
-        a new image id for the same software and the same results."""
+        a new image id for the same software and the same results. ``exact``: only a seal of
+        these very bytes."""
         labels = self.engine.image_labels(self.tag) or {}
         image_id = self.engine.image_id(self.tag)
         if SEALED_FROM_LABEL not in labels or image_id is None:
             return None
         try:
-            sealed = json.loads(self.engine.read_file(self.tag, EXPECTED_IN_IMAGE,
-                                                      run_id=self.options.run_id))
+            carried = self.engine.read_file(self.tag, EXPECTED_IN_IMAGE,
+                                            run_id=self.options.run_id)
+            sealed = json.loads(carried)
         except (OSError, ValueError, OotaError) as exc:
             log.debug("no usable seal in %s: %s", self.tag, exc)
             return None
-        if not isinstance(sealed, dict) or not same_verification(sealed, expected.document):
+        if not isinstance(sealed, dict) or not same_verification(sealed, expected.document) \
+                or (exact and carried != expected.to_bytes()):
             return None
         self.console.info(f"{self.cell.id}: the image's results ({EXPECTED_IN_IMAGE}, "
                           f"{sealed.get('verified_at')}) match this verification; kept")
