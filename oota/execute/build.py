@@ -293,6 +293,8 @@ class CellRun:
             raise Interrupted(signal)
         if not self.lost and not self.engine.alive():
             first = (message.splitlines() or [""])[0][:300]
+            # The SDK's own failure to connect says no more than "stopped answering".
+            first = "" if first.startswith("internal error: ConnectionError") else first
             self.lost = (f"host {self.engine.endpoint.name} stopped answering during {stage}"
                          + (f" ({first})" if first else ""))
         return bool(self.lost)
