@@ -63,7 +63,12 @@ def refusal(result: Result | None, labels: dict[str, str] | None, image_id: str 
             current: str, *, elsewhere: str = "") -> str:
     """Why a cell's image may not be published ('' when it may); ``current`` is the cell's
     fingerprint from today's inputs; ``elsewhere`` names the Engine that verified it when the
-    command does not reach that Engine."""
+    command does not reach that Engine (then the image here, whatever it is, is not it)."""
+    sealed = result.image.sealed if result and result.image else None
+    if elsewhere and result is not None and result.cell.fingerprint == current \
+            and result.status in PUBLISHABLE and sealed is not None and sealed.id != image_id:
+        return (f"verified on {elsewhere}, which this command does not reach: give the "
+                "hosts file (--hosts hosts.yaml) or that Engine (--host ENDPOINT)")
     if labels is None or image_id is None:
         return "no image: build and verify it first (`invoke build`)"
     if labels.get("oota.fingerprint") != current:
@@ -76,14 +81,10 @@ def refusal(result: Result | None, labels: dict[str, str] | None, image_id: str 
     if result.status not in PUBLISHABLE:
         return f"its last verification {result.status}" + (
             f": {result.message}" if result.message else "")
-    sealed = result.image.sealed if result.image else None
     if sealed is None or sealed.id is None or "oota.verified" not in labels:
         return ("unsealed: the image does not carry its verification (only a run of every "
                 "layer is sealed); `invoke verify` it")
     if sealed.id != image_id:
-        if elsewhere:
-            return (f"verified on {elsewhere}, which this command does not reach: give the "
-                    "hosts file (--hosts hosts.yaml) or that Engine (--host ENDPOINT)")
         return "the image changed since its verification (a build took the tag); verify it again"
     return ""
 
