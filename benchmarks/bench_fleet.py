@@ -17,6 +17,7 @@ machine's other load, which the output prints (the load average before each run)
 
     python benchmarks/bench_fleet.py setup
     python benchmarks/bench_fleet.py all [--runs 3]     # A B A B ...; medians and ratios
+    python benchmarks/bench_fleet.py pairs [--runs 3]   # one, two, one, two ...: that ratio only
     python benchmarks/bench_fleet.py teardown
 
 The pairs ``all`` alternates (each figure the median of --runs, the ratio taken pair by pair):
@@ -222,10 +223,28 @@ def run_all(runs: int) -> None:
     print("change-one: 1 cell built and verified, 7 reused, in every run")
 
 
+def run_pairs(runs: int) -> None:
+    """Only the two-hosts figure: one, two, one, two ... (each pair's ratio, and medians)."""
+    times: dict[str, list[float]] = {"one": [], "two": []}
+    for _ in range(runs):
+        times["one"].append(_timed(one))
+        times["two"].append(_timed(two))
+    ratios = [b / a for a, b in zip(times["one"], times["two"], strict=True)]
+    cpus = _cpus()
+    print(f"{len(SDKS)} cells, {runs} pairs; one = e1 on CPU {cpus.get('e1', 'all')}, two = e1 "
+          f"and e2 on CPU {cpus.get('e2', 'all')}; load average before the runs: median "
+          f"{statistics.median(LOADS):.2f} (min {min(LOADS):.2f}, max {max(LOADS):.2f}) on "
+          f"{os.cpu_count()} CPUs")
+    for name, found in times.items():
+        print(_line(name, found) + "  runs: " + ", ".join(f"{t:.1f}" for t in found))
+    print(f"two/one     median {statistics.median(ratios):.3f} (pairs: "
+          + ", ".join(f"{r:.3f}" for r in ratios) + ")")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=("setup", "teardown", "all", "one", "two", "noop",
-                                         "naive", "change-one"))
+    parser.add_argument("step", choices=("setup", "teardown", "all", "pairs", "one", "two",
+                                         "noop", "naive", "change-one"))
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cpus-e1", default="0", help="setup: e1's CPU set (default 0)")
     parser.add_argument("--cpus-e2", default="1", help="setup: e2's CPU set (default 1)")
@@ -234,6 +253,8 @@ def main() -> None:
              "naive": naive, "change-one": change_one}
     if args.step == "all":
         run_all(args.runs)
+    elif args.step == "pairs":
+        run_pairs(args.runs)
     elif args.step == "setup":
         setup({"e1": args.cpus_e1, "e2": args.cpus_e2})
     else:

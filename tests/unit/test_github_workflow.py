@@ -554,3 +554,29 @@ def test_the_comment_is_posted_only_with_a_token_that_may(tmp_path: Path) -> Non
     assert (tmp_path / "posted").read_text().split() == [
         "api", "repos/pytorch/pytorch/issues/7/comments", "-F", "body=@pr-comment/comment.md",
         "--silent"]
+
+
+def test_the_local_runner_reads_every_expression_of_the_workflow() -> None:
+    """tests/workflow_runner.py runs the jobs here (README: running the jobs here); every
+    condition and value it will meet must parse, and mean what GitHub means."""
+    from tests import workflow_runner as runner
+
+    context = {**runner.Run(work=Path("."), event="schedule", vars={"OOTA_REGISTRY": "r:5"},
+                            secrets={}).context("cell"),
+               "matrix": {"cell": "c", "fingerprint": "sha256:f", "runs-on": ["x"]},
+               "steps": {}, "needs": {"plan": {"outputs": {"cells": "1", "pr": ""},
+                                               "result": "success"}}}
+    doc = workflow()
+    for job in doc["jobs"].values():
+        runner.condition(job.get("if"), context, "success")
+        for item in job["steps"]:
+            runner.condition(item.get("if"), context, "success")
+            for text in strings(item):
+                runner.substitute(text, context)
+    publish = step("cell", "Publish the verified image")["if"]
+    assert runner.condition(publish, context, "success")
+    assert not runner.condition(publish, context, "failure")
+    assert not runner.condition(publish, {**context, "github": {"event_name":
+                                                                "repository_dispatch"}},
+                                "success")
+    assert runner.condition(doc["jobs"]["report"]["if"], context, "failure")  # always()
