@@ -126,7 +126,12 @@ def teardown() -> None:
     for index in (1, 2):
         pid_file = HOME / f"e{index}.pid"
         if pid_file.is_file():
-            subprocess.run(["kill", pid_file.read_text().strip()], capture_output=True)
+            pid = pid_file.read_text().strip()
+            subprocess.run(["kill", pid], capture_output=True)
+            for _ in range(60):   # gone before its cgroup and folders are removed
+                if not Path(f"/proc/{pid}").exists():
+                    break
+                time.sleep(0.5)
         ExtraEngine(HOME / f"e{index}", index, cpus=cpus.get(f"e{index}")).remove()
     shutil.rmtree(HOME, ignore_errors=True)
 

@@ -428,7 +428,8 @@ class DockerEngine:
         try:
             built = self.client.images.get(base)
         except self._errors.ImageNotFound:
-            base, built = str(current.id), current
+            built = self._build_output_again(current, base, labels)
+            base = str(built.id)
         merged = {**labels, SEALED_FROM_LABEL: base}
         layer = reproducible.files_layer(files, restamp.created(built))
         canonical = restamp.sealed(self.client, built, files, layer, merged, image)
@@ -449,6 +450,13 @@ class DockerEngine:
         if current.id not in (base, sealed.id):
             self._remove_if_untagged(str(current.id))  # the sealing this one replaces
         return str(sealed.id)
+
+    def _build_output_again(self, sealed: Any, base: str, labels: dict[str, str]) -> Any:
+        """The build output ``sealed`` was sealed from, loaded again from the seal itself when
+        it was pruned; else the sealed image (the new seal then goes on top of it)."""
+        if restamp.unsealed(self.client, sealed, [*labels, SEALED_FROM_LABEL], base):
+            return self.client.images.get(base)
+        return sealed
 
     def _scratch_container(self, image: str, run_id: str) -> Container:
         """A container that is never started (only its filesystem is used), labelled with the

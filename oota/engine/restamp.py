@@ -105,6 +105,28 @@ def sealed(client: Any, base: Any, files: Mapping[str, bytes], layer: bytes,
     return config_id(config)
 
 
+def unsealed(client: Any, image: Any, seal_labels: Sequence[str], base_id: str) -> bool:
+    """Load again the build output ``image`` (a canonical seal) was made from, when it is gone
+    (a seal's configuration has no parent link, so ``docker image prune`` takes the build
+    output for dangling): the seal's configuration without its last layer and step and
+    without ``seal_labels``. True when that gave back exactly ``base_id``."""
+    history = steps(client, image)
+    if not history or not history[-1].layer:
+        return False
+    inspected = _inspected(image.attrs)
+    layers = inspected["RootFS"]["Layers"]
+    inspected["RootFS"] = {"Layers": layers[:-1]}
+    labels = dict(inspected["Config"].get("Labels") or {})
+    for key in (*seal_labels, LAYERS_LABEL):
+        labels.pop(key, None)
+    inspected["Config"] = {**inspected["Config"], "Labels": labels}
+    config = canonical_config(inspected, history[:-1], created(image))
+    if config_id(config) != base_id:
+        return False
+    load(client, config, (), None)
+    return True
+
+
 def _inspected(attrs: Mapping[str, Any]) -> dict[str, Any]:
     """What the canonical configuration takes from inspect. The run configuration's ``Image``
     and ``Hostname`` are the builder's, not the image's: left empty."""

@@ -104,6 +104,13 @@ def test_one_dockerfile_on_two_engines_is_one_image_and_one_sealed_image(pair, t
     assert e5.build_output(TAG) == next(iter(built))   # the seal's label names the build
     assert [x.step for x in e5.image_layers(TAG)][-2:] == [
         "RUN ln -s /opt/oota/hello.txt /opt/oota/link", "oota seal: /opt/oota/expected.json"]
+    # A seal has no parent link: `docker image prune` removes the build output. Resealing
+    # loads it again from the seal, and the new seal replaces the old one (no stacking).
+    pair[1].docker("rmi", next(iter(built)))
+    layers = len(e5.image_layers(TAG))
+    e5.seal(TAG, {"/opt/oota/expected.json": b'{"status": "failed"}\n'},
+            {**labels, "oota.verified": "failed"})
+    assert e5.build_output(TAG) == next(iter(built)) and len(e5.image_layers(TAG)) == layers
 
 
 def test_a_step_that_is_not_reproducible_is_named_with_its_file(pair, tmp_path):
