@@ -217,7 +217,7 @@ def run_all(runs: int) -> None:
                                                    strict=True)]}
     cpus = _cpus()
     print(f"{len(SDKS)} cells of the fleet vendor, {runs} runs each, alternating; one = e1 on "
-          f"CPU {cpus.get('e1', 'all')}, two = e1 and e2 on CPU {cpus.get('e2', 'all')}; load "
+          f"CPU {cpus.get('e1', 'all')}, two = it and e2 on CPU {cpus.get('e2', 'all')}; load "
           f"average before the runs: median {statistics.median(LOADS):.2f} "
           f"(min {min(LOADS):.2f}, max {max(LOADS):.2f}) on {os.cpu_count()} CPUs")
     for name, times in figures.items():
@@ -236,7 +236,7 @@ def run_pairs(runs: int) -> None:
         times["two"].append(_timed(two))
     ratios = [b / a for a, b in zip(times["one"], times["two"], strict=True)]
     cpus = _cpus()
-    print(f"{len(SDKS)} cells, {runs} pairs; one = e1 on CPU {cpus.get('e1', 'all')}, two = e1 "
+    print(f"{len(SDKS)} cells, {runs} pairs; one = e1 on CPU {cpus.get('e1', 'all')}, two = it "
           f"and e2 on CPU {cpus.get('e2', 'all')}; load average before the runs: median "
           f"{statistics.median(LOADS):.2f} (min {min(LOADS):.2f}, max {max(LOADS):.2f}) on "
           f"{os.cpu_count()} CPUs")
