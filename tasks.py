@@ -246,20 +246,25 @@ _REGISTRY_HELP = {
     "registry": "where to push: a registry host and optional path, e.g. registry.lab:5000",
     "namespace": "repository prefix in the registry (default: oota): REGISTRY/NS/VENDOR:CELL",
     "key": "the lab's signing key (oota.key from `./oota.sh keygen`; its password in "
-           "OOTA_SIGNING_PASSWORD); without it images are published unsigned"})
+           "OOTA_SIGNING_PASSWORD); without it images are published unsigned",
+    "hosts": "hosts.yaml: push each image from the Engine of the file that verified it",
+    "host": "the Docker Engine holding the verified images, as hosts.yaml writes one "
+            "(default: DOCKER_HOST, else the local socket)"})
 def publish(c: Context, registry: str, vendor: list[str] | None = None,
             cell: list[str] | None = None, matrix: str = "matrix.yaml", all: bool = False,
             results: str = "results", registry_auth: str | None = None,
             namespace: str = "oota", key: str | None = None,
-            registry_ca: str | None = None) -> None:
+            registry_ca: str | None = None, hosts: str | None = None,
+            host: str | None = None) -> None:
     """Push verified images, with SBOM, provenance and signature, to a registry.
 
-    Only images whose last verification passed and still holds are pushed; every other cell is
-    refused with the reason."""
+    Only images whose last verification passed and still holds are pushed, each from the
+    Engine that verified it; every other cell is refused with the reason."""
     out = api.publish(matrix, _vendors(vendor), api.name_list("--cell", cell), all, Console(),
                       registry=api.registry(registry), results_dir=Path(results),
                       namespace=api.namespace(namespace),
-                      auth=api.registry_auth(registry_auth), key=key, ca=registry_ca)
+                      auth=api.registry_auth(registry_auth), key=key, ca=registry_ca,
+                      hosts_file=hosts, host=host)
     for o in out:
         where = f"{o.ref}@{o.digest}" if o.status == "pushed" else o.reason
         signed = ("signed" if o.signed else "UNSIGNED") if o.status == "pushed" else ""
@@ -283,20 +288,24 @@ def keygen(c: Context, out: str = ".") -> None:
             "host": "the Docker Engine to pull into and re-verify on, as hosts.yaml writes one: "
                     "unix:///PATH, tcp://HOST:PORT, ssh://USER@HOST or a docker context name "
                     "(default: DOCKER_HOST, else the local socket)",
-            "workdir": "where the run's log and results go (default: .oota-cache/pull)"})
+            "workdir": "where the run's log and results go (default: .oota-cache/pull beside "
+                       "the matrix)",
+            "matrix": HELP_MATRIX})
 def pull(c: Context, ref: str, key: str | None = None, registry_auth: str | None = None,
-         registry_ca: str | None = None, workdir: str = ".oota-cache/pull",
-         host: str | None = None) -> None:
-    """Check a published image's signature and provenance, then pull and re-verify it.
+         registry_ca: str | None = None, workdir: str | None = None,
+         host: str | None = None, matrix: str = "matrix.yaml") -> None:
+    """Check a published image's signature, provenance and SBOM, then pull and re-verify it.
 
     The image is pulled by digest into an Engine (this host's, or --host's) and its suite runs
     there with the device flags it carries; exit 5 when the image is refused."""
     out = api.pull(ref, key=key, auth=api.registry_auth(registry_auth), ca=registry_ca,
-                   workdir=Path(workdir), host=host)
+                   workdir=Path(workdir) if workdir else
+                   Path(matrix).parent / ".oota-cache" / "pull", host=host)
     print(f"image:       {out.ref} -> {out.digest}")
     print(f"signature:   {out.signature}")
     print(f"provenance:  cell {out.provenance.cell}, fingerprint "
           f"{out.provenance.fingerprint[:19]}, verified {out.provenance.verification}")
+    print(f"sbom:        {out.sbom}")
     print(f"engine:      {out.engine}")
     print(f"verify:      {out.counts or 'no counts'} (exit {out.exit_code}; log {out.log})")
     print(out.comparison or "No comparison: the image carries no verification of its own.")
@@ -334,22 +343,26 @@ def hosts(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.yam
     "key": "a lab's public key (oota.pub; repeatable): each result's signature (result.sig) "
            "must check with one of them, or the result is refused; merge lists the unsigned",
     "replace": "replace the report in --out even when these results hold fewer than it shows "
-               "(otherwise refused, exit 2)"})
+               "(otherwise refused, exit 2)",
+    "matrix": HELP_MATRIX + "; its folder holds history.db and the get-started pages judge "
+              "staleness against it"})
 def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
            compare: str | None = None, merge: list[str] | None = None,
            format: str | None = None, artifact_url: str | None = None,
            history: str | None = None, no_history: bool = False, hud_runs: str = "50",
-           key: list[str] | None = None, replace: bool = False) -> None:
+           key: list[str] | None = None, replace: bool = False,
+           matrix: str = "matrix.yaml") -> None:
     """Write reports/ from result files and the history.
 
     matrix.md, results.json, index.html, cells/, start/ (get started per vendor) and the
     history's HUD (hud.html, hud.md)."""
-    kept = api.history_target(history, no_history, "merge", Path.cwd(), used=bool(merge))
-    shown = api.history_location(history, off=no_history, root=Path.cwd())
+    root = Path(matrix).parent
+    kept = api.history_target(history, no_history, "merge", root, used=bool(merge))
+    shown = api.history_location(history, off=no_history, root=root)
     done = api.report_with_history(results, out, compare, merge=merge, formats=format,
                                    artifact_url=artifact_url, env=os.environ, target=kept,
                                    shown=shown, hud_runs=api.hud_runs(hud_runs), keys=key,
-                                   replace=replace)
+                                   replace=replace, matrix=matrix)
     rep = done.report
     extra = "".join(f", {out}/{name}.json" for name in api.report_formats(format))
     extra += f", {out}/hud.html, {out}/hud.md" if done.hud else ""
@@ -357,9 +370,11 @@ def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
           f"{out}/start/ (get started per vendor){extra}: "
           f"{len(rep.groups)} cells")
     if rep.merged:
+        again = rep.repeated_on_one_host()
         print(f"merged {len(rep.results)} results from {len(rep.sources)} folders; cells "
-              f"run on more than one host: {len(rep.several_copies())}, disagreeing: "
-              f"{len(rep.disagreeing())}")
+              f"run on more than one host: {len(rep.on_several_hosts())}"
+              + (f", run more than once on one host: {len(again)}" if again else "")
+              + f", disagreeing: {len(rep.disagreeing())}")
         for group in rep.disagreeing():
             print(f"  {group.id}: " + "; ".join(group.differences))
     for line in done.signatures:
@@ -377,10 +392,12 @@ def report(c: Context, results: str = api.DEFAULT_RESULTS, out: str = "reports",
     "dir": "import: a results folder, one result.json per cell folder (repeatable)",
     "vendor": "query: one vendor's cells", "cell": "query: one cell id",
     "test": "query: one test id (e.g. test_device.py::test_matmul)", "format": HELP_FORMAT,
-    "since": "digest: the window, in hours or days (default 24h)", "history": HELP_HISTORY})
+    "since": "digest: the window, in hours, days or weeks: 24h, 3d, 1w (default 24h)",
+    "history": HELP_HISTORY, "matrix": HELP_MATRIX + "; its folder holds history.db"})
 def history(c: Context, action: str, dir: list[str] | None = None, vendor: str | None = None,
             cell: str | None = None, test: str | None = None, format: str = "table",
-            since: str | None = None, history: str | None = None) -> None:
+            since: str | None = None, history: str | None = None,
+            matrix: str = "matrix.yaml") -> None:
     """Import, query or digest the history of runs.
 
     `import --dir results`; `query [--vendor V] [--cell ID] [--test ID]`: every run where an
@@ -389,9 +406,10 @@ def history(c: Context, action: str, dir: list[str] | None = None, vendor: str |
     api.check_history_flags(action, dirs=dir, selection={"vendor": vendor, "cell": cell,
                                                          "test": test}, fmt=format,
                             window=since)
-    where = api.history_location(history)
+    root = Path(matrix).parent
+    where = api.history_location(history, root=root)
     if action == "digest":
-        print(api.history_digest(where, window=api.since(since or "24h"), root=Path.cwd()),
+        print(api.history_digest(where, window=api.since(since or "24h"), root=root),
               end="")
         return
     if action == "query":

@@ -7,8 +7,17 @@ the bootstrapped base image). ``setup`` starts two more Engines on loopback TCP 
 small ``fleet`` vendor (tests/fleet_vendor.py) and builds every cell on both Engines once;
 ``teardown`` stops them and removes all of it (about 20 GB).
 
+Two hosts on one machine: each Engine is a host of one core. Its dockerd runs in a cgroup
+cpuset of its own CPU (``--cpus-e1 0 --cpus-e2 1``; tests/engines.CpuSet), and is started with
+``--cgroup-parent`` there, so the daemon, its containerd, every build step and every verify
+container of that Engine run on that CPU and nowhere else. ``one`` is e1 alone (one host of
+one core), ``two`` is e1 and e2 (two hosts of one core each): the cells do not compete for a
+core, as on two machines; what they still share is the disk, the memory bus and this
+machine's other load, which the output prints (the load average before each run).
+
     python benchmarks/bench_fleet.py setup
     python benchmarks/bench_fleet.py all [--runs 3]     # A B A B ...; medians and ratios
+    python benchmarks/bench_fleet.py pairs [--runs 3]   # one, two, one, two ...: that ratio only
     python benchmarks/bench_fleet.py teardown
 
 The pairs ``all`` alternates (each figure the median of --runs, the ratio taken pair by pair):
@@ -62,8 +71,7 @@ FIXED_WORK = {"OOTA_OPS_BUDGET_S": "0"}
 def _urls() -> dict[str, str]:
     if not STATE.is_file():
         sys.exit("run `python benchmarks/bench_fleet.py setup` first")
-    urls: dict[str, str] = json.loads(STATE.read_text())
-    return urls
+    return {k: v for k, v in json.loads(STATE.read_text()).items() if isinstance(v, str)}
 
 
 def _oota_build(hosts: str, results: str, *extra: str) -> list[dict]:
@@ -76,15 +84,21 @@ def _oota_build(hosts: str, results: str, *extra: str) -> list[dict]:
     return [json.loads(p.read_text()) for p in (HOME / results).glob("*/result.json")]
 
 
-def setup() -> None:
+def _cpus() -> dict[str, str]:
+    """Each Engine's CPU set, as setup made it."""
+    data = json.loads(STATE.read_text()) if STATE.is_file() else {}
+    return dict(data.get("cpus") or {})
+
+
+def setup(cpus: dict[str, str]) -> None:
     HOME.mkdir(parents=True, exist_ok=True)
     urls = {}
     for index in (1, 2):
-        engine = ExtraEngine(HOME / f"e{index}", index).start()
+        engine = ExtraEngine(HOME / f"e{index}", index, cpus=cpus[f"e{index}"]).start()
         engine.load_from_first(BASE)
         urls[f"e{index}"] = engine.url
         (HOME / f"e{index}.pid").write_text(str(engine.proc.pid if engine.proc else 0))
-    STATE.write_text(json.dumps(urls))
+    STATE.write_text(json.dumps({**urls, "cpus": cpus}))
     fleet_vendor.make_project(PROJECT, SDKS)
     fleet_vendor.hosts_file(HOME, {"e1": urls["e1"]}).rename(HOME / "one.yaml")
     fleet_vendor.hosts_file(HOME, urls).rename(HOME / "two.yaml")
@@ -108,11 +122,17 @@ def _stage_naive_contexts() -> None:
 
 def teardown() -> None:
     """Stop both Engines and remove everything setup made (their data is many GB)."""
+    cpus = _cpus()
     for index in (1, 2):
         pid_file = HOME / f"e{index}.pid"
         if pid_file.is_file():
-            subprocess.run(["kill", pid_file.read_text().strip()], capture_output=True)
-        ExtraEngine(HOME / f"e{index}", index).remove()
+            pid = pid_file.read_text().strip()
+            subprocess.run(["kill", pid], capture_output=True)
+            for _ in range(60):   # gone before its cgroup and folders are removed
+                if not Path(f"/proc/{pid}").exists():
+                    break
+                time.sleep(0.5)
+        ExtraEngine(HOME / f"e{index}", index, cpus=cpus.get(f"e{index}")).remove()
     shutil.rmtree(HOME, ignore_errors=True)
 
 
@@ -168,7 +188,11 @@ def change_one() -> int:
     return len(worked)
 
 
+LOADS: list[float] = []   # this machine's 1-minute load average before each timed run
+
+
 def _timed(step) -> float:
+    LOADS.append(float(Path("/proc/loadavg").read_text().split()[0]))
     started = time.perf_counter()
     step()
     return time.perf_counter() - started
@@ -191,7 +215,11 @@ def run_all(runs: int) -> None:
     pairs = {"two/one": [b / a for a, b in zip(figures["one"], figures["two"], strict=True)],
              "noop/naive": [a / b for a, b in zip(figures["noop"], figures["naive"],
                                                    strict=True)]}
-    print(f"{len(SDKS)} cells of the fleet vendor, {runs} runs each, alternating")
+    cpus = _cpus()
+    print(f"{len(SDKS)} cells of the fleet vendor, {runs} runs each, alternating; one = e1 on "
+          f"CPU {cpus.get('e1', 'all')}, two = it and e2 on CPU {cpus.get('e2', 'all')}; load "
+          f"average before the runs: median {statistics.median(LOADS):.2f} "
+          f"(min {min(LOADS):.2f}, max {max(LOADS):.2f}) on {os.cpu_count()} CPUs")
     for name, times in figures.items():
         print(_line(name, times))
     for name, ratios in pairs.items():
@@ -200,16 +228,40 @@ def run_all(runs: int) -> None:
     print("change-one: 1 cell built and verified, 7 reused, in every run")
 
 
+def run_pairs(runs: int) -> None:
+    """Only the two-hosts figure: one, two, one, two ... (each pair's ratio, and medians)."""
+    times: dict[str, list[float]] = {"one": [], "two": []}
+    for _ in range(runs):
+        times["one"].append(_timed(one))
+        times["two"].append(_timed(two))
+    ratios = [b / a for a, b in zip(times["one"], times["two"], strict=True)]
+    cpus = _cpus()
+    print(f"{len(SDKS)} cells, {runs} pairs; one = e1 on CPU {cpus.get('e1', 'all')}, two = it "
+          f"and e2 on CPU {cpus.get('e2', 'all')}; load average before the runs: median "
+          f"{statistics.median(LOADS):.2f} (min {min(LOADS):.2f}, max {max(LOADS):.2f}) on "
+          f"{os.cpu_count()} CPUs")
+    for name, found in times.items():
+        print(_line(name, found) + "  runs: " + ", ".join(f"{t:.1f}" for t in found))
+    print(f"two/one     median {statistics.median(ratios):.3f} (pairs: "
+          + ", ".join(f"{r:.3f}" for r in ratios) + ")")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("step", choices=("setup", "teardown", "all", "one", "two", "noop",
-                                         "naive", "change-one"))
+    parser.add_argument("step", choices=("setup", "teardown", "all", "pairs", "one", "two",
+                                         "noop", "naive", "change-one"))
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--cpus-e1", default="0", help="setup: e1's CPU set (default 0)")
+    parser.add_argument("--cpus-e2", default="1", help="setup: e2's CPU set (default 1)")
     args = parser.parse_args()
-    steps = {"setup": setup, "teardown": teardown, "one": one, "two": two, "noop": noop,
+    steps = {"teardown": teardown, "one": one, "two": two, "noop": noop,
              "naive": naive, "change-one": change_one}
     if args.step == "all":
         run_all(args.runs)
+    elif args.step == "pairs":
+        run_pairs(args.runs)
+    elif args.step == "setup":
+        setup({"e1": args.cpus_e1, "e2": args.cpus_e2})
     else:
         steps[args.step]()
 

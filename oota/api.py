@@ -25,13 +25,14 @@ from oota.config.hostsfile import HostsFile, endpoint_of, load_hosts
 from oota.config.matrix import Matrix, load_matrix
 from oota.config.yamlsrc import did_you_mean
 from oota.console import Console
-from oota.engine.base import Endpoint, RegistryAuth, TlsFiles
+from oota.engine.base import Endpoint, Engine, RegistryAuth, TlsFiles
 from oota.engine.docker import DockerEngine
 from oota.errors import (
     EXIT_ENVIRONMENT,
     EXIT_FAILED,
     EXIT_HOST_LOST,
     EXIT_OK,
+    EnvironmentProblem,
     InputError,
     OotaError,
 )
@@ -270,8 +271,9 @@ def matrix_text(matrix_path: str, vendors: list[str] | None, fmt: str,
     picks) or with ``everything`` of every cell; the table and JSON list every cell, with its
     ``default`` column, so ``everything`` is refused there."""
     if fmt == "github":
-        _, cells = cells_for(matrix_path, vendors, everything=everything)
-        return github.matrix_json([github.job_for(cell) for cell in cells])
+        matrix, cells = cells_for(matrix_path, vendors, everything=everything)
+        return github.matrix_json([github.job_for(cell, cell_fingerprint(matrix, cell))
+                                   for cell in cells])
     if everything:
         raise InputError(f"--all applies only with --format github; --format {fmt} lists "
                          "every cell already (its 'default' column marks the default ones)")
@@ -335,10 +337,10 @@ def build(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, ev
         return Ran(results=[])
     console.info(f"{len(cells)} cell(s): " + ", ".join(c.id for c in cells))
     if fleet is None:
-        stations = [Station("local", DockerEngine(), jobs=jobs)]
+        stations = [Station("", DockerEngine(), jobs=jobs, cache=matrix.root / ".oota-cache")]
         down: tuple[Down, ...] = ()
     else:
-        stations, down = _stations(fleet, cells, console)
+        stations, down = _stations(fleet, cells, console, matrix.root / ".oota-cache")
     logging.getLogger("oota").debug("engines ready")
     results = run_on_stations(matrix, cells, stations, console, options, build=build_images,
                               down=down)
@@ -355,7 +357,7 @@ def _check_served(fleet: HostsFile, cells: list[Cell]) -> None:
                          "leave its cells out (--vendor)")
 
 
-def _stations(fleet: HostsFile, cells: list[Cell], console: Console
+def _stations(fleet: HostsFile, cells: list[Cell], console: Console, cache: Path
               ) -> tuple[list[Station], tuple[Down, ...]]:
     """An engine for each host the selected cells need; a host whose engine does not answer
     is left out (its cells go to the other hosts of their vendor), and said so."""
@@ -378,27 +380,49 @@ def _stations(fleet: HostsFile, cells: list[Cell], console: Console
         console.info(f"host {entry.name}: {endpoint.where()} ({entry.jobs} at once; "
                      f"{', '.join(entry.vendors)})")
         stations.append(Station(entry.name, engine, vendors=frozenset(entry.vendors),
-                                jobs=entry.jobs))
+                                jobs=entry.jobs, cache=cache))
     return stations, tuple(down)
 
 
 def publish(matrix_path: str, vendors: list[str] | None, ids: list[str] | None,
             everything: bool, console: Console, *, registry: str, results_dir: Path,
             namespace: str = "oota", auth: RegistryAuth | None = None,
-            key: str | None = None, ca: str | None = None) -> list[PublishOutcome]:
+            key: str | None = None, ca: str | None = None, hosts_file: str | None = None,
+            host: str | None = None) -> list[PublishOutcome]:
     """Push the selected cells' verified images to ``registry`` with their SBOM, provenance
-    and (with ``key``, the lab's private key) signature; refuse the others."""
+    and (with ``key``, the lab's private key) signature; refuse the others. Each image is
+    pushed from the Engine that verified it, among those of ``hosts_file`` (``--hosts``) or
+    ``host`` (``--host``; default: the environment's Engine)."""
+    if hosts_file is not None and host is not None:
+        raise InputError("--hosts and --host exclude each other: give the hosts file, or one "
+                         "Engine")
     signer = Signer(key=signing.load_private(Path(key), signing.password_from_env())
                     if key else None, auth=auth, ca=registry_ca(ca))
     matrix, cells = cells_for(matrix_path, vendors, ids, everything)
     if not cells:
         console.warn("no cells selected")
         return []
+    engines = _publishing_engines(matrix, cells, console, hosts_file, host)
     if signer.key is None:
         console.warn("no --key: the images are published unsigned (`./oota.sh keygen` makes a key)")
-    return publish_cells(matrix, cells, DockerEngine(), console, results_dir=results_dir,
+    return publish_cells(matrix, cells, engines[0], console, results_dir=results_dir,
                          registry=registry, namespace=namespace, local_namespace="oota",
-                         auth=auth, signer=signer, run_id=f"publish-{uuid.uuid4().hex[:10]}")
+                         auth=auth, signer=signer, run_id=f"publish-{uuid.uuid4().hex[:10]}",
+                         others=engines[1:])
+
+
+def _publishing_engines(matrix: Matrix, cells: list[Cell], console: Console,
+                        hosts_file: str | None, host: str | None) -> list[Engine]:
+    """The Engines a publish looks for verified images on: those of the hosts file that
+    answer (EnvironmentProblem when none does), ``--host``'s, or the environment's."""
+    if hosts_file is None:
+        return [DockerEngine(engine_endpoint(host))]
+    fleet = load_hosts(Path(hosts_file), tuple(matrix.vendors))
+    stations, down = _stations(fleet, cells, console, matrix.root / ".oota-cache")
+    if not stations:
+        raise EnvironmentProblem(f"{hosts_file}: no host answers (" + "; ".join(
+            f"{d.name}: {d.why}" for d in down) + ")")
+    return [s.engine for s in stations]
 
 
 def registry_ca(path: str | None) -> Path | None:
@@ -487,7 +511,8 @@ def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
            merge: list[str] | None = None, formats: str | None = None,
            artifact_url: str | None = None, env: Mapping[str, str] | None = None,
            history: Callable[[Report], HudInput | None] | None = None,
-           accept: Callable[[Path], str] | None = None, replace: bool = False) -> Report:
+           accept: Callable[[Path], str] | None = None, replace: bool = False,
+           matrix: str = "matrix.yaml") -> Report:
     """Write the report from ``results_dir``, or from every ``merge`` folder; ``formats`` adds
     outputs (crcr.json, described by the CI run of ``env``: GitHub Actions' variables);
     ``history`` gives, once the results are read, what the HUD shows (None: no HUD)."""
@@ -502,7 +527,7 @@ def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
     return write_report(Path(results_dir), Path(out_dir),
                         Path(previous_dir) if previous_dir else None,
                         merge=[Path(m) for m in merge or []], extras=extras, history=history,
-                        current=current_fingerprints(Path("matrix.yaml")), accept=accept,
+                        current=current_fingerprints(Path(matrix)), accept=accept,
                         replace=replace)
 
 
@@ -558,12 +583,12 @@ def hosts(matrix_path: str, vendors: list[str] | None, console: Console,
     rows: list[dict[str, Any]] = []
     if hosts_file is None:
         try:
-            stations = [Station("local", DockerEngine())]
+            stations = [Station("", DockerEngine(), cache=matrix.root / ".oota-cache")]
         except OotaError as exc:
             return [_host_row("local", cell.vendor.name, None, str(exc)) for cell in firsts]
     else:
         fleet = load_hosts(Path(hosts_file), tuple(matrix.vendors))
-        stations, down = _stations(fleet, firsts, console)
+        stations, down = _stations(fleet, firsts, console, matrix.root / ".oota-cache")
         rows += [_host_row(d.name, name, None, d.why) for d in down for name in names
                  if name in d.vendors]
     workdir = matrix.root / ".oota-cache"
@@ -758,7 +783,8 @@ def report_with_history(results_dir: str, out_dir: str, previous_dir: str | None
                         merge: list[str] | None, formats: str | None,
                         artifact_url: str | None, env: Mapping[str, str], target: History,
                         shown: Location | None, hud_runs: int,
-                        keys: list[str] | None = None, replace: bool = False) -> Reported:
+                        keys: list[str] | None = None, replace: bool = False,
+                        matrix: str = "matrix.yaml") -> Reported:
     """:func:`report`, appending a merged run to ``target`` and writing the HUD of the
     history at ``shown`` (None: ``--no-history``) over its last ``hud_runs`` runs. Results
     are checked against their signatures with the public ``keys`` (``--key``: one whose
@@ -776,7 +802,7 @@ def report_with_history(results_dir: str, out_dir: str, previous_dir: str | None
 
     rep = report(results_dir, out_dir, previous_dir, merge=merge, formats=formats,
                  artifact_url=artifact_url, env=env, history=history, accept=checker,
-                 replace=replace)
+                 replace=replace, matrix=matrix)
     said = checker.summary() if rep.merged or keys else []
     return Reported(report=rep, hud=bool(made), notes=tuple(notes), signatures=tuple(said))
 
@@ -816,13 +842,13 @@ def hud_runs(value: str | int) -> int:
 
 
 def since(value: str) -> dt.timedelta:
-    """``--since 24h`` or ``3d``: the digest's window."""
+    """``--since 24h``, ``3d`` or ``1w``: the digest's window."""
     try:
         return hud.parse_since(value)
     except ValueError:
-        raise InputError(f"--since {value[:40]!r} is not a window; give hours or days up to "
-                         f"{hud.LONGEST_SINCE_DAYS} days, e.g. --since 24h or --since 3d"
-                         ) from None
+        raise InputError(f"--since {value[:40]!r} is not a window; give hours, days or weeks up "
+                         f"to {hud.LONGEST_SINCE_DAYS} days, e.g. --since 24h, --since 3d or "
+                         "--since 1w") from None
 
 
 def hud_source(location: Location | None, runs: int, root: Path,

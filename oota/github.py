@@ -20,7 +20,7 @@ from oota.plan import Cell
 
 # What the shipped workflow reads as ``matrix.<key>`` in its cell job (a test holds the
 # workflow to these): every entry has them all.
-KEYS = ("cell", "vendor", "name", "runs-on", "torch", "python", "os")
+KEYS = ("cell", "vendor", "name", "runs-on", "torch", "python", "os", "fingerprint")
 # GitHub starts at most this many jobs from one matrix and fails the run past it.
 MAX_JOBS = 256
 
@@ -36,6 +36,9 @@ class Job:
     torch: str
     python: str
     os: str
+    # The cell's fingerprint (its inputs): the key of the cache that carries its last
+    # verification from one run to the next, where it still holds.
+    fingerprint: str
     toolkit: str | None = None   # e.g. "13.2" for a CUDA cell; absent from the entry when None
 
     def entry(self) -> dict[str, str | list[str]]:
@@ -43,18 +46,19 @@ class Job:
         out: dict[str, str | list[str]] = {
             "cell": self.cell, "vendor": self.vendor, "name": self.name,
             "runs-on": list(self.runs_on), "torch": self.torch, "python": self.python,
-            "os": self.os}
+            "os": self.os, "fingerprint": self.fingerprint}
         if self.toolkit is not None:
             out["toolkit"] = self.toolkit
         return out
 
 
-def job_for(cell: Cell) -> Job:
+def job_for(cell: Cell, fingerprint: str) -> Job:
     coords = cell.coordinates()
     toolkit = coords["toolkit_version"]
     return Job(cell=cell.id, vendor=cell.vendor.name, name=title(cell),
                runs_on=cell.vendor.ci.runs_on, torch=cell.torch_text,
-               python=str(cell.python), os=cell.os.key, toolkit=toolkit)
+               python=str(cell.python), os=cell.os.key, fingerprint=fingerprint,
+               toolkit=toolkit)
 
 
 def title(cell: Cell) -> str:

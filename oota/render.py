@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 
 import jinja2
 
-from oota import quoting, sandbox, vocab
+from oota import quoting, reproducible, sandbox, vocab
 from oota.config.matrix import Matrix
 from oota.config.skips import SKIPS_FILE, load_skips
 from oota.config.vendors import Tolerance, Vendor, VerifySpec
@@ -237,6 +237,8 @@ def render_cell(matrix: Matrix, cell: Cell) -> Rendered:
         "lock": channel is None and lock_path(matrix, cell).is_file(),
         "channel": channel,
         "sources": f"{matrix.file.name} and {_shown(matrix, vendor.folder)}/",
+        "shell": list(reproducible.SHELL),
+        "layer_epoch": reproducible.LAYER_EPOCH,
     }
     dockerfile = _render(matrix, cell, context)
     manifest = json.dumps(cell_manifest(cell), indent=2, sort_keys=True) + "\n"
@@ -345,6 +347,7 @@ def context_files(matrix: Matrix, rendered: Rendered) -> dict[str, bytes | Path]
             files[f"{root_name}/{rel}"] = path
     # The vocabulary the suite shares with oota (statuses, layers), beside oota-verify.
     files["verify/oota_vocab.py"] = VOCAB_FILE
+    files[reproducible.ETC_LAYER] = reproducible.etc_layer()
     lock = lock_path(matrix, rendered.cell)
     if lock.is_file() and rendered.cell.channel is None:
         files["lock.txt"] = lock

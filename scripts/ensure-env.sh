@@ -5,10 +5,23 @@
 # tests) and the project's virtual environment in .venv.
 # On a host that already has all of it, this does nothing.
 #
+# OOTA_SETUP says what the host is for, so that it gets only what that needs:
+#   test    (default) all of the above: building, verifying and the test suite
+#   build   a host that builds, verifies and publishes cells (a CI runner's cell job, a lab's
+#           GPU host): the Docker Engine, debootstrap and .venv with oota alone
+#   report  a host that only reads results (report --merge, history, the HUD): .venv with
+#           oota alone, no Docker
+#
 # Installs only on Debian/Ubuntu as root (apt-get); elsewhere it says what is missing.
 # OOTA_NO_INSTALL=1 turns installing off (then a missing piece is an error).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+setup=${OOTA_SETUP:-test}
+case "$setup" in
+  test|build|report) ;;
+  *) printf 'setup: OOTA_SETUP=%s: give test, build or report\n' "$setup" >&2; exit 2 ;;
+esac
 
 say() { printf 'setup: %s\n' "$*" >&2; }
 can_install() { [ "${OOTA_NO_INSTALL:-0}" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; }
@@ -28,7 +41,7 @@ docker_answers() {
 }
 
 # 1. Docker Engine (Debian's docker.io also brings a CLI that runs BuildKit builds).
-if ! docker_answers; then
+if [ "$setup" != report ] && ! docker_answers; then
   if ! command -v dockerd >/dev/null; then
     apt_install docker.io
   fi
@@ -45,39 +58,45 @@ if ! docker_answers; then
 fi
 
 # 2. debootstrap: only needed when a base image can be neither found nor pulled.
-if ! command -v debootstrap >/dev/null && can_install; then
+if [ "$setup" != report ] && ! command -v debootstrap >/dev/null && can_install; then
   apt_install debootstrap
 fi
 
 # 3. Chromium, for the test that opens the HTML report in a real headless browser.
-if ! command -v chromium >/dev/null && can_install; then
+if [ "$setup" = test ] && ! command -v chromium >/dev/null && can_install; then
   apt_install chromium
 fi
 
 # 4. Debian's docker-registry: the tests start one on loopback as a lab's registry mirror.
-if ! command -v docker-registry >/dev/null && can_install; then
+if [ "$setup" = test ] && ! command -v docker-registry >/dev/null && can_install; then
   apt_install docker-registry
 fi
 
 # 5. procps (pkill): the fleet tests start more dockerds on loopback and stop each with its
 #    containerd.
-if ! command -v pkill >/dev/null && can_install; then
+if [ "$setup" = test ] && ! command -v pkill >/dev/null && can_install; then
   apt_install procps
 fi
 
 # 6. Debian's postgresql: the history tests start a throw-away server (initdb, pg_ctl) to
 #    check the shared store the same way as the default SQLite file.
-if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null && can_install; then
+if [ "$setup" = test ] && ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null \
+    && can_install; then
   apt_install postgresql
 fi
 
-# 7. The virtual environment, reinstalled when pyproject.toml changes.
+# 7. The virtual environment, reinstalled when pyproject.toml changes; the test tools only
+#    where the tests run (a .venv with them serves every use).
 stamp=.venv/.oota-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
-if [ ! -x .venv/bin/python ] || [ ! -x .venv/bin/oota ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  say "creating .venv and installing oota with its test extra"
+package=.; [ "$setup" = test ] && package='.[test]'
+want="$(sha256sum pyproject.toml | cut -d' ' -f1) $package"
+have=$(cat "$stamp" 2>/dev/null || true)
+case "$have" in *" "*) ;; ?*) have="$have .[test]" ;; esac   # an older stamp: the test extra
+if [ ! -x .venv/bin/python ] || [ ! -x .venv/bin/oota ] \
+    || { [ "$have" != "$want" ] && [ "$have" != "${want% *} .[test]" ]; }; then
+  say "creating .venv and installing oota${package#.}"
   python3 -m venv .venv
-  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e '.[test]'; } \
+  if ! { .venv/bin/python -m pip install --upgrade pip && .venv/bin/python -m pip install -e "$package"; } \
       >.venv/install.log 2>&1; then
     tail -n 30 .venv/install.log >&2; say "pip install failed; full log: .venv/install.log"; exit 3
   fi

@@ -65,12 +65,60 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+class CpuSet:
+    """A cgroup that holds a dockerd, its containerd and every container and build step it
+    starts to the CPUs ``cpus`` (e.g. "0"): one Engine as a host of that many cores. cgroup v1
+    (a cpuset hierarchy) and v2 (the cpuset controller of the unified hierarchy)."""
+
+    def __init__(self, name: str, cpus: str) -> None:
+        v1 = CGROUP_ROOT / "cpuset"
+        self.v2 = not v1.is_dir()
+        self.top = CGROUP_ROOT if self.v2 else v1
+        self.name, self.cpus = name, cpus
+        self.path = self.top / name
+
+    def create(self) -> CpuSet:
+        if self.v2:
+            control = self.top / "cgroup.subtree_control"
+            if "cpuset" not in control.read_text().split():
+                control.write_text("+cpuset")
+        self.path.mkdir(exist_ok=True)
+        (self.path / "cpuset.cpus").write_text(self.cpus)
+        mems = self.top / ("cpuset.mems.effective" if self.v2 else "cpuset.mems")
+        (self.path / "cpuset.mems").write_text(mems.read_text().strip() or "0")
+        return self
+
+    def join(self) -> None:
+        """Move the calling process in (a child's preexec: dockerd and all it starts)."""
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def parent_flag(self) -> list[str]:
+        """dockerd's --cgroup-parent: its containers' cgroups go under this one."""
+        return ["--cgroup-parent", f"/{self.name}"]
+
+    def remove(self) -> None:
+        """The cgroup and what dockerd made under it (empty once the daemon stopped)."""
+        for top in [self.top] if self.v2 else [p for p in CGROUP_ROOT.iterdir() if p.is_dir()]:
+            folder = top / self.name
+            for child in sorted(folder.glob("**/"), key=lambda p: len(p.parts), reverse=True) \
+                    if folder.is_dir() else []:
+                try:
+                    child.rmdir()
+                except OSError:
+                    pass
+
+
 class ExtraEngine:
-    def __init__(self, root: Path, index: int) -> None:
+    def __init__(self, root: Path, index: int, *, cpus: str | None = None) -> None:
         self.root, self.index = root, index
         self.port = free_port()
         self.url = f"tcp://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
+        # cpus: the Engine is a host of those CPUs only (tests/engines.CpuSet).
+        self.cpuset = CpuSet(f"oota-engine-{root.name}-{index}", cpus) if cpus else None
 
     @staticmethod
     def usable() -> str:
@@ -118,12 +166,14 @@ class ExtraEngine:
 
     def _spawn(self, data: Path, exec_root: Path, bridge: str, cidr: str,
                log: BinaryIO) -> subprocess.Popen[bytes]:
+        cpuset = self.cpuset.create() if self.cpuset else None
         return subprocess.Popen(
             ["dockerd", "--data-root", str(data), "--exec-root", str(exec_root),
              "--pidfile", str(self.root / "docker.pid"), "-H", self.url, "--bridge", bridge,
              "--fixed-cidr", cidr, "--iptables=false", "--ip-forward=false",
-             "--storage-driver", "overlay2"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+             "--storage-driver", "overlay2", *(cpuset.parent_flag() if cpuset else [])],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            preexec_fn=cpuset.join if cpuset else None)
 
     def docker(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("DOCKER_")}
@@ -149,6 +199,26 @@ class ExtraEngine:
             self.proc.wait(timeout=30)
         self._kill_leftovers()
 
+    def kill_daemon(self) -> None:
+        """The daemon alone is killed (SIGKILL): its containerd goes with it, but the shims
+        keep the containers running, as on a host whose dockerd was OOM-killed."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def restart(self, timeout_s: float = 90, attempts: int = 3) -> ExtraEngine:
+        """The daemon again, on the same port, data-root and exec-root (after kill_daemon).
+        Right after a kill, a new dockerd may give up waiting for its containerd (the killed
+        one's is still going): it is started again, as systemd's Restart= would."""
+        for attempt in range(1, attempts + 1):
+            try:
+                return self.start(timeout_s)
+            except RuntimeError:
+                if attempt == attempts:
+                    raise
+                time.sleep(3)
+        raise AssertionError("unreachable")
+
     def stop(self) -> None:
         """Stop the daemon (SIGTERM, then SIGKILL), its containerd, and unmount what it left."""
         if self.proc is not None and self.proc.poll() is None:
@@ -170,4 +240,6 @@ class ExtraEngine:
 
     def remove(self) -> None:
         self.stop()
+        if self.cpuset is not None:
+            self.cpuset.remove()
         shutil.rmtree(self.root, ignore_errors=True)

@@ -7,15 +7,31 @@ place that runs the docker CLI); unit tests fake :class:`Engine`.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from oota.reproducible import Entry
+
 RUN_LABEL = "oota.run"
 # On a sealed image (the build output plus its verification results): the build output's id, so
 # resealing starts from it again instead of stacking layers, and the digest stays the same.
 SEALED_FROM_LABEL = "oota.sealed-from"
+
+
+def engine_identity(docker_id: str, root_dir: str) -> str:
+    """A Docker Engine's stable identity: its own ID (``docker info``'s ``ID``) together with
+    its data root, as 16 hex digits ('' when the Engine gives no ID).
+
+    The data root is part of it because Docker 20.10 derives the ID from the machine's
+    ``/etc/docker/key.json``, which every daemon of one machine shares; Docker 23 and later
+    keep the ID in the data root itself. Either way the pair names one daemon, and stays the
+    same across its restarts, its renames in hosts.yaml and runs with or without a hosts file."""
+    if not docker_id:
+        return ""
+    return hashlib.sha256(f"{docker_id}\n{root_dir}".encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,6 +74,14 @@ class RegistryAuth:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ImageLayer:
+    """One layer of an image: its digest (the diff id) and the build step that made it."""
+
+    id: str
+    step: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class StepEvent:
     """One finished build step, from BuildKit's plain progress output."""
 
@@ -78,6 +102,8 @@ class BuildRequest:
     target: str = "runtime"
     log_path: Path | None = None
     timeout_s: int = 3600
+    # Every time in the image's configuration (oota.reproducible); None: as BuildKit left it.
+    epoch: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -154,3 +180,6 @@ class Engine(Protocol):
     def seal(self, image: str, files: dict[str, bytes], labels: dict[str, str], *,
              run_id: str = "") -> str: ...
     def read_file(self, image: str, path: str, *, run_id: str = "") -> bytes: ...
+    def build_output(self, ref: str) -> str | None: ...
+    def image_layers(self, ref: str) -> tuple[ImageLayer, ...]: ...
+    def layer_entries(self, ref: str, layer: str) -> dict[str, Entry]: ...

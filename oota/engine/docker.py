@@ -34,21 +34,26 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from oota import reproducible
+from oota.engine import restamp
 from oota.engine.base import (
     RUN_LABEL,
     SEALED_FROM_LABEL,
     BuildRequest,
     DeviceAccess,
     Endpoint,
+    ImageLayer,
     Mount,
     RegistryAuth,
     RunOutcome,
     RunRequest,
     StepEvent,
     TlsFiles,
+    engine_identity,
 )
 from oota.errors import EnvironmentProblem, StepFailed
 from oota.net import redact, redact_text
+from oota.reproducible import Entry
 
 if TYPE_CHECKING:  # the SDK itself is imported when an engine is made (it is slow to import)
     from docker.models.containers import Container
@@ -407,6 +412,10 @@ class DockerEngine:
         version = self.client.version()
         return {
             "engine": self.endpoint.name,
+            "engine_id": engine_identity(str(info.get("ID", "")),
+                                         str(info.get("DockerRootDir", ""))),
+            "docker_id": str(info.get("ID", "")),
+            "daemon_name": str(info.get("Name", "")),
             "endpoint": self.endpoint.where(),
             "docker_server": version.get("Version", ""),
             "docker_api": version.get("ApiVersion", ""),
@@ -438,6 +447,24 @@ class DockerEngine:
     def image_id(self, ref: str) -> str | None:
         return self._image_id(ref)
 
+    def build_output(self, ref: str) -> str | None:
+        """The id of the build output ``ref`` is (or was sealed from): what a verification of
+        it judged; None when there is no such image."""
+        try:
+            image = self.client.images.get(ref)
+        except self._errors.ImageNotFound:
+            return None
+        return str((image.labels or {}).get(SEALED_FROM_LABEL) or image.id)
+
+    def image_layers(self, ref: str) -> tuple[ImageLayer, ...]:
+        """``ref``'s layers, oldest first, each with the build step that made it."""
+        return restamp.layers(self.client, self.client.images.get(ref))
+
+    def layer_entries(self, ref: str, layer: str) -> dict[str, Entry]:
+        """The files of ``ref``'s layer ``layer`` (a diff id), to compare with another copy;
+        the whole image streams past (``docker save``): for the rare layer that differs."""
+        return restamp.entries(self.client.images.get(ref), layer)
+
     def seal(self, image: str, files: dict[str, bytes], labels: dict[str, str], *,
              run_id: str = "") -> str:
         """Add ``files`` (absolute path -> bytes) to ``image`` as one layer and move its tag there.
@@ -445,13 +472,23 @@ class DockerEngine:
         The layer always goes on the build output (label ``oota.sealed-from``), never on an
         earlier sealing, and the sealing it replaces is removed: re-verifying an image does not
         grow it. The tag moves in one step, so an interruption leaves the old sealing or the
-        new one. Returns the new image id."""
+        new one. A build output oota restamped (:mod:`oota.reproducible`) is sealed with a
+        configuration written the same way: the same results on the same image make the same
+        sealed image on any Engine. Returns the new image id."""
         current = self.client.images.get(image)
         base = str((current.labels or {}).get(SEALED_FROM_LABEL) or current.id)
         try:
-            self.client.images.get(base)
+            built = self.client.images.get(base)
         except self._errors.ImageNotFound:
-            base = str(current.id)
+            built = self._build_output_again(current, base, labels)
+            base = str(built.id)
+        merged = {**labels, SEALED_FROM_LABEL: base}
+        layer = reproducible.files_layer(files, restamp.created(built))
+        canonical = restamp.sealed(self.client, built, files, layer, merged, image)
+        if canonical is not None:
+            if current.id not in (base, canonical):
+                self._remove_if_untagged(str(current.id))
+            return canonical
         container = self._scratch_container(base, run_id)
         try:
             container.put_archive("/", _tar_of(files))
@@ -465,6 +502,13 @@ class DockerEngine:
         if current.id not in (base, sealed.id):
             self._remove_if_untagged(str(current.id))  # the sealing this one replaces
         return str(sealed.id)
+
+    def _build_output_again(self, sealed: Any, base: str, labels: dict[str, str]) -> Any:
+        """The build output ``sealed`` was sealed from, loaded again from the seal itself when
+        it was pruned; else the sealed image (the new seal then goes on top of it)."""
+        if restamp.unsealed(self.client, sealed, [*labels, SEALED_FROM_LABEL], base):
+            return self.client.images.get(base)
+        return sealed
 
     def _scratch_container(self, image: str, run_id: str) -> Container:
         """A container that is never started (only its filesystem is used), labelled with the
@@ -601,7 +645,19 @@ class DockerEngine:
             raise StepFailed(f"docker build of {request.tag} {why}"
                              + (f": {cause}" if cause else ""), command=argv,
                              exit_code=output.exit_code, log_tail=output.output_tail)
+        if request.epoch is not None:
+            built = self._restamped(built, request.epoch)
         return self._take_tag(request.tag, built)
+
+    def _restamped(self, raw: str, when: int) -> str:
+        """BuildKit's output with every time of its configuration ``when`` (the layers are
+        the same): the image id the same inputs give on any Engine. BuildKit's own image goes
+        (its layers stay: they are the restamped image's)."""
+        image = self.client.images.get(raw)
+        stamped = restamp.restamped(self.client, image, when, None)
+        if stamped != raw:
+            self._remove_if_untagged(raw)
+        return stamped
 
     def _take_tag(self, tag: str, built: str) -> str:
         """Point ``tag`` at the image ``built`` (or keep it on the sealing of that very image);

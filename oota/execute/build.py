@@ -21,11 +21,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from oota import __version__
+from oota import __version__, reproducible
 from oota.config.matrix import Matrix
 from oota.console import Console
 from oota.engine.base import SEALED_FROM_LABEL, BuildRequest, Engine, StepEvent
 from oota.errors import InputError, OotaError, StepFailed
+from oota.execute import samebytes
 from oota.execute.bases import Base
 from oota.execute.buildinfo import BuildRecords, requirements_of
 from oota.execute.interrupts import Interrupted, deferred, signal_name
@@ -101,6 +102,7 @@ class SourceStamp:
 
     revision: str = ""
     created: str = ""
+    epoch: int | None = None   # ``created`` in seconds
 
     def labels(self) -> dict[str, str]:
         stamped = {"org.opencontainers.image.revision": self.revision}
@@ -121,7 +123,8 @@ def source_stamp(root: Path, inputs: list[Path]) -> SourceStamp:
     created = ""
     if epoch.isdigit() and len(epoch) < 12:  # beyond the year 5000: not a time a stamp holds
         created = dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc).isoformat()
-    return SourceStamp(revision=revision, created=created)
+    return SourceStamp(revision=revision, created=created,
+                       epoch=int(epoch) if epoch.isdigit() else None)
 
 
 def _git(root: Path, args: list[str]) -> str:
@@ -155,6 +158,12 @@ class CellRun:
         self.installed: Installed | None = None
         self.sources: Sources | None = None
         self.skips: Skips | None = None
+        # The vendor's run.pass_env switches set for this run (a fault injected, an operator
+        # slowed): recorded with the verification, passed or failed, for the history's blame.
+        self.env = passed_env(cell.vendor)
+        # Another Engine of the run by its identity (for the files of a layer that differs).
+        self.elsewhere: samebytes.Elsewhere = lambda _: None
+        self.differs: JSONObject = {}
         self.rendered = render_cell(matrix, cell)
         self.files = context_files(matrix, self.rendered)
         self.fingerprint = fingerprint(self.files)
@@ -207,40 +216,49 @@ class CellRun:
     # -- a verification that still holds ---------------------------------------------------
     def _verification_that_holds(self) -> Result | None:
         """The previous result of this cell, when its verification holds for this run: the
-        image is up to date (same inputs, verify/ included) and is the very image that result
-        verified and sealed, the run verifies every layer, the host is the same kind of host
-        (engine, Docker, kernel, runtimes, the vendor check), and that result did not fail.
-        ``--reverify`` (or ``--rebuild``) runs the suite again."""
+        image was built from the same inputs (verify/ included) and is the very build output
+        that result verified and sealed, on this Engine or another
+        (:mod:`oota.execute.samebytes`), the run verifies every layer with the same pass_env
+        switches set, the host is the same kind of host (Docker, kernel, runtimes, the vendor
+        check), and that result did not fail. ``--reverify`` runs the suite again."""
         build = self.stages.get("build")
-        if (self.options.reverify or self.options.layers or build is None
-                or not build.detail.get("up_to_date")):
+        if self.options.reverify or self.options.layers or build is None:
             return None
         try:
             previous = load(self.folder / "result.json")
         except (ResultFormatError, OSError):
             return None
-        sealed = previous.image.sealed if previous.image else None
-        if (sealed is None or sealed.id is None or previous.status in BAD
+        if (previous.status in BAD or previous.pass_env() != self.env
                 or previous.cell.fingerprint != self.fingerprint
-                or host_identity(previous.host) != host_identity(self.host)
-                or sealed.id != self.engine.image_id(self.tag)):
+                or host_identity(previous.host) != host_identity(self.host)):
             return None
-        return previous
+        found = samebytes.compare(self.engine, self.tag, previous, self.elsewhere)
+        if found.why:
+            self.console.warn(f"{self.cell.id}: {found.why}; verifying it here")
+            self.differs = found.detail
+        return previous if found.same else None
 
     def _reuse(self, previous: Result) -> None:
-        """Take ``previous``'s verification as this run's, saying from when."""
+        """Take ``previous``'s verification as this run's, saying from when. An image that
+        does not carry it yet (the same bytes, verified on another Engine) is sealed with it."""
         self.tests, self.installed, self.skips = previous.tests, previous.installed, previous.skips
         if previous.image is not None:
             self.image = replace(previous.image, base=None)
         verify = previous.stages.get("verify")
         sealed = previous.image.sealed if previous.image else None
         at = sealed.at if sealed and sealed.at else previous.finished_at
-        reused: JSONObject = {"run_id": previous.run_id, "verified_at": at}
+        # The run that verified it: ``previous`` may itself have reused that verification.
+        earlier = verify.detail.get("reused") if verify else None
+        run_id = str(earlier.get("run_id") or "") if isinstance(earlier, dict) else ""
+        run_id = run_id or previous.run_id or self.options.run_id
+        if sealed is not None and sealed.id != self.engine.image_id(self.tag):
+            self._seal(run_id, at, previous.host)
+        reused: JSONObject = {"run_id": run_id, "verified_at": at}
         self.stages["verify"] = Stage(
             status=verify.status if verify else "passed", duration_s=0.0,
-            message=f"the verification of {at} (run {previous.run_id}) holds: same image, "
+            message=f"the verification of {at} (run {run_id}) holds: same image, "
                     "suite and host; --reverify runs it again",
-            detail={"reused": reused}, log=verify.log if verify else None)
+            detail={"reused": reused, **self._env_detail()}, log=verify.log if verify else None)
         self.console.line("cached", f"{self.cell.id}: verify: the verification of {at} holds "
                           "(same image, suite and host; --reverify runs it again)")
 
@@ -277,6 +295,8 @@ class CellRun:
             raise Interrupted(signal)
         if not self.lost and not self.engine.alive():
             first = (message.splitlines() or [""])[0][:300]
+            # The SDK's own failure to connect says no more than "stopped answering".
+            first = "" if first.startswith("internal error: ConnectionError") else first
             self.lost = (f"host {self.engine.endpoint.name} stopped answering during {stage}"
                          + (f" ({first})" if first else ""))
         return bool(self.lost)
@@ -284,6 +304,9 @@ class CellRun:
     def _record(self, name: str, t0: dt.datetime, status: Status, message: str,
                 detail: JSONObject | None) -> None:
         log_name = f"{name}.log"
+        if name == "verify":
+            differs: JSONObject = {"not_the_verified_image": self.differs} if self.differs else {}
+            detail = {**(detail or {}), **self._env_detail(), **differs}
         stage = Stage(status=status, message=message, detail=detail or {},
                       duration_s=round((dt.datetime.now() - t0).total_seconds(), 3),
                       log=log_name if (self.folder / log_name).exists() else None)
@@ -339,10 +362,11 @@ class CellRun:
                                          netrc_urls=channel)
         # Nothing here may change between two builds of the same inputs (no clock, no run id;
         # the run id is in the result): a fully cached rebuild then makes the same image.
+        stamp = source_stamp(self.matrix.root, self._inputs())
         labels = {
             "oota.fingerprint": self.fingerprint,
             "oota.version": __version__,
-            **source_stamp(self.matrix.root, self._inputs()).labels(),
+            **stamp.labels(),
             "org.opencontainers.image.version": self.cell.id,
             "org.opencontainers.image.vendor": "oota",
             "org.opencontainers.image.source": "https://github.com/oota/oota",
@@ -351,10 +375,13 @@ class CellRun:
             runflags.LABEL: runflags.to_label(device_request(self.cell.vendor, self.tag, [])),
             **dict(self.options.extra_labels),
         }
+        epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
         return BuildRequest(context=context, tag=self.tag, labels=labels, secrets=secrets,
-                            build_args={"BASE_IMAGE": base.ref},
+                            build_args={"BASE_IMAGE": base.ref, **(
+                                {"SOURCE_DATE_EPOCH": epoch} if epoch.isdigit() else {})},
                             log_path=self.folder / "build.log",
-                            timeout_s=self.options.build_timeout_s)
+                            timeout_s=self.options.build_timeout_s,
+                            epoch=stamp.epoch or reproducible.epoch(os.environ))
 
     def _inputs(self) -> list[Path]:
         """The files and folders the cell's image is made from (its fingerprint's sources, and
@@ -388,16 +415,21 @@ class CellRun:
             raise StepFailed(outcome.problem, log_tail=outcome.log_tail)
         if not self.options.layers:  # only a whole run is the image's expected result
             self._seal()
-        passed = passed_env(self.cell.vendor)
-        # A run with the vendor's switches set (a fault injected) says so in its result.
-        return {"env": dict(passed)} if passed else None
+        return None
 
-    def _seal(self) -> None:
+    def _env_detail(self) -> JSONObject:
+        """The verify stage's record of the run's pass_env switches (none: nothing)."""
+        return {"env": dict(self.env)} if self.env else {}
+
+    def _seal(self, run_id: str = "", at: str | None = None, host: Host | None = None) -> None:
         """Put this verification into the image (/opt/oota/expected.json), so `oota-verify` on
-        a user's host compares its run with it. A failure to seal is noted, not a failed cell."""
-        expected = expected_results(self.cell, self.tests, self.installed, self.host,
-                                    self.options.run_id)
-        kept = self._sealed_already(expected)
+        a user's host compares its run with it. A failure to seal is noted, not a failed cell.
+        ``at`` and ``host``: of a verification made earlier (on an Engine of the same kind)."""
+        expected = expected_results(self.cell, self.tests, self.installed, host or self.host,
+                                    run_id or self.options.run_id, verified_at=at)
+        # A verification taken from another Engine is sealed exactly as there (its seal, and
+        # so the image id, is then the same); a new one keeps an equivalent older seal.
+        kept = self._sealed_already(expected, exact=at is not None)
         if kept is not None:
             self.image = replace(self.image, sealed=kept)
             return
@@ -414,21 +446,25 @@ class CellRun:
         self.image = replace(self.image, sealed=Sealed(id=image_id, file=EXPECTED_IN_IMAGE,
                                                        at=expected.verified_at))
 
-    def _sealed_already(self, expected: ExpectedResults) -> Sealed | None:
+    def _sealed_already(self, expected: ExpectedResults, *, exact: bool = False
+                        ) -> Sealed | None:
         """The image's seal, when it already holds this verification (the same outcome of every
         test on the same kind of host; only the time and the run differ): resealing would make
-        a new image id for the same software and the same results."""
+        a new image id for the same software and the same results. ``exact``: only a seal of
+        these very bytes."""
         labels = self.engine.image_labels(self.tag) or {}
         image_id = self.engine.image_id(self.tag)
         if SEALED_FROM_LABEL not in labels or image_id is None:
             return None
         try:
-            sealed = json.loads(self.engine.read_file(self.tag, EXPECTED_IN_IMAGE,
-                                                      run_id=self.options.run_id))
+            carried = self.engine.read_file(self.tag, EXPECTED_IN_IMAGE,
+                                            run_id=self.options.run_id)
+            sealed = json.loads(carried)
         except (OSError, ValueError, OotaError) as exc:
             log.debug("no usable seal in %s: %s", self.tag, exc)
             return None
-        if not isinstance(sealed, dict) or not same_verification(sealed, expected.document):
+        if not isinstance(sealed, dict) or not same_verification(sealed, expected.document) \
+                or (exact and carried != expected.to_bytes()):
             return None
         self.console.info(f"{self.cell.id}: the image's results ({EXPECTED_IN_IMAGE}, "
                           f"{sealed.get('verified_at')}) match this verification; kept")
@@ -467,6 +503,8 @@ def stage_context(tmp: Path, files: dict[str, Path | bytes], sources: PipSources
             target.write_bytes(source)
         else:
             shutil.copy2(source, target)
+        # A COPY keeps a file's time: the checkout's would differ from one host to the next.
+        os.utime(target, (reproducible.LAYER_EPOCH, reproducible.LAYER_EPOCH))
     (context / "vendor" / "verify").mkdir(parents=True, exist_ok=True)
     wheels = fill_wheelhouse(context / "wheelhouse", sources.wheel_dirs)
     pipconf = tmp / "pip.conf"
@@ -504,8 +542,12 @@ def _tests(doc: dict[str, Any] | JSONObject) -> list[dict[str, Any]]:
 
 
 def host_identity(host: Host) -> JSONObject:
-    """What makes two hosts the same for a verification: the engine and its Docker, kernel,
-    architecture and runtimes, and what the vendor check found (hardware, driver, reasons)."""
-    keys = ("engine", "docker_server", "kernel", "arch", "os", "runtimes")
+    """What makes two hosts the same kind for a verification: their Docker, kernel,
+    architecture and runtimes, and what the vendor check found (hardware, driver, reasons).
+    Not which Engine: a verification follows the image's bytes to any Engine of the same
+    kind (the vendor check's ``checked_on``, the host it ran on, is left out likewise)."""
+    keys = ("docker_server", "kernel", "arch", "os", "runtimes")
     check = host.vendor_check.to_json() if host.vendor_check else None
+    if check is not None:
+        check = {k: v for k, v in check.items() if k != "checked_on"}
     return {**{key: host.text(key) for key in keys}, "vendor_check": check}

@@ -29,19 +29,20 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from oota.config.matrix import Matrix
 from oota.console import Console
 from oota.engine.base import Engine
 from oota.errors import StepFailed
+from oota.execute import enginenames
 from oota.execute.bases import Base, ensure_base
 from oota.execute.build import BuildOptions, CellRun
 from oota.execute.hostinfo import host_facts
 from oota.execute.hosts import HostCheck, check_vendor, check_vendor_in, describe
 from oota.execute.interrupts import deferred, signal_name
-from oota.execute.leftovers import owned_run
+from oota.execute.leftovers import engine_key, owned_run, waiting
 from oota.plan import Cell
 from oota.render import cell_fingerprint
 from oota.results.assemble import assemble, cell_ref, now
@@ -52,12 +53,25 @@ from oota.vocab import BAD
 
 class Station:
     """One engine of a run and what the run has learned about it. Several workers share it,
-    so what is prepared once (a base image, a vendor's host check) is prepared under a lock."""
+    so what is prepared once (a base image, a vendor's host check) is prepared under a lock.
+
+    ``name`` '' is the Engine a run reaches without a hosts file: it is called by the name a
+    hosts file gave it before, else by its daemon's machine (:mod:`oota.execute.enginenames`,
+    remembered in ``cache``); a named station's name is remembered there."""
 
     def __init__(self, name: str, engine: Engine, *, vendors: frozenset[str] | None = None,
-                 jobs: int = 1) -> None:
-        self.name, self.engine, self.vendors, self.jobs = name, engine, vendors, jobs
+                 jobs: int = 1, cache: Path | None = None) -> None:
         self.facts = host_facts(engine)
+        engine_id = str(self.facts.get("engine_id") or "")
+        if not name:
+            name = enginenames.name_of(self.facts, cache) if cache else \
+                str(self.facts.get("daemon_name") or self.facts.get("hostname") or "local")
+        elif cache is not None:
+            enginenames.remember(cache, engine_id, name)
+        self.facts["engine"] = name
+        engine.endpoint = replace(engine.endpoint, name=name)
+        self.name, self.engine, self.vendors, self.jobs = name, engine, vendors, jobs
+        self.engine_id = engine_id
         self.lost = ""   # why the run stopped using this host ('' while it is in use)
         self._bases: dict[str, Base | StepFailed] = {}
         self._checks: dict[str, HostCheck] = {}
@@ -271,9 +285,15 @@ class FleetRun:
         assert schedule is not None
         run = CellRun(self.matrix, cell, station.engine, self.console, self.options, base_for,
                       host, unsupported=unsupported, stopping=lambda: schedule.stopping)
+        run.elsewhere = self._engine_of
         with self.console.status(cell.id):
             result = run.run(build=self.build)
         return result, run.lost
+
+    def _engine_of(self, engine_id: str) -> Engine | None:
+        """The Engine of this run that has the identity ``engine_id`` (None: not reached)."""
+        return next((s.engine for s in self.stations
+                     if engine_id and s.engine_id == engine_id and not s.lost), None)
 
     def _no_host(self, task: _Task) -> Result:
         vendor = task.cell.vendor.name
@@ -372,14 +392,19 @@ def run_on_stations(matrix: Matrix, cells: list[Cell], stations: list[Station],
     (:func:`oota.execute.leftovers.owned_run`): removed however it ends, and what killed runs
     left is removed before it starts."""
     cache = matrix.root / ".oota-cache"
+    keys = {s.name: s.engine_id or engine_key(s.engine) for s in stations}
+    for duty in waiting(cache, set(keys.values())):
+        console.info(f"{duty} left containers when it ended; they are removed when a run "
+                     "reaches that host again")
     with ExitStack() as owned:
         for station in stations:
-            owned.enter_context(owned_run(station.engine, cache, options.run_id, console))
+            owned.enter_context(owned_run(station.engine, cache, options.run_id, console,
+                                          key=keys[station.name]))
         return FleetRun(matrix, stations, console, options, build=build, down=down).run(cells)
 
 
 def build_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Console,
                 options: BuildOptions, *, build: bool = True, jobs: int = 1) -> list[Result]:
     """Build (optionally) and verify every cell on one engine, ``jobs`` at once."""
-    return run_on_stations(matrix, cells, [Station("local", engine, jobs=jobs)], console,
-                           options, build=build)
+    station = Station("", engine, jobs=jobs, cache=matrix.root / ".oota-cache")
+    return run_on_stations(matrix, cells, [station], console, options, build=build)

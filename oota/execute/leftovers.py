@@ -2,17 +2,24 @@
 
 A run that ends normally, or by SIGINT/SIGTERM (:mod:`oota.execute.interrupts`), removes its
 containers and its build context folders itself. SIGKILL (or a power cut) gives it no chance,
-so every run first writes who owns it into ``.oota-cache/runs/<run-id>.json`` (host, process id
-and that process's start time, which tells a reused pid from the original) and keeps its
-context folders under ``.oota-cache/contexts/<run-id>/``. The next run removes what belongs to
-runs whose process is gone: their containers and images (by the ``oota.run`` label), their
-context folders (which hold the pip configuration, a secret, and the torch wheel) and the
-marker, and says so.
+and neither does an Engine that stopped answering while the run used it. So every run first
+writes, for each Engine it uses, who owns it into ``.oota-cache/runs/<run-id>@<engine>.json``
+(host, process id and that process's start time, which tells a reused pid from the original;
+the Engine's identity, name and endpoint) and keeps its context folders under
+``.oota-cache/contexts/<run-id>/``. Each Engine's marker is removed once the run's containers
+on that Engine are gone: at the run's end, or, when the Engine did not answer then (a killed
+daemon, a host cut off), by the next run that reaches that Engine. A run removes, on each of
+its Engines, what runs whose process is gone left there: their containers (running ones too:
+a daemon killed mid-verify leaves its verify container running; it is stopped, then removed)
+and images (by the ``oota.run`` label), their context folders (which hold the pip
+configuration, a secret, and the torch wheel), and the marker, and says so. A dead run's
+duty towards an Engine this run does not use stays, and is listed.
 
 What a live run owns is never touched, nor what a run on another host owns (a shared
 ``DOCKER_HOST`` or checkout): whether that process lives cannot be told from here. Context
 folders no marker owns come from an oota older than the markers; they are removed once they
-are older than the longest build.
+are older than the longest build. A marker without an Engine (an older oota's) is discharged
+on whichever Engine the next run uses.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import time
@@ -41,6 +49,7 @@ CONTEXTS = "contexts"
 # A context folder without an owner is from an oota that wrote no markers; one that old is no
 # build in progress (builds time out after an hour by default).
 UNOWNED_AFTER_S = 6 * 3600
+_KEY_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -51,12 +60,14 @@ class Owner:
     host: str
     pid: int
     pid_started: str   # /proc/<pid>/stat start time; '' where there is no /proc
+    engine_key: str = ""   # the Engine whose containers it is about ('' in older markers)
+    engine: str = ""       # its name, for messages
 
     @classmethod
-    def this_process(cls, run_id: str) -> Owner:
+    def this_process(cls, run_id: str, engine_key: str = "", engine: str = "") -> Owner:
         pid = os.getpid()
         return cls(run_id=run_id, host=socket.gethostname(), pid=pid,
-                   pid_started=process_start(pid))
+                   pid_started=process_start(pid), engine_key=engine_key, engine=engine)
 
     @classmethod
     def read(cls, path: Path) -> Owner | None:
@@ -64,10 +75,16 @@ class Owner:
         try:
             data = json.loads(read_text(path, SMALL_LIMIT))
             return cls(run_id=str(data["run_id"]), host=str(data["host"]), pid=int(data["pid"]),
-                       pid_started=str(data.get("pid_started", "")))
+                       pid_started=str(data.get("pid_started", "")),
+                       engine_key=str(data.get("engine_key", "")),
+                       engine=str(data.get("engine", "")))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.debug("not a run marker: %s: %s", path, exc)
             return None
+
+    def on(self, key: str) -> bool:
+        """Is this duty towards the Engine ``key`` (an older marker's is towards any)?"""
+        return not self.engine_key or self.engine_key == key
 
     def alive(self) -> bool:
         """False only when this host can see that the owning process is gone."""
@@ -91,13 +108,16 @@ class Removed:
     containers: int = 0
     images: int = 0
     folders: int = 0
+    engine: str = ""
 
     def text(self) -> str:
         parts = [_count(self.containers, "container"), _count(self.images, "image"),
                  _count(self.folders, "context folder")]
         shown = [p for p in parts if p] or ["its marker"]
         joined = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
-        return f"removed {joined} left by run {self.run_id} (killed?)"
+        where = f" on host {self.engine}" if self.engine and self.containers + self.images \
+            else ""
+        return f"removed {joined} left by run {self.run_id}{where} (killed?)"
 
 
 def _count(n: int, noun: str) -> str:
@@ -120,21 +140,32 @@ def context_root(cache: Path, run_id: str) -> Path:
     return cache / CONTEXTS / run_id
 
 
-def marker_path(cache: Path, run_id: str) -> Path:
-    return cache / RUNS / f"{run_id}.json"
+def marker_path(cache: Path, run_id: str, key: str = "") -> Path:
+    """The marker of ``run_id``'s duty towards the Engine ``key`` ('': an older oota's, for
+    the whole run)."""
+    return cache / RUNS / (f"{run_id}@{key}.json" if key else f"{run_id}.json")
 
 
-def sweep(engine: Engine, cache: Path) -> list[Removed]:
-    """Remove what runs whose process is gone left behind (see the module's docstring)."""
+def engine_key(engine: Engine) -> str:
+    """The Engine's identity as a file name: its ``engine_id`` (Docker's ID and data root),
+    else its name (an engine that gives no ID)."""
+    try:
+        found = str(engine.facts().get("engine_id") or "")
+    except Exception as exc:  # noqa: BLE001 - a silent engine is known by its name then
+        log.debug("no engine id for %s: %s", engine.endpoint.name, exc)
+        found = ""
+    return found or _KEY_UNSAFE.sub("_", engine.endpoint.name) or "default"
+
+
+def sweep(engine: Engine, cache: Path, key: str = "") -> list[Removed]:
+    """Remove what runs whose process is gone left behind on the Engine ``key`` (see the
+    module's docstring)."""
     removed: list[Removed] = []
     owned: set[str] = set()
-    for marker in sorted((cache / RUNS).glob("*.json")):
-        owner = Owner.read(marker)
-        if owner is None:
-            continue
+    for marker, owner in _markers(cache):
         owned.add(owner.run_id)
-        if not owner.alive():
-            removed.append(_remove_run(engine, cache, owner.run_id))
+        if owner.on(key or owner.engine_key) and not owner.alive():
+            removed.append(_remove_run(engine, cache, owner))
             marker.unlink(missing_ok=True)
     contexts = cache / CONTEXTS
     for folder in sorted(contexts.iterdir()) if contexts.is_dir() else []:
@@ -144,13 +175,27 @@ def sweep(engine: Engine, cache: Path) -> list[Removed]:
     return removed
 
 
-def _remove_run(engine: Engine, cache: Path, run_id: str) -> Removed:
+def waiting(cache: Path, keys: set[str]) -> list[str]:
+    """'run R on host NAME' for every dead run's duty towards an Engine not among ``keys``:
+    what it left there is removed when a run reaches that Engine again."""
+    return [f"run {o.run_id} on host {o.engine or o.engine_key}" for _, o in _markers(cache)
+            if o.engine_key and o.engine_key not in keys and not o.alive()]
+
+
+def _markers(cache: Path) -> list[tuple[Path, Owner]]:
+    found = ((m, Owner.read(m)) for m in sorted((cache / RUNS).glob("*.json")))
+    return [(m, o) for m, o in found if o is not None]
+
+
+def _remove_run(engine: Engine, cache: Path, owner: Owner) -> Removed:
+    run_id = owner.run_id
     containers = engine.cleanup(run_id, images=False)
     images = engine.cleanup(run_id, images=True)   # images a dead run labelled (lock builders)
     folder = context_root(cache, run_id)
     folders = int(folder.exists())
     shutil.rmtree(folder, ignore_errors=True)
-    return Removed(run_id=run_id, containers=containers, images=images, folders=folders)
+    return Removed(run_id=run_id, containers=containers, images=images, folders=folders,
+                   engine=owner.engine or engine.endpoint.name)
 
 
 def _age_s(path: Path) -> float:
@@ -161,30 +206,40 @@ def _age_s(path: Path) -> float:
 
 
 @contextmanager
-def owned_run(engine: Engine, cache: Path, run_id: str, console: Console) -> Iterator[Path]:
-    """The body runs as the owner of ``run_id``: leftovers of dead runs are removed first (and
-    reported), the marker is written, and whatever ends the body (success, error, SIGINT or
-    SIGTERM) the run's containers, its context folders and the marker are removed. Yields the
-    folder to make the run's build contexts in."""
-    for item in sweep(engine, cache):
+def owned_run(engine: Engine, cache: Path, run_id: str, console: Console, *,
+              key: str = "") -> Iterator[Path]:
+    """The body runs as the owner of ``run_id`` on ``engine`` (``key``: its identity, else
+    :func:`engine_key`): leftovers of dead runs on that Engine are removed first (and
+    reported), this run's marker for it is written, and whatever ends the body (success,
+    error, SIGINT or SIGTERM) the run's containers there, its context folders and the marker
+    are removed. Yields the folder to make the run's build contexts in."""
+    key = key or engine_key(engine)
+    for item in sweep(engine, cache, key):
         console.warn(item.text())
-    marker = marker_path(cache, run_id)
-    write_json(marker, {**asdict(Owner.this_process(run_id)), "started_at": now()})
+    marker = marker_path(cache, run_id, key)
+    owner = Owner.this_process(run_id, key, engine.endpoint.name)
+    write_json(marker, {**asdict(owner), "endpoint": engine.endpoint.where(),
+                        "started_at": now()})
     try:
         yield context_root(cache, run_id)
     finally:
         with deferred():
-            _release(engine, cache, run_id, console)
+            _release(engine, cache, marker, run_id, console)
 
 
-def _release(engine: Engine, cache: Path, run_id: str, console: Console) -> None:
-    """A run's own clean-up; when Docker cannot be reached the marker stays, so the next run
-    retries, and the run's outcome (or the error that ended it) is what the user sees."""
+def _release(engine: Engine, cache: Path, marker: Path, run_id: str, console: Console) -> None:
+    """A run's own clean-up on one Engine; when that Engine cannot be reached its marker
+    stays, so the next run that reaches it does the rest, and the run's outcome (or the error
+    that ended it) is what the user sees."""
     shutil.rmtree(context_root(cache, run_id), ignore_errors=True)
     try:
+        if not engine.alive():  # asked with a short deadline: a lost host is not waited for
+            raise ConnectionError("it does not answer")
         engine.cleanup(run_id, images=False)
     except Exception as exc:  # noqa: BLE001 - must not replace the run's own outcome
-        console.warn(f"could not remove the containers of run {run_id} ({exc}); "
-                     "the next run will")
+        name = engine.endpoint.name
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        console.warn(f"could not remove the containers of run {run_id} on host {name} "
+                     f"({why}); the next run that reaches {name} will")
         return
-    marker_path(cache, run_id).unlink(missing_ok=True)
+    marker.unlink(missing_ok=True)

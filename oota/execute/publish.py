@@ -11,6 +11,11 @@
 * that verification is sealed in the image (a whole run, ``/opt/oota/expected.json``), and the
   image is still the one it sealed (no build took the tag since).
 
+With several Engines (``--hosts hosts.yaml``, or ``--host ENDPOINT`` for one other), each
+cell's image is pushed from the Engine that holds the image its result verified: the Engine
+that verified it (by its identity, ``host.engine_id``) first. A cell verified on an Engine the
+command does not reach is refused saying which one.
+
 Any other cell is refused with its reason; nothing is pushed for it. A pushed image's registry
 digest is added to its result (``image.published``), so the report can show
 ``docker pull REF@DIGEST``. Credentials are the engine's (``docker login``) or
@@ -24,6 +29,7 @@ the image is published unsigned, and the output says so.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -54,9 +60,15 @@ class Outcome:
 
 
 def refusal(result: Result | None, labels: dict[str, str] | None, image_id: str | None,
-            current: str) -> str:
+            current: str, *, elsewhere: str = "") -> str:
     """Why a cell's image may not be published ('' when it may); ``current`` is the cell's
-    fingerprint from today's inputs."""
+    fingerprint from today's inputs; ``elsewhere`` names the Engine that verified it when the
+    command does not reach that Engine (then the image here, whatever it is, is not it)."""
+    sealed = result.image.sealed if result and result.image else None
+    if elsewhere and result is not None and result.cell.fingerprint == current \
+            and result.status in PUBLISHABLE and sealed is not None and sealed.id != image_id:
+        return (f"verified on {elsewhere}, which this command does not reach: give the "
+                "hosts file (--hosts hosts.yaml) or that Engine (--host ENDPOINT)")
     if labels is None or image_id is None:
         return "no image: build and verify it first (`./oota.sh build`)"
     if labels.get("oota.fingerprint") != current:
@@ -69,7 +81,6 @@ def refusal(result: Result | None, labels: dict[str, str] | None, image_id: str 
     if result.status not in PUBLISHABLE:
         return f"its last verification {result.status}" + (
             f": {result.message}" if result.message else "")
-    sealed = result.image.sealed if result.image else None
     if sealed is None or sealed.id is None or "oota.verified" not in labels:
         return ("unsealed: the image does not carry its verification (only a run of every "
                 "layer is sealed); `./oota.sh verify` it")
@@ -85,12 +96,15 @@ def target(registry: str, namespace: str, cell: Cell) -> str:
 def publish_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Console, *,
                   results_dir: Path, registry: str, namespace: str, local_namespace: str,
                   auth: RegistryAuth | None, signer: Signer | None = None,
-                  run_id: str = "") -> list[Outcome]:
+                  run_id: str = "", others: Sequence[Engine] = ()) -> list[Outcome]:
     """Push every selected cell that may be published; refuse the others, saying why.
-    ``signer`` None pushes the image alone (no SBOM, provenance or signature)."""
+    ``signer`` None pushes the image alone (no SBOM, provenance or signature). ``others``
+    are more Engines of the lab (``--hosts``): each cell's image is pushed from the Engine
+    that holds the image its result verified, the Engine that verified it first."""
+    engines = Fleet((engine, *others))
     outcomes = []
     for cell in cells:
-        outcome = _publish_one(matrix, cell, engine, results_dir, registry, namespace,
+        outcome = _publish_one(matrix, cell, engines, results_dir, registry, namespace,
                                local_namespace, auth, signer, run_id)
         kind = {"pushed": "ok", "refused": "skip", "failed": "fail"}[outcome.status]
         text = f"{cell.id}: {outcome.status}"
@@ -103,7 +117,42 @@ def publish_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Co
     return outcomes
 
 
-def _publish_one(matrix: Matrix, cell: Cell, engine: Engine, results_dir: Path,
+class Fleet:
+    """The Engines a publish reaches, each asked for its identity once."""
+
+    def __init__(self, engines: Sequence[Engine]) -> None:
+        self.engines = engines
+        self._ids: dict[int, str] = {}
+
+    def identity(self, engine: Engine) -> str:
+        if id(engine) not in self._ids:
+            try:
+                self._ids[id(engine)] = str(engine.facts().get("engine_id") or "")
+            except Exception:  # noqa: BLE001 - an Engine without an identity is still usable
+                self._ids[id(engine)] = ""
+        return self._ids[id(engine)]
+
+    def holding(self, result: Result | None, local: str) -> tuple[Engine, str]:
+        """The Engine to publish ``result``'s cell from: the one holding the very image it
+        verified and sealed (the verifying Engine first), else the first; and, when no
+        Engine reached holds it and the verifying Engine is not among them, that Engine's
+        name and endpoint, for the refusal."""
+        if result is None:
+            return self.engines[0], ""
+        wanted = result.host.text("engine_id") or ""
+        ordered = sorted(self.engines, key=lambda e: not wanted or self.identity(e) != wanted)
+        sealed = result.image.sealed.id if result.image and result.image.sealed else None
+        for engine in ordered:
+            if sealed and engine.image_id(local) == sealed:
+                return engine, ""
+        reached = wanted and any(self.identity(e) == wanted for e in self.engines)
+        where = result.host.text("endpoint") or ""
+        elsewhere = "" if reached or not wanted else \
+            f"host {result.host.place()}" + (f" ({where})" if where else "")
+        return ordered[0], elsewhere
+
+
+def _publish_one(matrix: Matrix, cell: Cell, engines: Fleet, results_dir: Path,
                  registry: str, namespace: str, local_namespace: str,
                  auth: RegistryAuth | None, signer: Signer | None, run_id: str) -> Outcome:
     local = f"{local_namespace}/{cell.vendor.name}:{cell.id}"
@@ -116,7 +165,9 @@ def _publish_one(matrix: Matrix, cell: Cell, engine: Engine, results_dir: Path,
                            reason=f"{folder / 'result.json'}: {exc}")
         result = None
     current = cell_fingerprint(matrix, cell)
-    why = refusal(result, engine.image_labels(local), engine.image_id(local), current)
+    engine, elsewhere = engines.holding(result, local)
+    why = refusal(result, engine.image_labels(local), engine.image_id(local), current,
+                  elsewhere=elsewhere)
     if why:
         return Outcome(cell=cell.id, status="refused", reason=why)
     assert result is not None and result.image is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from oota.results.model import (
     Image,
     Installed,
     JSONObject,
+    Layer,
     ResultFormatError,
     Skips,
     TestOutcome,
@@ -27,6 +29,7 @@ from oota.results.model import (
 from oota.results.store import CASES_FILE, keep_recording
 from oota.vocab import BAD, UNRUN_KEY
 
+log = logging.getLogger("oota.verify")
 RESULTS_IN_CONTAINER = "/tmp/oota-results"
 # What a verified image carries of its own verification; verify/oota-verify compares with it.
 EXPECTED_IN_IMAGE = "/opt/oota/expected.json"
@@ -68,7 +71,8 @@ def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id
     if engine.image_labels(image) is None:
         return VerifyOutcome(image=Image(tag=image), problem=f"image {image} not found; build "
                              f"it first (./oota.sh build --cell {cell.id})")
-    found = Image(tag=image, digest=engine.image_digest(image))
+    found = Image(tag=image, digest=engine.image_digest(image), id=engine.build_output(image),
+                  layers=layers_of(engine, image))
     command = ["oota-verify", "--out", RESULTS_IN_CONTAINER]
     if layers:
         command += ["--layer", ",".join(layers)]
@@ -93,6 +97,16 @@ def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id
     return VerifyOutcome(image=found, tests=suite.tests, installed=suite.installed,
                          skips=suite.skips, log_tail=run.output_tail,
                          problem=_problem(suite.tests, run.exit_code))
+
+
+def layers_of(engine: Engine, image: str) -> tuple[Layer, ...]:
+    """The image's layers with their build steps, for the result (none when the engine cannot
+    say: the verification does not depend on them)."""
+    try:
+        return tuple(Layer(id=x.id, step=x.step) for x in engine.image_layers(image))
+    except Exception as exc:  # noqa: BLE001 - a record for later comparisons, not a check
+        log.debug("no layers of %s: %s", image, exc)
+        return ()
 
 
 def _problem(tests: tuple[TestOutcome, ...], exit_code: int | None) -> str:
@@ -151,9 +165,11 @@ def device_request(vendor: Vendor, image: str, command: list[str],
 
 
 def expected_results(cell: Cell, tests: tuple[TestOutcome, ...], installed: Installed | None,
-                     host: Host, run_id: str) -> ExpectedResults:
-    """What a sealed image carries of the run that verified it."""
-    status, verified_at = overall_status(tests, {}), now()
+                     host: Host, run_id: str, *, verified_at: str | None = None
+                     ) -> ExpectedResults:
+    """What a sealed image carries of the run that verified it (at ``verified_at``, default
+    now)."""
+    status, verified_at = overall_status(tests, {}), verified_at or now()
     check = host.vendor_check
     facts: JSONObject = {key: host.text(key) for key in ("arch", "kernel", "os", "docker_server")}
     facts |= {"hardware": bool(check and check.supported),

@@ -44,9 +44,11 @@ class Inputs:
     base: str | None = None
     fingerprint: str = ""
     host: str = ""
+    engine: str = ""  # the Engine's identity (engine_id); '' in results older than identities
     suite: str = ""  # oota's version: the verify suite that judged the cell
     extensions: tuple[tuple[str, str | None], ...] = ()  # requested packages and versions
     requested: tuple[str, ...] = ()  # the pip requirements the cell asked for, as written
+    env: tuple[tuple[str, str], ...] = ()  # the vendor's pass_env switches the run set
 
     def differences(self, before: Inputs) -> list[str]:
         """'torch 2.5.0 -> 2.5.1' for every input that differs from ``before``. What one of
@@ -56,16 +58,29 @@ class Inputs:
                     self.torch_git), ("toolkit", before.toolkit, self.toolkit),
                     ("base image", before.base, self.base))
         given = (("fingerprint", before.fingerprint, self.fingerprint),
-                 ("host", before.host, self.host), ("oota", before.suite, self.suite))
+                 ("oota", before.suite, self.suite))
         found = [f"{name} {old} -> {new}" for name, old, new in resolved
                  if old and new and old != new]
         found += [f"{name} {old or '-'} -> {new or '-'}" for name, old, new in given
                   if old != new]
+        found += self._host_change(before) + env_changes(before.env, self.env)
         old_ext, new_ext = dict(before.extensions), dict(self.extensions)
         for name in sorted(old_ext.keys() | new_ext.keys() if old_ext and new_ext else ()):
             if name != "torch" and old_ext.get(name) != new_ext.get(name):
                 found.append(f"{name} {old_ext.get(name) or '-'} -> {new_ext.get(name) or '-'}")
         return found + requirement_changes(before.requested, self.requested)
+
+    def _host_change(self, before: Inputs) -> list[str]:
+        """The host, when the Engine really changed: by identity where both runs know it (one
+        Engine called 'main' in hosts.yaml and 'vm' without one is no change), else by name."""
+        if self.engine and before.engine:
+            if self.engine == before.engine:
+                return []
+            if self.host == before.host:
+                return [f"host {self.host} (engine {before.engine[:8]} -> {self.engine[:8]})"]
+        elif self.host == before.host:
+            return []
+        return [f"host {before.host or '-'} -> {self.host or '-'}"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -77,8 +92,9 @@ class CellRecord:
     cell: CellRef
     status: Status
     message: str
-    host: str
+    host: str             # the Engine's name (a copy's, in a merged run: 'vm, run R')
     engine: str | None
+    engine_id: str | None
     hostname: str | None
     started_at: str
     finished_at: str
@@ -101,6 +117,14 @@ class RunRecord:
     git_revision: str | None
     hosts: tuple[str, ...]
     cells: tuple[CellRecord, ...]
+
+
+def env_changes(before: Sequence[tuple[str, str]], after: Sequence[tuple[str, str]]
+                ) -> list[str]:
+    """'pass_env REFDEV_WRONG_OP: unset -> tanh' for each switch set, changed or unset."""
+    old, new = dict(before), dict(after)
+    return [f"pass_env {name}: {old.get(name, 'unset')} -> {new.get(name, 'unset')}"
+            for name in sorted(old.keys() | new.keys()) if old.get(name) != new.get(name)]
 
 
 def requirement_changes(before: Sequence[str], after: Sequence[str]) -> list[str]:
@@ -145,20 +169,26 @@ def group_by_run(results: Iterable[Result]) -> list[list[Result]]:
 
 
 def run_record(results: Sequence[Result], origin: Origin, git_revision: str | None) -> RunRecord:
-    """The run that ``results`` (not empty) make up."""
-    cells = tuple(cell_record(r) for r in results)
+    """The run that ``results`` (not empty) make up. Copies of one cell made on one host (a
+    merged run holding a cell's re-run) are each kept, named by their run as the report names
+    them: 'vm, run R'."""
+    places = [(r.cell.id, place(r)) for r in results]
+    cells = tuple(cell_record(r, f"{p}, run {r.run_id or r.started_at}"
+                              if places.count((r.cell.id, p)) > 1 else p)
+                  for r, (_, p) in zip(results, places, strict=True))
     return RunRecord(key=run_key(results), origin=origin,
                      started_at=min(r.started_at for r in results),
                      finished_at=max(r.finished_at for r in results),
                      oota_version=results[0].oota_version, git_revision=git_revision,
-                     hosts=tuple(sorted({c.host for c in cells})), cells=cells)
+                     hosts=tuple(sorted({p for _, p in places})), cells=cells)
 
 
-def cell_record(result: Result) -> CellRecord:
+def cell_record(result: Result, host: str | None = None) -> CellRecord:
     image = result.image
     return CellRecord(
         cell=result.cell, status=result.status,
-        message=result.message, host=place(result), engine=result.host.text("engine"),
+        message=result.message, host=host or place(result), engine=result.host.text("engine"),
+        engine_id=result.host.text("engine_id"),
         hostname=result.host.text("hostname"), started_at=result.started_at,
         finished_at=result.finished_at, image_tag=image.tag if image else None,
         image_id=image.id if image else None, image_digest=image.digest if image else None,
@@ -182,8 +212,9 @@ def inputs_of(result: Result) -> Inputs:
                   toolkit=toolkit or declared,
                   base=image.base.ref if image and image.base else None,
                   fingerprint=result.cell.fingerprint, host=place(result),
+                  engine=result.host.text("engine_id") or "",
                   suite=result.oota_version, extensions=extensions,
-                  requested=result.requested)
+                  requested=result.requested, env=tuple(sorted(result.pass_env().items())))
 
 
 def figures_of(result: Result) -> list[Figure]:

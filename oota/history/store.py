@@ -45,7 +45,7 @@ from oota.history.timeline import (
     deciding,
 )
 from oota.results.model import CellRef, TestOutcome, status_of
-from oota.vocab import Status
+from oota.vocab import BAD, Status
 
 T = TypeVar("T")
 # SQLite's busy timeout (seconds): how long a writer waits for another's transaction.
@@ -171,6 +171,17 @@ def _prepare(store: Store) -> None:
             raise HistoryUnavailable(
                 f"history {store.location.shown} has schema version {found}; this oota knows "
                 f"up to {t.SCHEMA_VERSION}: use a newer oota with it")
+        for version in range((found or t.SCHEMA_VERSION) + 1, t.SCHEMA_VERSION + 1):
+            _migrate(conn, version)
+
+
+def _migrate(conn: Connection, version: int) -> None:
+    """Bring a history to ``version`` (in the transaction that holds the schema lock: SQLite's
+    write lock, PostgreSQL's advisory lock). The older oota that wrote it still reads it: the
+    tables only grow."""
+    for statement in t.MIGRATIONS.get(version, ()):
+        conn.exec_driver_sql(statement)
+    conn.execute(insert(t.schema_version).values(version=version, applied_at=_now()))
 
 
 # -- writing ----------------------------------------------------------------------------------
@@ -217,7 +228,8 @@ def write_cell(conn: Connection, run_id: int, cell: CellRecord) -> None:
         run_id=run_id, cell_id=ref.id, vendor=ref.vendor, os=ref.os, python=ref.python,
         torch=ref.torch, toolkit=ref.toolkit, toolkit_version=ref.toolkit_version,
         fingerprint=ref.fingerprint, status=cell.status,
-        message=cell.message, host=cell.host, engine=cell.engine, hostname=cell.hostname,
+        message=cell.message, host=cell.host, engine=cell.engine, engine_id=cell.engine_id,
+        hostname=cell.hostname,
         started_at=cell.started_at, finished_at=cell.finished_at, torch_version=i.torch,
         torch_git=i.torch_git, toolkit_resolved=i.toolkit, base_ref=cell.base_ref,
         image_tag=cell.image_tag, image_id=cell.image_id, image_digest=cell.image_digest,
@@ -240,6 +252,9 @@ def write_cell(conn: Connection, run_id: int, cell: CellRecord) -> None:
         conn.execute(insert(t.requirements), [
             {"result_id": result_id, "position": n, "text": text}
             for n, text in enumerate(i.requested)])
+    if i.env:
+        conn.execute(insert(t.environment), [
+            {"result_id": result_id, "name": name, "value": value} for name, value in i.env])
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -271,7 +286,8 @@ def _cell_from(conn: Connection, r: Row[Any], suite: str, packages: _Packages) -
                            .order_by(t.figures.c.test_id, t.figures.c.name)).all()
     return CellRecord(
         cell=cell_ref(r), status=_status(r.status),
-        message=r.message, host=r.host, engine=r.engine, hostname=r.hostname,
+        message=r.message, host=r.host, engine=r.engine, engine_id=r.engine_id,
+        hostname=r.hostname,
         started_at=r.started_at, finished_at=r.finished_at, image_tag=r.image_tag,
         image_id=r.image_id, image_digest=r.image_digest, base_ref=r.base_ref,
         inputs=_inputs(r, suite, packages),
@@ -290,8 +306,9 @@ def cell_ref(r: Row[Any]) -> CellRef:
 
 def _inputs(r: Row[Any], suite: str, packages: _Packages) -> Inputs:
     return Inputs(torch=r.torch_version, torch_git=r.torch_git, toolkit=r.toolkit_resolved,
-                  base=r.base_ref, fingerprint=r.fingerprint, host=r.host, suite=suite,
-                  extensions=packages.extensions, requested=packages.requested)
+                  base=r.base_ref, fingerprint=r.fingerprint, host=r.host,
+                  engine=r.engine_id or "", suite=suite, extensions=packages.extensions,
+                  requested=packages.requested, env=packages.env)
 
 
 def _status(text: str) -> Status:
@@ -300,10 +317,12 @@ def _status(text: str) -> Status:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class _Packages:
-    """What a result's cell installed of what it asked for, and the requirements it asked."""
+    """What a result's cell installed of what it asked for, the requirements it asked, and
+    the pass_env switches its verification ran with."""
 
     extensions: tuple[tuple[str, str | None], ...] = ()
     requested: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
 
 
 NO_PACKAGES = _Packages()
@@ -314,6 +333,7 @@ def _packages(conn: Connection, result_ids: list[int] | Select[tuple[int]]
     """The extensions and requirements of the results ``result_ids`` lists or selects."""
     extensions: dict[int, list[tuple[str, str | None]]] = {}
     requested: dict[int, list[str]] = {}
+    env: dict[int, list[tuple[str, str]]] = {}
     if not isinstance(result_ids, list) or result_ids:
         rows = conn.execute(select(t.extensions).where(t.extensions.c.result_id.in_(result_ids))
                             .order_by(t.extensions.c.name))
@@ -324,9 +344,14 @@ def _packages(conn: Connection, result_ids: list[int] | Select[tuple[int]]
                              .order_by(t.requirements.c.result_id, t.requirements.c.position))
         for line in lines:
             requested.setdefault(line.result_id, []).append(line.text)
+        switches = conn.execute(select(t.environment)
+                                .where(t.environment.c.result_id.in_(result_ids))
+                                .order_by(t.environment.c.result_id, t.environment.c.name))
+        for switch in switches:
+            env.setdefault(switch.result_id, []).append((switch.name, switch.value))
     return {k: _Packages(extensions=tuple(extensions.get(k, ())),
-                         requested=tuple(requested.get(k, ())))
-            for k in extensions.keys() | requested.keys()}
+                         requested=tuple(requested.get(k, ())), env=tuple(env.get(k, ())))
+            for k in extensions.keys() | requested.keys() | env.keys()}
 
 
 def outcomes(store: Store, *, vendor: str | None = None, cell: str | None = None,
@@ -367,20 +392,28 @@ def read_timeline(store: Store, *, metrics_layer: str = WORKLOAD_LAYER) -> Timel
                                                 t.runs.c.started_at, t.runs.c.oota_version))}
         rows = conn.execute(select(t.results).order_by(t.results.c.id)).all()
         packages = _packages(conn, select(t.results.c.id))
+        failed: dict[int, list[str]] = {}
+        for result_id, test_id in conn.execute(
+                select(t.tests.c.result_id, t.tests.c.test_id)
+                .where(t.tests.c.status.in_(sorted(BAD))).order_by(t.tests.c.test_id)):
+            failed.setdefault(result_id, []).append(test_id)
         figures = conn.execute(
-            select(t.results.c.cell_id, t.results.c.host, t.results.c.run_id,
-                   t.figures.c.test_id, t.figures.c.name, t.figures.c.number, t.tests.c.status)
+            select(t.results.c.cell_id, t.results.c.host, t.results.c.engine_id,
+                   t.results.c.run_id, t.figures.c.test_id, t.figures.c.name,
+                   t.figures.c.number, t.tests.c.status)
             .join(t.tests, (t.tests.c.result_id == t.figures.c.result_id)
                   & (t.tests.c.test_id == t.figures.c.test_id))
             .join(t.results, t.results.c.id == t.figures.c.result_id)
             .where(t.tests.c.layer == metrics_layer, t.figures.c.number.is_not(None))).all()
     order = sorted(heads.values(), key=lambda h: (h[0].started_at, h[0].id))
-    return Timeline(runs=tuple(h for h, _ in order), cells=_series(rows, heads, packages),
+    return Timeline(runs=tuple(h for h, _ in order),
+                    cells=_series(rows, heads, packages, failed),
                     metrics=_metric_series(figures, heads))
 
 
 def _series(rows: Sequence[Row[Any]], heads: dict[int, tuple[RunHead, str]],
-            packages: dict[int, _Packages]) -> tuple[CellSeries, ...]:
+            packages: dict[int, _Packages], failed: dict[int, list[str]]
+            ) -> tuple[CellSeries, ...]:
     newest: dict[str, Row[Any]] = {}
     by_cell: dict[str, dict[int, list[Outcome]]] = {}
     for r in rows:
@@ -388,20 +421,28 @@ def _series(rows: Sequence[Row[Any]], heads: dict[int, tuple[RunHead, str]],
         newest[r.cell_id] = r  # its coordinates name the cell (rows are in id order)
         by_cell.setdefault(r.cell_id, {}).setdefault(r.run_id, []).append(Outcome(
             run=head, status=_status(r.status), message=r.message,
-            inputs=_inputs(r, suite, packages.get(r.id, NO_PACKAGES))))
+            inputs=_inputs(r, suite, packages.get(r.id, NO_PACKAGES)),
+            failed_tests=tuple(failed.get(r.id, ()))))
     series = [CellSeries(cell=cell_ref(newest[cell]), outcomes=tuple(sorted(
         (found[0] if len(found) == 1 else deciding(found) for found in runs.values()),
         key=lambda o: (o.run.started_at, o.run.id)))) for cell, runs in by_cell.items()]
     return tuple(sorted(series, key=lambda s: (s.cell.vendor, s.cell.id)))
 
 
-def _metric_series(figures: Sequence[Row[Any, Any, Any, Any, Any, Any, Any]],
+def _metric_series(figures: Sequence[Row[Any, Any, Any, Any, Any, Any, Any, Any]],
                    heads: dict[int, tuple[RunHead, str]]) -> tuple[MetricSeries, ...]:
+    """One series per cell, Engine (its identity, else its name), test and figure; shown
+    under the name the Engine had in its newest run."""
     found: dict[tuple[str, str, str, str], list[MetricPoint]] = {}
-    for cell, host, run_id, test, name, number, status in figures:
-        found.setdefault((cell, host, test, name), []).append(MetricPoint(
-            run=heads[run_id][0], value=float(number), good=status == "passed"))
-    return tuple(MetricSeries(cell_id=cell, host=host, test_id=test, name=name,
+    names: dict[tuple[str, str], tuple[str, int, str]] = {}
+    for cell, host, engine_id, run_id, test, name, number, status in figures:
+        head = heads[run_id][0]
+        key = engine_id or host
+        found.setdefault((cell, key, test, name), []).append(MetricPoint(
+            run=head, value=float(number), good=status == "passed"))
+        names[cell, key] = max(names.get((cell, key), ("", 0, host)),
+                               (head.started_at, head.id, host.split(", run ")[0]))
+    return tuple(MetricSeries(cell_id=cell, host=names[cell, key][2], test_id=test, name=name,
                               points=tuple(sorted(points, key=lambda p: (p.run.started_at,
                                                                          p.run.id))))
-                 for (cell, host, test, name), points in sorted(found.items()))
+                 for (cell, key, test, name), points in sorted(found.items()))

@@ -3,7 +3,11 @@ has its tests, its measurements (figures) and the extensions it installed. Index
 questions asked of a history: a cell's or a test's runs in time order, a vendor's cells.
 
 ``SCHEMA_VERSION`` is written into ``schema_version``; a later oota that changes the tables
-raises it and migrates a history it finds at an older version.
+raises it and migrates a history it finds at an older version (:data:`MIGRATIONS`).
+
+Version 2: ``results.engine_id``, the identity of the Engine that made a result (its name, in
+``host``, may change: blame and baselines compare identities), and ``environment``, the
+pass_env switches a result's verification ran with.
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# The statements that bring a history from the version before each key to that version (the
+# tables added meanwhile are made by create_all); plain SQL both SQLite and PostgreSQL run.
+MIGRATIONS = {2: ("ALTER TABLE results ADD COLUMN engine_id VARCHAR(80)",)}
 
 metadata = MetaData()
 
@@ -67,6 +74,7 @@ results = Table(
     Column("message", Text, nullable=False),
     Column("host", String(200), nullable=False),
     Column("engine", String(200)),
+    Column("engine_id", String(80)),  # version 2; None in results older than identities
     Column("hostname", String(200)),
     Column("started_at", String(40), nullable=False),
     Column("finished_at", String(40), nullable=False),
@@ -99,6 +107,15 @@ requirements = Table(
     Column("text", Text, nullable=False),
 )
 
+# The vendor's run.pass_env switches a result's verification ran with (a fault injected, an
+# operator slowed): the blame names one set or changed. Version 2.
+environment = Table(
+    "environment", metadata,
+    Column("result_id", ForeignKey("results.id", ondelete="CASCADE"), primary_key=True),
+    Column("name", String(200), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
 tests = Table(
     "tests", metadata,
     Column("result_id", ForeignKey("results.id", ondelete="CASCADE"), primary_key=True),
@@ -119,5 +136,5 @@ figures = Table(
     Column("text", Text),
 )
 
-__all__ = ["SCHEMA_VERSION", "extensions", "figures", "metadata", "requirements", "results",
-           "run_hosts", "runs", "schema_version", "tests"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "environment", "extensions", "figures", "metadata",
+           "requirements", "results", "run_hosts", "runs", "schema_version", "tests"]

@@ -46,6 +46,7 @@ class Outcome:
     status: Status
     message: str
     inputs: Inputs
+    failed_tests: tuple[str, ...] = ()  # the tests that failed, errored or were interrupted
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -37,6 +37,7 @@ from oota.results.model import (
     SkipRule,
     Stage,
     TorchInfo,
+    host_key,
     place_name,
 )
 from oota.results.store import RESULT_FILE, load, load_found
@@ -203,6 +204,7 @@ class CellGroup:
     copies: tuple[CellRow, ...]
     layers: dict[str, Mark]
     differences: tuple[str, ...] = ()
+    hosts: int = 1  # how many Engines made the copies (one Engine may have made several)
 
     @property
     def first(self) -> CellRow:
@@ -440,6 +442,14 @@ class Report:
     def several_copies(self) -> list[CellGroup]:
         return [g for g in self.groups if g.several]
 
+    def on_several_hosts(self) -> list[CellGroup]:
+        """The cells whose copies come from more than one Engine."""
+        return [g for g in self.groups if g.hosts > 1]
+
+    def repeated_on_one_host(self) -> list[CellGroup]:
+        """The cells one Engine made more than one copy of (a re-run, two runs merged)."""
+        return [g for g in self.groups if len(g.copies) > g.hosts]
+
     def disagreeing(self) -> list[CellGroup]:
         return [g for g in self.groups if g.differences]
 
@@ -598,7 +608,8 @@ def _group(copies: Sequence[Loaded], known: list[str]) -> CellGroup:
         for column in COLUMNS}
     return CellGroup(id=first.id, vendor=first.vendor, copies=rows, layers=layers,
                      status=worst(r.status for r in rows),
-                     differences=differences(rows) if len(rows) > 1 else ())
+                     differences=differences(rows) if len(rows) > 1 else (),
+                     hosts=len({host_key(c.result.host) for c in copies}))
 
 
 def _distinct(loaded: Sequence[Loaded]) -> list[Loaded]:

@@ -36,7 +36,11 @@ HUD_FILE, DIGEST_FILE = "hud.html", "hud.md"
 SYMBOL = {"passed": "✓", "failed": "✗", "error": "✗", "interrupted": "◼", "skipped": "–",
           "unsupported-here": "○", "": "·"}
 SPARK_W, SPARK_H, SPARK_PAD = 120, 26, 3
-_SINCE = re.compile(r"^\s*(\d+)\s*([hd])\s*$")
+# A line needs three points to show a trend; before that a figure is shown as its value.
+MIN_CHART_RUNS = 3
+FAILING_SHOWN = 12  # failing tests named on a cell's line; the rest are counted
+_SINCE = re.compile(r"^\s*(\d+)\s*([hdw])\s*$")
+_UNIT = {"h": dt.timedelta(hours=1), "d": dt.timedelta(days=1), "w": dt.timedelta(weeks=1)}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -88,6 +92,17 @@ class Trend:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Reading:
+    """A measured figure with too few runs for a chart yet: its latest value and how many
+    runs measured it (and the policy's verdict, when it names the figure)."""
+
+    label: str
+    value: str
+    runs: int
+    verdict: str | None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class HudRow:
     state: CellState
     marks: tuple[HudMark, ...]  # one per shown run, newest first
@@ -97,7 +112,11 @@ class HudRow:
     last_passed: str
     blame: str
     flaky: int
-    trends: tuple[Trend, ...]
+    trends: tuple[Trend, ...]  # measured figures with enough runs: charted
+    readings: tuple[Reading, ...] = ()  # measured figures with too few runs for a chart
+    steady: str = ""  # figures that never changed (settings, mostly): one line of text
+    failing_tests: tuple[str, ...] = ()  # of the failure the cell is in now
+    more_failing: int = 0
 
     @property
     def id(self) -> str:
@@ -123,20 +142,35 @@ class HudPage:
     digest: Digest
     regressions: tuple[tuple[str, Trend], ...]  # (cell id, trend) judged a regression
 
+    @property
+    def cells(self) -> int:
+        return sum(len(s.rows) for s in self.sections)
+
+    @property
+    def failing(self) -> int:
+        return sum(s.failing for s in self.sections)
+
+    @property
+    def overdue(self) -> int:
+        return sum(1 for s in self.sections for r in s.rows if r.overdue)
+
+    @property
+    def latest(self) -> str:
+        return _utc(self.runs[0].when) if self.runs else ""
+
 
 # A hundred years: more than any history holds, and far inside what a datetime can subtract.
 LONGEST_SINCE_DAYS = 36_500
 
 
 def parse_since(text: str) -> dt.timedelta:
-    """``--since 24h`` / ``3d`` as a window (ValueError for anything else, zero, or more than
-    :data:`LONGEST_SINCE_DAYS`: a window reaching before any run is asked as "all of it")."""
+    """``--since 24h`` / ``3d`` / ``2w`` as a window (ValueError for anything else, zero, or more
+    than :data:`LONGEST_SINCE_DAYS`: a window reaching before any run is asked as "all of it")."""
     found = _SINCE.match(text)
     digits = found.group(1) if found else ""
     if not found or len(digits) > 9 or int(digits) == 0:  # 9 digits: a timedelta holds them
         raise ValueError(text)
-    amount = int(digits)
-    window = dt.timedelta(hours=amount) if found.group(2) == "h" else dt.timedelta(days=amount)
+    window = int(digits) * _UNIT[found.group(2)]
     if window > dt.timedelta(days=LONGEST_SINCE_DAYS):
         raise ValueError(text)
     return window
@@ -177,15 +211,67 @@ def _row(series: CellSeries, state: CellState, runs: Sequence[RunHead], source: 
         marks.append(HudMark(status=status, flaky=run.id in flaky, title=title,
                              link=link if outcome and current == run.key else None))
     failing, age = state.failing, state.failing_for(source.now)
-    hosts = {m.host for m in metrics}
+    broken = failing.last.failed_tests if failing else ()
+    figures = _figures(metrics, source.policy, source.runs)
     return HudRow(
         state=state, marks=tuple(marks),
         failing_since=shown(failing.first) if failing else "",
         age=_age(age) if age is not None else "", overdue=state.overdue(source.now),
         last_passed=shown(state.last_passed) if state.last_passed else "never",
         blame=failing.blame.line() if failing else "", flaky=len(flaky),
-        trends=tuple(trend(m, source.policy, source.runs, several_hosts=len(hosts) > 1)
-                     for m in metrics))
+        trends=figures[0], readings=figures[1], steady=figures[2],
+        failing_tests=broken[:FAILING_SHOWN], more_failing=max(len(broken) - FAILING_SHOWN, 0))
+
+
+def _figures(metrics: Sequence[MetricSeries], policy: Policy, runs: int
+             ) -> tuple[tuple[Trend, ...], tuple[Reading, ...], str]:
+    """A cell's figures, as a release manager reads them: only what was measured is charted
+    (a figure the policy names, or one whose value changed between runs), and only once it
+    has :data:`MIN_CHART_RUNS` runs (before that: its value and "n runs"); figures that never
+    changed (the workload's settings, mostly) are one line of text."""
+    several_hosts = len({m.host for m in metrics}) > 1
+    charts: list[Trend] = []
+    readings: list[Reading] = []
+    steady: list[MetricSeries] = []
+    for series in metrics:
+        rule = policy.rule(series.name)
+        if rule is None and len({p.value for p in series.points}) <= 1:
+            steady.append(series)
+        elif len(series.points) >= MIN_CHART_RUNS:
+            charts.append(trend(series, policy, runs, several_hosts=several_hosts))
+        else:
+            judged = judge([(p.value, p.good) for p in series.points], rule) if rule else None
+            readings.append(Reading(
+                label=_label(series, several_hosts), value=f"{series.points[-1].value:.4g}",
+                runs=len(series.points), verdict=judged.verdict if judged else None))
+    return tuple(charts), tuple(readings), _steady_line(steady)
+
+
+def _steady_line(series: Sequence[MetricSeries]) -> str:
+    """'train_steps 20, loss_atol 0.0001, loss_first 2.3 (llama), 1.9 (resnet)': each
+    figure that never changed, once when every test of the cell gave it the same value."""
+    values: dict[str, dict[str, str]] = {}
+    for s in series:
+        values.setdefault(s.name, {})[_test(s.test_id)] = f"{s.points[-1].value:.4g}"
+    parts = []
+    for name, by_test in values.items():
+        if len(set(by_test.values())) == 1:
+            parts.append(f"{name} {next(iter(by_test.values()))}")
+        else:
+            parts.append(f"{name} " + ", ".join(f"{v} ({t})" for t, v in by_test.items()))
+    return "; ".join(parts)
+
+
+def _test(test_id: str) -> str:
+    """A workload test's short name: its parameter ('llama'), else its function's name."""
+    name = test_id.rsplit("::", 1)[-1]
+    inner = name.partition("[")[2].rstrip("]")
+    return inner or name
+
+
+def _label(series: MetricSeries, several_hosts: bool) -> str:
+    return f"{_test(series.test_id)} {series.name}" + (
+        f" @ {series.host}" if several_hosts else "")
 
 
 def trend(series: MetricSeries, policy: Policy, runs: int, *, several_hosts: bool) -> Trend:
@@ -203,8 +289,7 @@ def trend(series: MetricSeries, policy: Policy, runs: int, *, several_hosts: boo
 
     step = (SPARK_W - 2 * SPARK_PAD) / max(len(values) - 1, 1)
     xy = [(round(SPARK_PAD + i * step, 1), y(v)) for i, v in enumerate(values)]
-    test = series.test_id.rsplit("::", 1)[-1]
-    return Trend(label=f"{test} {series.name}" + (f" @ {series.host}" if several_hosts else ""),
+    return Trend(label=_label(series, several_hosts),
                  points=" ".join(f"{x:g},{v:g}" for x, v in xy), last=xy[-1] if xy else None,
                  baseline_y=y(baseline) if baseline is not None else None,
                  judgement=judgement, rule=rule.describe() if rule else "no rule in the policy")
@@ -222,6 +307,7 @@ def _age(age: dt.timedelta) -> str:
 def to_html(page: HudPage) -> str:
     return html_environment().get_template("hud.html.j2").render(
         title="oota HUD", page=page, version=__version__, overdue_h=_hours(OVERDUE),
+        utc=dt.timezone.utc,
         spark_w=SPARK_W, spark_h=SPARK_H,
         legend=(("passed", "✓ passed"), ("failed", "✗ failed or error"),
                 ("flaky", "≈ flaky: a failure between two passes with the same inputs"),
@@ -231,7 +317,7 @@ def to_html(page: HudPage) -> str:
 
 def to_markdown(found: Digest, regressions: Sequence[tuple[str, Trend]] = ()) -> str:
     text = markdown_environment().get_template("hud.md.j2").render(
-        d=found, start=_utc(found.start), window=_window(found.since),
+        d=found, start=_utc(found.start), window=_window(found.since), shown_tests=FAILING_SHOWN,
         overdue_h=_hours(OVERDUE), regressions=regressions, now=_utc(found.now))
     return text.rstrip("\n") + "\n"
 
@@ -244,4 +330,7 @@ def _window(since: dt.timedelta) -> str:
     if since == DEFAULT_SINCE:
         return "since yesterday"
     hours = _hours(since)
+    if hours % (24 * 7) == 0:
+        weeks = hours // (24 * 7)
+        return "in the last week" if weeks == 1 else f"in the last {weeks} weeks"
     return f"in the last {hours // 24} days" if hours % 24 == 0 else f"in the last {hours} h"

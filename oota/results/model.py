@@ -212,6 +212,13 @@ def place_name(engine: str | None, hostname: str | None) -> str:
     return hostname or engine or "unknown host"
 
 
+def host_key(host: Host) -> str:
+    """Which Engine made a result: its identity (``engine_id``), else, for results older than
+    identities, its place name. Two results of one Engine have one key whatever they were
+    called (``main`` in hosts.yaml, the machine's name without one)."""
+    return host.text("engine_id") or host.place()
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Host:
     """The machine the result was made on: Docker's and the platform's facts as recorded
@@ -308,9 +315,22 @@ class Published:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Layer:
+    """One layer of the image: its digest (diff id) and the build step that made it."""
+
+    id: str
+    step: str = ""
+
+    def to_json(self) -> JSONObject:
+        return _drop_empty({"id": self.id, "step": self.step}) | {"id": self.id}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Image:
-    """The cell's image; ``run_flags`` are the device flags a ``docker run`` of it needs (its
-    ``oota.run-flags`` label, :mod:`oota.supply.runflags`), empty on CPU and in older results."""
+    """The cell's image; ``id`` is the build output the verification judged (the sealed image
+    adds only its results), ``layers`` its layers; ``run_flags`` are the device flags a
+    ``docker run`` of it needs (its ``oota.run-flags`` label, :mod:`oota.supply.runflags`),
+    empty on CPU and in older results."""
 
     tag: str
     id: str | None = None
@@ -319,13 +339,15 @@ class Image:
     sealed: Sealed | None = None
     published: tuple[Published, ...] = ()
     run_flags: JSONObject = field(default_factory=dict)
+    layers: tuple[Layer, ...] = ()
 
     def to_json(self) -> JSONObject:
         return _drop_empty({"tag": self.tag, "id": self.id, "digest": self.digest,
                             "base": self.base.to_json() if self.base else None,
                             "sealed": self.sealed.to_json() if self.sealed else None,
                             "published": [p.to_json() for p in self.published] or None,
-                            "run_flags": self.run_flags})
+                            "run_flags": self.run_flags,
+                            "layers": [x.to_json() for x in self.layers] or None})
 
     @classmethod
     def from_json(cls, value: object, where: str = "image") -> Image:
@@ -341,7 +363,21 @@ class Image:
                    else Sealed.from_json(d["sealed"], f"{where}.sealed"),
                    published=tuple(Published.from_json(p, f"{where}.published[{i}]")
                                    for i, p in enumerate(published)),
-                   run_flags=json_object(d.get("run_flags") or {}, f"{where}.run_flags"))
+                   run_flags=json_object(d.get("run_flags") or {}, f"{where}.run_flags"),
+                   layers=_layers(d.get("layers"), f"{where}.layers"))
+
+
+def _layers(value: object, where: str) -> tuple[Layer, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ResultFormatError(f"{where}: expected a list")
+    found = []
+    for i, item in enumerate(value):
+        d = _obj(item, f"{where}[{i}]")
+        found.append(Layer(id=_str(d, "id", f"{where}[{i}]"),
+                           step=_opt_str(d, "step", f"{where}[{i}]") or ""))
+    return tuple(found)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -571,6 +607,13 @@ class Result:
     skips: Skips | None = None
     requested: tuple[str, ...] = ()  # the pip requirements the cell asked for
     requirements: Requirements | None = None  # the same, vendor's apart from the suite's
+
+    def pass_env(self) -> dict[str, str]:
+        """The vendor's pass_env switches the verification ran with (the verify stage's
+        ``detail.env``, written however it ended; {} for none)."""
+        verify = self.stages.get("verify")
+        env = verify.detail.get("env") if verify else None
+        return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
 
     def to_json(self) -> JSONObject:
         data: JSONObject = {

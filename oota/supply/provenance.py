@@ -111,6 +111,7 @@ class Checked:
     cell: str
     revision: str
     verification: str
+    sbom: str = ""   # the SBOM's digest the statement names (sha256:...; '' when none)
 
 
 def check(document: bytes, digest: str) -> Checked:
@@ -132,7 +133,11 @@ def check(document: bytes, digest: str) -> Checked:
                                f"(sha256:{(subjects or ['?'])[0][:12]}…), not {digest[:19]}…")
     verified: dict[str, object] = next((b.get("annotations", {}) for b in byproducts
                      if isinstance(b, dict) and b.get("name") == "verification"), {})
-    return Checked(fingerprint=str(definition.get("internalParameters", {}).get("fingerprint")),
+    sbom = next((b.get("digest", {}).get("sha256", "") for b in byproducts
+                 if isinstance(b, dict) and b.get("name") == "sbom"
+                 and isinstance(b.get("digest"), dict)), "")
+    return Checked(sbom=f"sha256:{sbom}" if sbom else "",
+                   fingerprint=str(definition.get("internalParameters", {}).get("fingerprint")),
                    cell=str(definition.get("externalParameters", {}).get("cell")),
                    revision=str(definition.get("externalParameters", {})
                                 .get("source", {}).get("revision", "")),

@@ -7,7 +7,9 @@ then pull it by digest and re-verify it on an Engine (this host's, or ``--host``
    is also what a tag moved to another image looks like: the new image has no signature), a
    signature of another image (a signature copied onto a re-tagged image), a bad signature.
 3. The provenance (``.att``: a DSSE envelope, signed by the same key) must check out and be
-   about that digest; refused otherwise.
+   about that digest; refused otherwise. The SBOM (``.sbom``) must be the very document the
+   provenance names by its digest: an SBOM replaced by another (one that hides a package, say)
+   is refused like any other tampering.
 4. The image is pulled as ``REPO@DIGEST`` (never by tag: the tag could move in between) into
    the given Engine (the checks above talk to the registry only), and ``oota-verify`` runs in
    it there with the device flags of its ``oota.run-flags`` label; its output compares the run
@@ -53,6 +55,7 @@ class Pulled:
     engine: str            # where the image was pulled and re-verified (Endpoint.where())
     signature: str         # what the signature check found, for the user
     provenance: Checked
+    sbom: str              # what the SBOM check found, for the user
     exit_code: int
     counts: str            # oota-verify's counts line
     comparison: str        # how the run compares with the image's own verification
@@ -112,6 +115,29 @@ def check_provenance(client: RegistryClient, ref: Reference, digest: str,
         raise Refused(f"{ref}: refused: {exc}") from None
 
 
+def check_sbom(client: RegistryClient, ref: Reference, digest: str, named: str) -> str:
+    """What the SBOM check found, for the user, when the SBOM beside the image is the one the
+    provenance names (``named``: its digest); Refused with the reason otherwise."""
+    if not named:
+        return "NOT checked: the provenance names no SBOM (published by an older oota)"
+    tag = cosign.artifact_tag(digest, "sbom")
+    try:
+        layers = cosign.layers_of(client.manifest(ref.repository, tag))
+    except NotFound:
+        raise Refused(f"{ref}: no SBOM ({ref.name}:{tag} does not exist), although the "
+                      f"provenance names one ({named[:19]}…)") from None
+    except ValueError as exc:
+        raise Refused(f"{ref}: the SBOM artifact {tag} is unreadable ({exc})") from None
+    found = [x.digest for x in layers if x.media_type == cosign.SBOM_LAYER]
+    if named not in found:
+        raise Refused(f"{ref}: refused: the SBOM {ref.name}:{tag} "
+                      f"({(found or ['no CycloneDX layer'])[0][:19]}…) is not the one the "
+                      f"signed provenance names ({named[:19]}…): it was replaced or tampered "
+                      "with")
+    client.blob(ref.repository, named)   # the registry must serve exactly those bytes
+    return f"the one the provenance names ({named[:19]}…)"
+
+
 def pull_and_verify(engine: Engine, reference: str, *, key: ec.EllipticCurvePublicKey | None,
                     auth: RegistryAuth | None, ca: Path | None, workdir: Path) -> Pulled:
     """Check ``reference`` in its registry, pull it by digest, and run its suite."""
@@ -123,12 +149,13 @@ def pull_and_verify(engine: Engine, reference: str, *, key: ec.EllipticCurvePubl
         check_signature(client, ref, digest, key)
         signature = "verified with the given key"
     provenance = check_provenance(client, ref, digest, key)
+    sbom = check_sbom(client, ref, digest, provenance.sbom)
     image = engine.pull_digest(ref.name, digest, auth)
-    return _verify(engine, str(ref), image, digest, signature, provenance,
+    return _verify(engine, str(ref), image, digest, (signature, sbom), provenance,
                    workdir / digest.removeprefix("sha256:")[:16])
 
 
-def _verify(engine: Engine, ref: str, image: str, digest: str, signature: str,
+def _verify(engine: Engine, ref: str, image: str, digest: str, checks: tuple[str, str],
             provenance: Checked, folder: Path) -> Pulled:
     """Run the image's suite on ``engine`` with the device flags of its label."""
     labels = engine.image_labels(image) or {}
@@ -145,8 +172,9 @@ def _verify(engine: Engine, ref: str, image: str, digest: str, signature: str,
         collect=RESULTS_IN_CONTAINER, collect_to=folder / "results", log_path=log,
         timeout_s=3600))
     text = _tail(log) if log.exists() else outcome.output_tail
-    return Pulled(ref=ref, digest=digest, engine=engine.endpoint.where(), signature=signature,
-                  provenance=provenance, exit_code=outcome.exit_code, counts=_counts(text),
+    return Pulled(ref=ref, digest=digest, engine=engine.endpoint.where(), signature=checks[0],
+                  provenance=provenance, sbom=checks[1], exit_code=outcome.exit_code,
+                  counts=_counts(text),
                   comparison=comparison(text), log=log)
 
 

@@ -108,7 +108,7 @@ def test_a_latency_regression_is_flagged_after_two_runs_not_one(tmp_path: Path) 
     add(url, result_at("run-6", ago(24), latency=1.4))
     two = invoke("history", "digest", "--since", "30d", "--history", url)
     assert ("2 workload regressions (the last two runs past the policy's threshold):\n"
-            f"- `{CELL}`: test\\_inference\\[tiny\\] latency\\_median\\_s 1.40x its "
+            f"- `{CELL}`: tiny latency\\_median\\_s 1.40x its "
             "baseline\n") in two.stdout
 
 
@@ -146,7 +146,8 @@ def test_no_hud_without_a_history_and_why(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("args", "says"), [
     (("report", "--hud-runs", "0"), "--hud-runs '0' is not a number of runs"),
-    (("history", "digest", "--since", "1w"), "--since '1w' is not a window"),
+    (("history", "digest", "--since", "1y"), "--since '1y' is not a window; give hours, days "
+                                             "or weeks"),
     (("history", "query", "--since", "24h"), "--since applies to `history digest`"),
     (("history", "digest", "--vendor", "cpu"), "--vendor applies to `history query`; "
                                                "`history digest` takes --since"),
@@ -180,3 +181,19 @@ def test_a_bad_policy_file_is_bad_input_naming_its_line(tmp_path: Path) -> None:
     assert out.returncode == 2, out.stderr
     assert "history-policy.yaml:3:" in out.stderr and "did you mean 'threshold'?" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_report_and_history_take_matrix_and_find_its_history(tmp_path: Path) -> None:
+    """`--matrix PATH` as every task that reads the project takes it: history.db beside it."""
+    project = tmp_path / "lab"
+    project.mkdir()
+    add(f"sqlite:///{project / 'history.db'}", result_at("run-0", ago(2), matmul="failed"))
+    digest = invoke("history", "digest", "--since", "1w", "--matrix",
+                    str(project / "matrix.yaml"), cwd=tmp_path)
+    assert digest.returncode == 0, digest.stderr
+    assert "1 cell broke in the last week" in digest.stdout
+    current = write_results(tmp_path / "results", [result_at("run-0", ago(2))])
+    out = invoke("report", "--results", str(current), "--out", str(tmp_path / "reports"),
+                 "--matrix", str(project / "matrix.yaml"), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "reports" / "hud.html").is_file()

@@ -125,5 +125,77 @@ def test_a_history_from_a_newer_oota_is_refused(history_url: str) -> None:
     with store.engine.begin() as conn:
         conn.execute(tables.schema_version.insert().values(version=99, applied_at="later"))
     with pytest.raises(HistoryUnavailable, match=r"has schema version 99; this oota knows up "
-                                                 r"to 1: use a newer oota"):
+                                                 r"to 2: use a newer oota"):
         open_at(history_url)
+
+
+def _identified(run_id: str, day: int, *, host: str, engine_id: str,
+                env: dict[str, str] | None = None, matmul: str = "passed") -> dict:
+    data = result(run_id, day, host=host, matmul=matmul)
+    data["host"]["engine_id"] = engine_id
+    if env:
+        data["stages"]["verify"]["detail"] = {"env": env}
+    return data
+
+
+def test_engine_identities_and_pass_env_switches_are_kept(history_url: str) -> None:
+    store = open_at(history_url)
+    append(store, run_record(typed(_identified("run-1", 20, host="main", engine_id="e" * 16)),
+                             "build", None))
+    append(store, run_record(typed(_identified("run-2", 21, host="vm", engine_id="e" * 16,
+                                               env={"REFDEV_WRONG_OP": "tanh"},
+                                               matmul="failed")), "build", None))
+    before, after = (run.cells[0].inputs for run in read_runs(store))
+    assert (before.engine, after.env) == ("e" * 16, (("REFDEV_WRONG_OP", "tanh"),))
+    # One Engine under two names is no host change; the switch is what changed.
+    assert after.differences(before) == ["pass_env REFDEV_WRONG_OP: unset -> tanh"]
+
+
+def test_a_merged_run_keeps_a_cell_that_ran_twice_on_one_host(history_url: str) -> None:
+    """Two copies of one cell from one Engine (a re-run) in one merged run: both kept, named
+    by their run as the report names them (the unique key once refused the second)."""
+    first = _identified("run-1", 20, host="vm", engine_id="e" * 16)
+    again = _identified("run-2", 20, host="vm", engine_id="e" * 16, matmul="failed")
+    store = open_at(history_url)
+    done = append(store, run_record(typed(first, again), "merge", None))
+    assert (done.added, done.already) == (2, 0)
+    [run] = read_runs(store)
+    assert sorted(c.host for c in run.cells) == ["vm, run run-1", "vm, run run-2"]
+    assert run.hosts == ("vm",)
+
+
+def test_a_version_1_history_is_migrated_and_still_read(history_url: str) -> None:
+    """A history an oota before identities wrote: its results have no engine_id column and
+    there is no environment table. Opening it adds both; its runs read back as they were."""
+    from sqlalchemy import MetaData, Table, insert
+
+    old = MetaData()
+    for table in tables.metadata.sorted_tables:
+        if table.name != "environment":
+            Table(table.name, old, *(c._copy() for c in table.columns if c.name != "engine_id"))
+    store = open_at(history_url)   # makes version 2: start again from version 1's tables
+    with store.engine.begin() as conn:
+        tables.metadata.drop_all(conn)
+        old.create_all(conn)
+        conn.execute(insert(old.tables["schema_version"]).values(version=1, applied_at="then"))
+    older = typed(result("run-1", 20))
+    with store.engine.begin() as conn:
+        run_id = conn.execute(insert(old.tables["runs"]).values(
+            run_key="run-1", origin="build", started_at="2026-11-20T06:00:00+00:00",
+            finished_at="2026-11-20T06:30:00+00:00", recorded_at="then",
+            oota_version=older[0].oota_version).returning(old.tables["runs"].c.id)).scalar_one()
+        ref = older[0].cell
+        conn.execute(insert(old.tables["results"]).values(
+            run_id=run_id, cell_id=ref.id, vendor=ref.vendor, os=ref.os, python=ref.python,
+            torch=ref.torch, fingerprint=ref.fingerprint, status="passed", message="",
+            host="lab-a", started_at="2026-11-20T06:00:00+00:00",
+            finished_at="2026-11-20T06:30:00+00:00"))
+    store = open_at(history_url)
+    append(store, run_record(typed(_identified("run-2", 21, host="lab-a", engine_id="e" * 16,
+                                               env={"X": "1"})), "build", None))
+    runs = read_runs(store)
+    assert [(r.key, r.cells[0].engine_id, r.cells[0].inputs.env) for r in runs] == [
+        ("run-1", None, ()), ("run-2", "e" * 16, (("X", "1"),))]
+    with store.engine.connect() as conn:
+        versions = conn.execute(tables.schema_version.select()).all()
+    assert sorted(v.version for v in versions) == [1, 2]

@@ -8,11 +8,11 @@ from dataclasses import replace
 
 import pytest
 
-from oota.history.policy import Policy
+from oota.history.policy import Policy, Rule
 from oota.history.records import Inputs
 from oota.history.timeline import Timeline, digest, judge
 from oota.report import hud
-from tests.history.synthetic import BASE, day, timeline
+from tests.history.synthetic import BASE, day, metric, timeline
 
 TORCH_BUMP = replace(BASE, torch="2.13.1+cpu")
 
@@ -141,12 +141,13 @@ def test_the_hud_rows_marks_and_links() -> None:
         "2026-11-06 06:00 UTC")
 
 
-@pytest.mark.parametrize(("text", "hours"), [("24h", 24), ("3d", 72), (" 90h ", 90)])
+@pytest.mark.parametrize(("text", "hours"), [("24h", 24), ("3d", 72), (" 90h ", 90),
+                                             ("1w", 168), ("2w", 336)])
 def test_since_windows(text: str, hours: int) -> None:
     assert hud.parse_since(text) == dt.timedelta(hours=hours)
 
 
-@pytest.mark.parametrize("text", ["", "0h", "24", "1w", "-3d", "1.5h"])
+@pytest.mark.parametrize("text", ["", "0h", "24", "1y", "0w", "-3d", "1.5h"])
 def test_bad_since_windows(text: str) -> None:
     with pytest.raises(ValueError):
         hud.parse_since(text)
@@ -169,3 +170,55 @@ def test_what_a_stopped_build_never_resolved_is_not_blamed() -> None:
     stopped = Inputs(fingerprint="sha256:b", requested=("torch==2.12.0+cpu",))
     assert stopped.differences(good) == [
         "fingerprint sha256:a -> sha256:b", "requirement torch==2.13.0+cpu -> torch==2.12.0+cpu"]
+
+
+def _workload_page(runs: int, *, failed_tests: tuple[str, ...] = ()) -> hud.HudPage:
+    """One cell with ``runs`` runs of a workload test: a latency that moves, the policy's
+    latency rule, and two settings (never changing) beside it."""
+    base = timeline({"cpu-a": "P" * runs})
+    heads = base.runs
+    figures = (metric("cpu-a", [1.0 + i / 10 for i in range(runs)], heads),
+               metric("cpu-a", [0.5] * runs, heads, name="latency_p90_s"),
+               metric("cpu-a", [20.0] * runs, heads, name="train_steps"),
+               metric("cpu-a", [1e-4] * runs, heads, name="loss_atol"))
+    cells = base.cells
+    if failed_tests:
+        last = replace(cells[0].outcomes[-1], status="failed", failed_tests=failed_tests)
+        cells = (replace(cells[0], outcomes=(*cells[0].outcomes[:-1], last)),)
+    rule = Rule(metric="latency_median_s", direction="lower", threshold=1.2, baseline_runs=5,
+                min_runs=3)
+    return hud.build(hud.HudInput(timeline=replace(base, metrics=figures, cells=cells),
+                                  policy=Policy(file="p.yaml", rules=(rule,)),
+                                  now=day(runs)), {})
+
+
+def test_after_one_run_the_hud_shows_figures_not_empty_charts() -> None:
+    [row] = _workload_page(1).sections[0].rows
+    assert row.trends == ()
+    assert [(r.label, r.value, r.runs, r.verdict) for r in row.readings] == [
+        ("tiny latency_median_s", "1", 1, "insufficient data")]
+    assert row.steady == "latency_p90_s 0.5; train_steps 20; loss_atol 0.0001"
+    html = hud.to_html(_workload_page(1))
+    assert "<svg" not in html and "tiny latency_median_s 1 <small>(1 run; insufficient" in html
+    assert "unchanged in every run: latency_p90_s 0.5; train_steps 20" in html
+
+
+def test_with_enough_runs_only_measured_figures_are_charted() -> None:
+    [row] = _workload_page(3).sections[0].rows
+    assert [t.label for t in row.trends] == ["tiny latency_median_s"]
+    assert row.readings == () and "train_steps 20" in row.steady
+    assert hud.to_html(_workload_page(3)).count("<svg") == 1
+
+
+def test_the_failing_tests_and_the_time_of_day_are_on_the_page() -> None:
+    failed = tuple(f"test_ops.py::test_op_matches_cpu[op{i}-float32]" for i in range(14))
+    page = _workload_page(2, failed_tests=failed)
+    [row] = page.sections[0].rows
+    assert row.failing_tests == failed[:12] and row.more_failing == 2
+    html = hud.to_html(page)
+    assert "failing now: <code>test_ops.py::test_op_matches_cpu[op0-float32]</code>" in html
+    assert " and 2 more</p>" in html
+    assert ">11-02 06:00</th>" in html and "1 cell: <span class=\"bad\">1 failing" in html
+    digest = hud.to_markdown(page.digest)
+    assert "; failing: `test_ops.py::test_op_matches_cpu[op0-float32]`" in digest
+    assert "and 2 more" in digest

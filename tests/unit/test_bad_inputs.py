@@ -254,7 +254,7 @@ CASES = [
     Case("python-of-5000-digits", ("matrix",), 2, "characters) is not a version",
          first("matrix.yaml", '"3.11"', '"3.' + "1" * 5000 + '"')),
     Case("since-of-20-digits", ("history", "digest", "--since", "9" * 20 + "d"), 2,
-         "is not a window; give hours or days up to 36500 days"),
+         "is not a window; give hours, days or weeks up to 36500 days"),
     Case("jobs-of-40-digits", ("build", "--vendor", "cpu", "--jobs", "9" * 40), 2,
          "give a whole number from 1 to 64"),
     # --- skip lists, vendor folders and their templates: exit 2, nothing run or written

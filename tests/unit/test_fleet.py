@@ -63,6 +63,9 @@ class FakeEngine:
     def image_id(self, ref: str) -> str | None:
         return f"sha256:{self.endpoint.name}"
 
+    def build_output(self, ref: str) -> str | None:
+        return f"sha256:{self.endpoint.name}"
+
     def build(self, request: BuildRequest, on_step) -> str:
         time.sleep(self.build_s)
         if self.dies:
@@ -205,13 +208,15 @@ def test_an_unchanged_verified_image_on_the_same_host_is_not_verified_again(proj
 
 
 @pytest.mark.parametrize("change", ["other image", "failed before", "other host", "reverify",
-                                    "layers"])
+                                    "layers", "a pass_env switch set"])
 def test_anything_changed_means_verifying_again(project, tmp_path, change):
     engine = FakeEngine("a")
     options = {"reverify": change == "reverify"}
     if change == "layers":
         options = {"layers": ("install",)}
     run = _cell_run(project, tmp_path, engine, **options)
+    if change == "a pass_env switch set":
+        run.env = {"REFDEV_WRONG_OP": "tanh"}
     host = None
     if change == "other host":
         host = Host(facts={**run.host.facts, "docker_server": "29.0"},
@@ -415,3 +420,41 @@ def test_a_vendor_names_the_variables_its_verify_container_gets():
     environ = {"REFDEV_SLOW_OP": "mm:20", "HOME": "/root", "AWS_SECRET_ACCESS_KEY": "x"}
     assert passed_env(reference, environ) == {"REFDEV_SLOW_OP": "mm:20"}
     assert passed_env(cpu, environ) == {}   # the CPU vendor names none
+
+
+# -- engine identities ---------------------------------------------------------------------------
+
+class Identified(FakeEngine):
+    def __init__(self, name: str, engine_id: str, daemon: str = "vm") -> None:
+        super().__init__(name)
+        self.engine_id, self.daemon = engine_id, daemon
+
+    def facts(self) -> dict[str, str]:
+        return {**super().facts(), "engine_id": self.engine_id, "daemon_name": self.daemon}
+
+
+def test_an_engine_keeps_its_hosts_file_name_in_runs_without_one(tmp_path):
+    cache = tmp_path / ".oota-cache"
+    assert Station("", Identified("local", "id-main"), cache=cache).name == "vm"
+    named = Station("main", Identified("main", "id-main"), vendors=frozenset({"cpu"}),
+                    cache=cache)
+    assert named.facts["engine"] == "main" and named.facts["engine_id"] == "id-main"
+    default = Station("", Identified("local", "id-main"), cache=cache)
+    assert (default.name, default.facts["engine"], default.engine.endpoint.name) == \
+        ("main", "main", "main")
+    # Another Engine of the same machine is not given that name.
+    assert Station("", Identified("local", "id-other"), cache=cache).name == "vm"
+
+
+@pytest.mark.parametrize("status", ["passed", "failed", "error", "interrupted"])
+def test_the_pass_env_switches_are_recorded_however_the_verification_ended(project, tmp_path,
+                                                                           status):
+    """The blame of a failing run must see the fault injected into it, not only a pass's."""
+    import datetime as dt
+
+    run = _cell_run(project, tmp_path, FakeEngine("a"))
+    run.env = {"REFDEV_WRONG_OP": "tanh"}
+    run._record("verify", dt.datetime.now(), status, "" if status == "passed" else "why", None)
+    assert run.stages["verify"].detail["env"] == {"REFDEV_WRONG_OP": "tanh"}
+    run._record("build", dt.datetime.now(), status, "", None)
+    assert "env" not in run.stages["build"].detail

@@ -158,10 +158,10 @@ def test_an_empty_selection_is_valid_and_the_workflow_skips_the_fan_out(tmp_path
 
 def test_more_cells_than_github_starts_is_one_clear_error() -> None:
     job = github.Job(cell="c", vendor="v", name="n", runs_on=("ubuntu-latest",), torch="2.13.0",
-                     python="3.11", os="debian12")
+                     python="3.11", os="debian12", fingerprint="sha256:f")
     assert json.loads(github.matrix_json([job] * github.MAX_JOBS))["include"][0] == {
         "cell": "c", "vendor": "v", "name": "n", "runs-on": ["ubuntu-latest"],
-        "torch": "2.13.0", "python": "3.11", "os": "debian12"}
+        "torch": "2.13.0", "python": "3.11", "os": "debian12", "fingerprint": "sha256:f"}
     with pytest.raises(InputError, match=r"257 cells are more jobs than GitHub starts from one "
                        r"matrix \(256\); select fewer with --vendor"):
         github.matrix_json([job] * (github.MAX_JOBS + 1))
@@ -216,7 +216,9 @@ def test_actions_are_pinned_to_commits() -> None:
             match = re.search(r"uses:\s*(\S+)", line)
             if match and not match.group(1).startswith("./"):
                 assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", match.group(1)), line
-                assert re.search(r"# v\d+\.\d+\.\d+$", line), f"{line}: name the version"
+                # The release; for an action published without releases, its branch and month.
+                assert re.search(r"# (v\d+\.\d+\.\d+|main, \d{4}-\d{2} \(no releases\))$",
+                                 line), f"{line}: name the version"
 
 
 def test_least_privilege_and_no_event_data_in_scripts() -> None:
@@ -226,10 +228,15 @@ def test_least_privilege_and_no_event_data_in_scripts() -> None:
         assert doc.get("concurrency"), path
         for name, job in doc["jobs"].items():
             assert job.get("timeout-minutes"), f"{path.name}: job {name} has no timeout"
-            assert "permissions" not in job or set(job["permissions"].values()) <= {"read"}
+            # One job may mint an OIDC token (the relay's callback), and nothing else.
+            allowed = {"contents": "read", "id-token": "write"} if name == "callback" else {}
+            assert "permissions" not in job or all(
+                value == "read" or allowed.get(key) == value
+                for key, value in job["permissions"].items()), (name, job["permissions"])
         for name, step in steps(doc):
             for expression in EXPRESSION.findall(step.get("run", "")):
-                assert "github.event" not in expression and "inputs." not in expression, \
+                assert "github.event" not in expression and "inputs." not in expression \
+                    and "secrets." not in expression, \
                     f"{path.name} {name}: pass {expression.strip()} through env:"
             if "actions/checkout" in step.get("uses", ""):
                 assert step["with"]["persist-credentials"] is False
@@ -464,3 +471,112 @@ def test_ci_without_runs_on_is_refused(tmp_path: Path) -> None:
         load_vendor(folder, tmp_path)
     assert any("ci: expected a mapping, got empty" in p for p in info.value.problems), \
         info.value.problems
+
+
+# -- the daily loop: reuse, publish, history, callback ---------------------------------------
+def test_a_cells_results_are_kept_by_its_fingerprint_and_history_only_in_the_report() -> None:
+    doc = workflow()
+    cell, report = doc["jobs"]["cell"], doc["jobs"]["report"]
+    restore = step("cell", "Restore the cell's last results")
+    assert restore["with"]["path"] == "results/${{ matrix.cell }}"
+    assert "${{ matrix.fingerprint }}" in restore["with"]["key"]
+    assert restore["with"]["restore-keys"].endswith("${{ matrix.fingerprint }}-")
+    assert step("cell", "Keep the results for the next run")["with"]["key"] == \
+        restore["with"]["key"]
+    assert cell["env"] == {"OOTA_SETUP": "build"}   # the cell's runner gets no test tools
+    build = next(s["run"] for s in cell["steps"] if "oota.sh build" in s.get("run", ""))
+    assert "--no-history" in build
+    assert report["env"] == {"OOTA_HISTORY": "${{ secrets.OOTA_HISTORY_URL }}"}
+    install = step("report", "Install oota")["run"]
+    assert install.endswith("install --disable-pip-version-check -e .")   # no test extra
+    hud = step("report", "Upload the HUD and the digest")
+    assert hud["with"]["name"] == "hud" and "reports/digest.md" in hud["with"]["path"]
+    publish = step("cell", "Publish the verified image")
+    assert "github.event_name != 'repository_dispatch'" in publish["if"]
+    assert "success()" in publish["if"] and "vars.OOTA_REGISTRY != ''" in publish["if"]
+
+
+def test_the_publish_step_hands_the_key_over_in_a_file_only_its_user_reads(tmp_path: Path) -> None:
+    seen = tmp_path / "seen"
+    shim(tmp_path, "oota.sh", f'for a in "$@"; do echo "$a"; done >"{seen}"; '
+         f'key=$(sed -n "/^--key$/{{n;p}}" "{seen}"); stat -c %a "$key" >>"{seen}"; '
+         f'head -1 "$key" >>"{seen}"')
+    env = {"VENDOR": "cpu", "CELL": "cpu-x", "REGISTRY": "registry.lab:5000",
+           "SIGNING_KEY": "-----BEGIN ENCRYPTED PRIVATE KEY-----\nabc\n-----END...",
+           "OOTA_SIGNING_PASSWORD": "pw", "REGISTRY_AUTH": '{"username": "u"}'}
+    proc = run_step("cell", "Publish the verified image", tmp_path, env)
+    assert proc.returncode == 0, proc.stderr
+    args = seen.read_text().splitlines()
+    assert args[:8] == ["publish", "--vendor=cpu", "--cell=cpu-x", "--results", "results",
+                        "--registry", "registry.lab:5000", "--key"]
+    assert args[-2:] == ["600", "-----BEGIN ENCRYPTED PRIVATE KEY-----"]
+    assert "--registry-auth" in args and "pw" not in args
+    key = Path(args[8])
+    assert not key.exists() and not key.parent.exists()   # removed at the end
+    unsigned = run_step("cell", "Publish the verified image", tmp_path,
+                        {**env, "SIGNING_KEY": "", "REGISTRY_AUTH": ""})
+    assert "::warning::no OOTA_SIGNING_KEY secret: cpu-x is published unsigned" \
+        in unsigned.stdout
+    assert "--key" not in seen.read_text().split()
+
+
+def test_the_conclusion_for_the_relay_comes_from_crcr_json(tmp_path: Path) -> None:
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "crcr.json").write_text(json.dumps({"workflow": {
+        "conclusion": "failure", "test_results": {"passed": 3, "failed": 1, "skipped": 0,
+                                                  "total": 4}}}))
+    out = tmp_path / "output"
+    shim(tmp_path / "bin", "python", f'exec "{sys.executable}" "$@"')
+    proc = run_step("report", "verdict", tmp_path, {"GITHUB_OUTPUT": str(out)},
+                    tmp_path / "bin")
+    assert proc.returncode == 0, proc.stderr
+    assert outputs(out) == {"conclusion": "failure",
+                            "test-results": '{"passed":3,"failed":1,"skipped":0,"total":4}'}
+    callback = workflow()["jobs"]["callback"]
+    assert "vars.OOTA_RELAY_CALLBACK == 'true'" in callback["if"]
+    assert callback["permissions"] == {"contents": "read", "id-token": "write"}
+    relay = callback["steps"][0]
+    assert relay["with"]["conclusion"] == "${{ needs.report.outputs.conclusion }}"
+
+
+def test_the_comment_is_posted_only_with_a_token_that_may(tmp_path: Path) -> None:
+    (tmp_path / "pr-comment").mkdir()
+    (tmp_path / "pr-comment" / "comment.md").write_text("oota results\n")
+    shim(tmp_path / "bin", "gh", f'echo "$@" >"{tmp_path / "posted"}"')
+    env = {"PR": "7", "REPO": "pytorch/pytorch"}
+    proc = run_step("report", "Post the pull request comment", tmp_path,
+                    {**env, "GH_TOKEN": ""}, tmp_path / "bin")
+    assert proc.returncode == 0 and "no OOTA_COMMENT_TOKEN secret" in proc.stdout
+    assert not (tmp_path / "posted").exists()
+    proc = run_step("report", "Post the pull request comment", tmp_path,
+                    {**env, "GH_TOKEN": "t0ken"}, tmp_path / "bin")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "posted").read_text().split() == [
+        "api", "repos/pytorch/pytorch/issues/7/comments", "-F", "body=@pr-comment/comment.md",
+        "--silent"]
+
+
+def test_the_local_runner_reads_every_expression_of_the_workflow() -> None:
+    """tests/workflow_runner.py runs the jobs here (README: running the jobs here); every
+    condition and value it will meet must parse, and mean what GitHub means."""
+    from tests import workflow_runner as runner
+
+    context = {**runner.Run(work=Path("."), event="schedule", vars={"OOTA_REGISTRY": "r:5"},
+                            secrets={}).context("cell"),
+               "matrix": {"cell": "c", "fingerprint": "sha256:f", "runs-on": ["x"]},
+               "steps": {}, "needs": {"plan": {"outputs": {"cells": "1", "pr": ""},
+                                               "result": "success"}}}
+    doc = workflow()
+    for job in doc["jobs"].values():
+        runner.condition(job.get("if"), context, "success")
+        for item in job["steps"]:
+            runner.condition(item.get("if"), context, "success")
+            for text in strings(item):
+                runner.substitute(text, context)
+    publish = step("cell", "Publish the verified image")["if"]
+    assert runner.condition(publish, context, "success")
+    assert not runner.condition(publish, context, "failure")
+    assert not runner.condition(publish, {**context, "github": {"event_name":
+                                                                "repository_dispatch"}},
+                                "success")
+    assert runner.condition(doc["jobs"]["report"]["if"], context, "failure")  # always()

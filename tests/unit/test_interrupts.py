@@ -32,6 +32,7 @@ from oota.execute.leftovers import (
     owned_run,
     process_start,
     sweep,
+    waiting,
 )
 from oota.files import write_json
 from oota.plan import plan
@@ -68,6 +69,12 @@ class FakeEngine:
 
     def image_digest(self, ref: str) -> str:
         return "sha256:image"
+
+    def build_output(self, ref: str) -> str | None:
+        return "sha256:image"
+
+    def image_layers(self, ref: str) -> tuple:
+        return ()
 
     def run(self, request: RunRequest) -> RunOutcome:
         self.runs.append(request)
@@ -171,7 +178,7 @@ def test_sigterm_during_verify_is_recorded_and_cleaned_up(project, tmp_path):
     # the running container is removed, and the run cleans up after itself
     assert ("r-sigterm", False) in engine.cleanups and engine.containers == {}
     assert not context_root(cache, "r-sigterm").exists()
-    assert not marker_path(cache, "r-sigterm").exists()
+    assert not list((cache / "runs").glob("r-sigterm*"))
 
 
 def test_no_later_cell_starts_after_an_interruption(project, tmp_path):
@@ -194,7 +201,7 @@ def test_a_second_signal_does_not_cut_the_result_short(project, tmp_path):
     ids, cache, options, _ = _run_interrupted(project, tmp_path, engine)
     assert json.loads((options.results_dir / ids[0] / "result.json").read_text())["status"] \
         == "interrupted"
-    assert not marker_path(cache, "r-sigterm").exists()
+    assert not list((cache / "runs").glob("r-sigterm*"))
 
 
 # -- leftovers of killed runs ------------------------------------------------------------------
@@ -223,13 +230,13 @@ def test_what_a_killed_run_left_is_removed_and_reported(tmp_path):
     shown = io.StringIO()
     with owned_run(engine, cache, "newrun", Console(shown, live=False)) as contexts:
         assert contexts == context_root(cache, "newrun")
-        assert marker_path(cache, "newrun").exists()
-    assert "removed 1 container and 1 context folder left by run deadrun (killed?)" \
-        in shown.getvalue()
+        assert marker_path(cache, "newrun", "local").exists()
+    assert "removed 1 container and 1 context folder left by run deadrun on host local " \
+        "(killed?)" in shown.getvalue()
     assert ("deadrun", False) in engine.cleanups and ("deadrun", True) in engine.cleanups
     assert not context_root(cache, "deadrun").exists()
     assert not marker_path(cache, "deadrun").exists()
-    assert not marker_path(cache, "newrun").exists()
+    assert not marker_path(cache, "newrun", "local").exists()
 
 
 @pytest.mark.parametrize("owner", [
@@ -249,7 +256,7 @@ def test_a_reused_pid_is_not_the_owner(tmp_path):
     _marker(cache, "oldrun", pid_started="1")  # our pid, but a process that started long ago
     if not process_start(os.getpid()):
         pytest.skip("no /proc here: a reused pid cannot be told")
-    assert sweep(FakeEngine(), cache) == [Removed(run_id="oldrun", folders=1)]
+    assert sweep(FakeEngine(), cache) == [Removed(run_id="oldrun", folders=1, engine="local")]
 
 
 def test_unowned_context_folders_go_only_when_old(tmp_path):
@@ -280,6 +287,51 @@ def test_a_file_that_is_no_marker_is_left_alone(tmp_path):
 ], ids=["containers", "all", "nothing"])
 def test_the_report_of_what_was_removed(removed, text):
     assert removed.text() == text
+
+
+class Named(FakeEngine):
+    """An engine with an identity, which can stop answering (a killed daemon)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.endpoint = Endpoint(name=name, url=f"tcp://127.0.0.1:{2300 + len(name)}")
+        self.answers = True
+
+    def facts(self) -> dict[str, str]:
+        return {"engine_id": f"id-{self.endpoint.name}"}
+
+    def alive(self) -> bool:
+        return self.answers
+
+
+def test_a_lost_engines_leftovers_wait_for_that_engine_and_go_when_it_answers(tmp_path):
+    """The run's marker is per Engine: e1's clean-up does not discharge e2's, and a run that
+    reaches only e1 leaves e2's duty alone (listed), until a run reaches e2 again."""
+    cache = tmp_path / ".oota-cache"
+    e1, e2 = Named("e1"), Named("e2")
+    shown = io.StringIO()
+    console = Console(shown, live=False)
+    with owned_run(e1, cache, "lost", console), owned_run(e2, cache, "lost", console):
+        e1.containers["lost"] = e2.containers["lost"] = 1   # a verify container on each
+        e2.answers = False                                  # e2's daemon is killed
+    assert "could not remove the containers of run lost on host e2 (it does not answer); " \
+           "the next run that reaches e2 will" in shown.getvalue()
+    assert e1.containers == {} and e2.containers == {"lost": 1}
+    assert not marker_path(cache, "lost", "id-e1").exists()
+    owner = Owner.read(marker_path(cache, "lost", "id-e2"))
+    assert owner is not None and (owner.engine, owner.engine_key) == ("e2", "id-e2")
+    dead = _dead_pid()
+    write_json(marker_path(cache, "lost", "id-e2"),
+               {"run_id": "lost", "host": owner.host, "pid": dead, "pid_started": "",
+                "engine_key": "id-e2", "engine": "e2"})   # the run has ended since
+
+    assert waiting(cache, {"id-e1"}) == ["run lost on host e2"]
+    assert sweep(e1, cache, "id-e1") == [] and marker_path(cache, "lost", "id-e2").exists()
+
+    e2.answers = True   # restarted
+    assert sweep(e2, cache, "id-e2") == [Removed(run_id="lost", containers=1, engine="e2")]
+    assert e2.containers == {} and not marker_path(cache, "lost", "id-e2").exists()
+    assert waiting(cache, {"id-e1"}) == []
 
 
 def test_owner_round_trips_through_its_marker(tmp_path):

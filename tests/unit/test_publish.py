@@ -3,6 +3,7 @@ with its reason (fake engine: no Docker; the real push is tests/docker/test_publ
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -174,3 +175,43 @@ def test_publish_refuses_with_exit_1_and_one_line_per_cell(project):
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 2 and all(line.split()[0] == "refused" for line in lines), lines
+
+
+class Identified(FakeEngine):
+    def __init__(self, engine_id: str, labels: dict[str, str] | None, image_id: str) -> None:
+        super().__init__(labels, image_id)
+        self.engine_id = engine_id
+
+    def facts(self) -> dict[str, str]:
+        return {"engine_id": self.engine_id}
+
+
+def _verified_on(cell, current, engine_id: str):
+    result = _result(cell, current)
+    facts = {"engine": "e2", "engine_id": engine_id, "endpoint": "tcp://127.0.0.1:2376"}
+    return dataclasses.replace(result, host=Host(facts=facts))
+
+
+def test_an_image_is_pushed_from_the_engine_that_verified_it(project, tmp_path):
+    matrix, cell, current = _cell(project)
+    save(tmp_path / "results" / cell.id, _verified_on(cell, current, "id-e2"))
+    e1 = Identified("id-e1", _labels(current), "sha256:built-here-too")
+    e2 = Identified("id-e2", _labels(current), "sha256:sealed")
+    [outcome] = publish_cells(matrix, [cell], e1, Console(io.StringIO(), live=False),
+                              results_dir=tmp_path / "results", registry="r:5000",
+                              namespace="oota", local_namespace="oota", auth=None, others=[e2])
+    assert outcome.status == "pushed"
+    assert (e1.pushed, [p[1] for p in e2.pushed]) == ([], [outcome.ref])
+
+
+def test_a_cell_verified_on_an_engine_not_reached_is_refused_naming_it(project, tmp_path):
+    matrix, cell, current = _cell(project)
+    save(tmp_path / "results" / cell.id, _verified_on(cell, current, "id-e2"))
+    [outcome] = publish_cells(matrix, [cell], Identified("id-e1", _labels(current), "sha256:x"),
+                              Console(io.StringIO(), live=False),
+                              results_dir=tmp_path / "results", registry="r:5000",
+                              namespace="oota", local_namespace="oota", auth=None)
+    assert outcome.status == "refused"
+    assert outcome.reason == ("verified on host e2 (tcp://127.0.0.1:2376), which this command "
+                              "does not reach: give the hosts file (--hosts hosts.yaml) or "
+                              "that Engine (--host ENDPOINT)")

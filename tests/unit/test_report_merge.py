@@ -244,3 +244,19 @@ def test_bad_merge_flags_are_one_line_and_exit_2(tmp_path: Path, args: list[str]
         line for line in proc.stderr.strip().splitlines() if line.startswith("error: ")]
     assert message.format(tmp=tmp_path) in proc.stderr
     assert not (tmp_path / "reports").exists()
+
+
+def test_a_cell_run_twice_on_one_host_is_counted_once_and_kept_in_the_history(
+        tmp_path: Path) -> None:
+    """A re-run of one cell on one Engine (under two names: 'main' in hosts.yaml and the
+    machine's name without it) is one host, two copies; the merged run's history has both."""
+    first, again = cell("main", run_id="r1"), cell("local", "failed", run_id="r2", hostname="vm")
+    for data in (first, again):
+        data["host"]["engine_id"] = "e" * 16
+    a, b = folders(tmp_path, [refresh(first)], [refresh(again)])
+    history = tmp_path / "history.db"
+    proc = oota("report", "--merge", str(a), "--merge", str(b), "--out", str(tmp_path / "r"),
+                "--history", f"sqlite:///{history}")
+    assert proc.returncode == 0, proc.stderr
+    assert "cells run on more than one host: 0, run more than once on one host: 1" in proc.stdout
+    assert "cannot be written" not in proc.stderr and "2 cell(s) added" in proc.stderr

@@ -172,6 +172,7 @@ def test_pull_checks_then_pulls_by_digest_and_runs_with_the_images_flags(project
     assert pulled.digest == outcome.digest and pulled.engine == "tcp://fake.lab:2375"
     assert pulled.signature == "verified with the given key"
     assert pulled.provenance.verification.startswith("passed at ")
+    assert pulled.sbom.startswith("the one the provenance names (sha256:")
     assert engine.pulled == [(Reference.parse(outcome.ref).name, outcome.digest)]
     verify = engine.runs[-1]
     assert verify.image == "sha256:pulled" and verify.command[0] == "oota-verify"
@@ -221,6 +222,23 @@ def test_a_corrupted_signature_or_another_key_is_refused(project, server, keys, 
         pull_and_verify(engine, outcome.ref, key=signing.load_public(keys.public),
                         auth=_auth(), ca=server.ca, workdir=tmp_path)
     assert engine.pulled == []
+
+
+def test_a_swapped_sbom_is_refused_before_anything_is_pulled(project, server, keys, tmp_path):
+    """The signed provenance names the SBOM's digest: an SBOM replaced by one without torch
+    (hiding a package from a scanner) is tampering, exit 5."""
+    _, engine, outcome, _ = _published(project, server, keys, tmp_path)
+    client, ref = _client(server), Reference.parse(outcome.ref)
+    tag = cosign.artifact_tag(outcome.digest, "sbom")
+    [layer] = cosign.layers_of(client.manifest(ref.repository, tag))
+    sbom = json.loads(client.blob(ref.repository, layer.digest))
+    sbom["components"] = [c for c in sbom["components"] if c["name"] != "torch"]
+    client.push_artifact(ref.repository, tag, cosign.sbom_artifact(json.dumps(sbom).encode()))
+    with pytest.raises(Refused, match=r"the SBOM .* is not the one the signed provenance names "
+                                      r".* replaced or tampered with") as info:
+        pull_and_verify(engine, outcome.ref, key=signing.load_public(keys.public),
+                        auth=_auth(), ca=server.ca, workdir=tmp_path)
+    assert info.value.exit_code == EXIT_REFUSED and engine.pulled == []
 
 
 def test_unsigned_publishing_is_said_and_refused_by_a_keyed_pull(project, server, keys,
