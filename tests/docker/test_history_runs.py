@@ -125,4 +125,5 @@ def test_a_broken_pin_is_blamed_and_a_slowed_operator_flagged_after_two_runs(
     assert {lab.verdict(url) for url in urls} == {"regression"}
     for url in urls:
         digest = invoke("history", "digest", "--since", "24h", "--history", url)
-        assert "test\\_workload\\[llama\\] latency\\_median\\_s" in digest.stdout, digest.stdout
+        assert f"`{REFERENCE_CELL}`: llama latency\\_median\\_s" in digest.stdout, \
+            digest.stdout

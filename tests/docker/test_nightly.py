@@ -5,9 +5,11 @@ torch 2.13.0+cpu wheel with its version rewritten to 2.13.0.dev<day>+cpu (dist-i
 METADATA, torch/version.py, RECORD hashes), served with torch's dependencies (taken from the
 host's local package mirror) over HTTP on the address the host has on Docker's default bridge
 (``tests.engines.host_address``): a build step's network reaches the host there, not on the
-host's loopback. One index holds today's nightly
-(the cell passes and records version, date and commit), another one dated 10 days ago (the
-compat layer fails it: older than the 3 days allowed).
+host's loopback. The index holds a nightly dated 10 days ago. Built with the channel's
+``max_age_days: 30`` the cell passes and records version, date, commit and age; built with the
+default 3 days the compat layer fails it. The two builds differ only in the cell file, so the
+second takes the first one's torch install from BuildKit's cache (the age limit is the cell's,
+read at verification; building a second nightly wheel and index would test nothing more).
 
 The indexes want a password, a canary: the channel's index and the vendor's index_url carry it
 as ``user:password@``. The build passes only if pip got it (as BuildKit secrets: netrc and
@@ -58,6 +60,7 @@ DEPENDENCIES = ("filelock", "typing-extensions", "setuptools", "sympy", "mpmath"
 OLD = "2.13.0+cpu"
 CELL = "cpu-torchnightly-py3.11-debian12"
 GIT_VERSION = "cf30153c4c131c8164ee7798e5022d810682e2cb"   # the 2.13.0 wheel's own
+AGE_DAYS = 10   # the nightly's age: inside 30 days, past the default 3
 CANARY = "canary-7d1c2e9b"   # the indexes' password
 AUTH = "Basic " + base64.b64encode(f"oota:{CANARY}".encode()).decode()
 
@@ -167,15 +170,14 @@ def make_index(root: Path, wheel: Path) -> None:
 
 @pytest.fixture(scope="module")
 def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """Two nightly indexes (today's and one 10 days old), served on the host's bridge address."""
+    """A nightly index (a nightly 10 days old), served on the host's bridge address."""
     if not WHEEL.is_file() or not MIRROR.is_dir():
         pytest.skip(f"needs {WHEEL} and the local package mirror {MIRROR}")
     top = tmp_path_factory.mktemp("nightly-index")
-    today = dt.datetime.now(dt.timezone.utc).date()
-    for label, day in (("fresh", today), ("old", today - dt.timedelta(days=10))):
-        wheels = top / f"{label}-wheel"
-        wheels.mkdir()
-        make_index(top / label, nightly_wheel(wheels, day))
+    day = dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=AGE_DAYS)
+    wheels = top / "wheel"
+    wheels.mkdir()
+    make_index(top / "old", nightly_wheel(wheels, day))
     gateway = str(host_address().ip)
     handler = functools.partial(_PasswordIndex, directory=str(top))
     server = http.server.ThreadingHTTPServer((gateway, 0), handler)
@@ -183,21 +185,24 @@ def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
     thread.start()
     base = f"http://oota:{CANARY}@{gateway}:{server.server_address[1]}"
     try:
-        yield {"fresh": f"{base}/fresh/simple", "old": f"{base}/old/simple",
-               "today": f"{today:%Y%m%d}"}
+        yield {"old": f"{base}/old/simple", "day": f"{day:%Y%m%d}"}
     finally:
         server.shutdown()
         server.server_close()
 
 
-def build_nightly(engine: Any, run_id: str, root: Path, index: str) -> dict[str, Any]:
-    """Build and verify (install and compat layers) the CPU nightly cell from ``index``."""
+def build_nightly(engine: Any, run_id: str, root: Path, index: str,
+                  max_age_days: int | None = None) -> dict[str, Any]:
+    """Build and verify (install and compat layers) the CPU nightly cell from ``index``, with
+    the channel's ``max_age_days`` when given (else the default, 3 days)."""
     matrix_file = copy_project(root)
     vendor = root / "vendors/cpu/vendor.yaml"  # the vendor's own index, with the password
     vendor.write_text(vendor.read_text().replace("https://download.pytorch.org/whl/cpu", index))
     data = yaml.safe_load(matrix_file.read_text())
-    data["vendors"] = {"cpu": {"os": ["debian12"], "python": ["3.11"],
-                               "torch": [{"channel": "nightly", "index": index}]}}
+    channel: dict[str, Any] = {"channel": "nightly", "index": index}
+    if max_age_days is not None:
+        channel["max_age_days"] = max_age_days
+    data["vendors"] = {"cpu": {"os": ["debian12"], "python": ["3.11"], "torch": [channel]}}
     matrix_file.write_text(yaml.safe_dump(data, sort_keys=False))
     matrix = load_matrix(matrix_file)
     cells = select(matrix, plan(matrix), everything=True)
@@ -215,20 +220,21 @@ def _test(result: dict[str, Any], name: str) -> dict[str, Any]:
 
 def test_a_nightly_cell_records_the_nightly_it_installed(
         engine: Any, run_id: str, indexes: dict[str, str], tmp_path: Path) -> None:
-    result = build_nightly(engine, run_id, tmp_path / "project", indexes["fresh"])
+    result = build_nightly(engine, run_id, tmp_path / "project", indexes["old"],
+                           max_age_days=30)
     assert result["status"] == "passed", result.get("message")
-    version = f"2.13.0.dev{indexes['today']}+cpu"
+    version = f"2.13.0.dev{indexes['day']}+cpu"
     assert result["cell"]["torch"] == "nightly" and result["cell"]["channel"] == "nightly"
     assert result["installed"]["torch"]["version"] == version
     assert result["installed"]["torch"]["git_version"] == GIT_VERSION
-    fresh = without_credentials(indexes["fresh"])   # pip records where it found the wheel
-    assert result["installed"]["torch"]["source"].startswith(fresh.removesuffix("simple"))
+    index = without_credentials(indexes["old"])   # pip records where it found the wheel
+    assert result["installed"]["torch"]["source"].startswith(index.removesuffix("simple"))
     recent = _test(result, "test_nightly_is_recent")
     assert recent["status"] == "passed"
-    today = dt.datetime.strptime(indexes["today"], "%Y%m%d").date()
+    day = dt.datetime.strptime(indexes["day"], "%Y%m%d").date()
     assert recent["data"] | {"index_url": None} == {
-        "channel": "nightly", "version": version, "date": today.isoformat(),
-        "commit": GIT_VERSION, "age_days": 0, "max_age_days": 3, "index_url": None}
+        "channel": "nightly", "version": version, "date": day.isoformat(),
+        "commit": GIT_VERSION, "age_days": AGE_DAYS, "max_age_days": 30, "index_url": None}
     assert _test(result, "test_torch_release_matches_cell")["status"] == "skipped"
     no_canary_anywhere(tmp_path / "project", result)
 

@@ -1,9 +1,9 @@
 """invoke publish and invoke pull against real registries (Debian's docker-registry on
 loopback): the verified CPU cell is pushed and its digest recorded, a cell without a verified
 image is refused; published with the lab's key to a registry with htpasswd auth and TLS from a
-test CA, it is pulled back, checked and re-verified, also into a second Engine (``--host``, a
-dockerd of tests/engines.py standing in for a lab's hardware host); an image pushed under its
-tag and a corrupted signature are refused; no key, password or registry credential reaches a
+test CA, it is pulled back, checked and re-verified in a second Engine (``--host``, a dockerd
+of tests/engines.py standing in for a lab's hardware host); an image pushed under its tag and a
+corrupted signature are refused; no key, password or registry credential reaches a
 layer, a label, a log or a result."""
 
 from __future__ import annotations
@@ -128,30 +128,57 @@ def _publish_signed(verified, secure_registry, engine, tmp_path, monkeypatch, sh
     return pushed, keys, auth
 
 
-def test_signed_publish_then_pull_and_reverify_and_tampering_refused(
-        verified, secure_registry, engine, docker_client, tmp_path, monkeypatch, capsys):
+def test_signed_publish_then_pull_and_reverify_elsewhere_and_tampering_refused(
+        verified, secure_registry, engine, docker_client, second_engine, tmp_path, monkeypatch,
+        capsys):
+    """Published signed; `oota pull REF --key PUB --host tcp://...` as a user runs it: the
+    image is checked in the registry, pulled by digest into the second Engine (not this one)
+    and re-verified there; then another image pushed under the signed tag and a corrupted
+    signature are refused; no secret anywhere. One publication and one re-verification serve
+    all of it (a pull into this Engine runs the same code with another endpoint)."""
     shown = io.StringIO()
     pushed, keys, auth = _publish_signed(verified, secure_registry, engine, tmp_path,
                                          monkeypatch, shown)
+    pinned = f"{pushed.ref.rsplit(':', 1)[0]}@{pushed.digest}"
     try:
         assert pushed.status == "pushed" and pushed.signed, pushed.reason
         _check_artifacts(secure_registry, pushed.ref, pushed.digest, verified.results)
-        public = signing.load_public(keys.public)
-        pulled = pull_and_verify(engine, pushed.ref, key=public, auth=auth,
-                                 ca=secure_registry.ca, workdir=tmp_path / "pull")
-        assert pulled.digest == pushed.digest and pulled.exit_code == 0, pulled.counts
-        assert pulled.signature == "verified with the given key"
-        assert pulled.comparison.startswith("Compared with its verification"), pulled.log
         local = f"{verified.namespace}/cpu:{DEFAULT_CELL}"
         assert engine.image_labels(local)[RUN_FLAGS] == "{}"
+        _untag(docker_client, pushed.ref)  # this Engine no longer knows the published image
+        since = int(time.time()) - 1
+        ran = subprocess.run(
+            [sys.executable, "-m", "oota", "-r", str(REPO), "pull", pushed.ref,
+             "--key", str(keys.public), "--registry-auth", str(secure_registry.auth_file),
+             "--registry-ca", str(secure_registry.ca), "--host", second_engine.url,
+             "--workdir", str(tmp_path / "pull")],
+            env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+            cwd=tmp_path, timeout=1800)
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert f"image:       {pushed.ref} -> {pushed.digest}" in ran.stdout
+        assert f"engine:      {second_engine.url}" in ran.stdout
+        assert "signature:   verified with the given key" in ran.stdout
+        assert "Compared with its verification" in ran.stdout
+        second_engine.docker("image", "inspect", pinned)  # raises unless it is there
+        with pytest.raises(docker.errors.ImageNotFound):
+            docker_client.images.get(pinned)
+        until = int(time.time()) + 1
+        assert _pull_runs(second_engine.docker("events", "--since", str(since), "--until",
+                                               str(until), "--format", "{{json .}}").stdout), \
+            "the second Engine ran no verify container"
+        assert not _pull_runs("\n".join(json.dumps(e) for e in docker_client.events(
+            since=since, until=until, decode=True))), "the verify container ran on this Engine"
 
+        public = signing.load_public(keys.public)
         _refusals(engine, secure_registry, local, pushed.ref, pushed.digest, auth, public,
                   tmp_path)
-        _no_secrets_anywhere(docker_client, pushed.ref, keys.private, [
+        logs = [p.read_text(errors="replace") for p in (tmp_path / "pull").rglob("*")
+                if p.is_file() and p.suffix in (".log", ".json", ".xml")]
+        assert logs, "the pull wrote no log"
+        _no_secrets_anywhere(docker_client, local, keys.private, [
             SIGNING_PASSWORD, registry_server.PASSWORD], [
-            shown.getvalue(), capsys.readouterr().out,
-            (verified.results / DEFAULT_CELL / "result.json").read_text(),
-            pulled.log.read_text(errors="replace")])
+            shown.getvalue(), capsys.readouterr().out, ran.stdout, ran.stderr,
+            (verified.results / DEFAULT_CELL / "result.json").read_text(), *logs])
     finally:
         _untag(docker_client, pushed.ref)
 
@@ -216,42 +243,6 @@ def second_engine(extra_engines) -> ExtraEngine:
     every dockerd it treats 127.0.0.0/8 registries as insecure (TLS without verification), so it
     pulls from the test registry with no CA installed; the credentials come with each pull."""
     return extra_engines(1)
-
-
-def test_pull_into_a_second_engine_verifies_there(verified, secure_registry, engine,
-                                                  docker_client, second_engine, tmp_path,
-                                                  monkeypatch):
-    """`oota pull REF --key PUB --host tcp://...` as a user runs it: the image is checked in the
-    registry, pulled by digest into the second Engine (not this one) and re-verified there."""
-    pushed, keys, auth = _publish_signed(verified, secure_registry, engine, tmp_path,
-                                         monkeypatch, io.StringIO())
-    pinned = f"{pushed.ref.rsplit(':', 1)[0]}@{pushed.digest}"
-    try:
-        assert pushed.status == "pushed" and pushed.signed, pushed.reason
-        _untag(docker_client, pushed.ref)  # this Engine no longer knows the published image
-        since = int(time.time()) - 1
-        ran = subprocess.run(
-            [sys.executable, "-m", "oota", "-r", str(REPO), "pull", pushed.ref,
-             "--key", str(keys.public), "--registry-auth", str(secure_registry.auth_file),
-             "--registry-ca", str(secure_registry.ca), "--host", second_engine.url,
-             "--workdir", str(tmp_path / "pull")],
-            env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
-            cwd=tmp_path, timeout=1800)
-        assert ran.returncode == 0, ran.stdout + ran.stderr
-        assert f"engine:      {second_engine.url}" in ran.stdout
-        assert "signature:   verified with the given key" in ran.stdout
-        assert "Compared with its verification" in ran.stdout
-        second_engine.docker("image", "inspect", pinned)  # raises unless it is there
-        with pytest.raises(docker.errors.ImageNotFound):
-            docker_client.images.get(pinned)
-        until = int(time.time()) + 1
-        assert _pull_runs(second_engine.docker("events", "--since", str(since), "--until",
-                                               str(until), "--format", "{{json .}}").stdout), \
-            "the second Engine ran no verify container"
-        assert not _pull_runs("\n".join(json.dumps(e) for e in docker_client.events(
-            since=since, until=until, decode=True))), "the verify container ran on this Engine"
-    finally:
-        _untag(docker_client, pushed.ref)
 
 
 def _pull_runs(events: str) -> list[dict]:
