@@ -39,12 +39,14 @@ from oota.errors import (
 from oota.execute import inplace
 from oota.execute import judge as judging
 from oota.execute import lock as locks
+from oota.execute.attach import Signer
 from oota.execute.bases import Base, parse_mirrors
 from oota.execute.build import BuildOptions
 from oota.execute.fleet import Down, Station, lost_hosts, run_on_stations
 from oota.execute.hosts import HostCheck
 from oota.execute.publish import Outcome as PublishOutcome
 from oota.execute.publish import publish_cells
+from oota.execute.pull import Pulled, pull_and_verify
 from oota.files import SMALL_LIMIT, read_text
 from oota.history import changes as history_changes
 from oota.history import store as history_store
@@ -75,8 +77,6 @@ from oota.results.model import Result, ResultFormatError
 from oota.results.signed import Checker, key_id, sign_folder
 from oota.results.store import RESULT_FILE, SIGNATURE_FILE, load, load_all
 from oota.supply import signing
-from oota.supply.attach import Signer
-from oota.supply.pull import Pulled, pull_and_verify
 from oota.vocab import BAD, LAYERS
 
 # Output formats of `matrix` and `hosts`.
