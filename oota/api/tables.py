@@ -1,0 +1,59 @@
+"""What ``matrix`` and ``hosts`` print: a table for a person, or JSON (``--format json``), and
+the exit code of ``hosts``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from oota.errors import (
+    EXIT_ENVIRONMENT,
+    EXIT_HOST_LOST,
+    EXIT_OK,
+)
+from oota.execute.hosts import HostCheck
+
+
+def format_rows(rows: list[dict[str, Any]], fmt: str) -> str:
+    """`invoke matrix`'s output: a table, or JSON (``fmt`` is one of :data:`FORMATS`)."""
+    if fmt == "json":
+        return json.dumps(rows, indent=2)
+    headers = ("id", "vendor", "torch", "python", "toolkit_version", "os", "default")
+    table = [[str(r.get(h) if r.get(h) is not None else "-") for h in headers] for r in rows]
+    widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h)
+              for i, h in enumerate(headers)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
+    out += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in table]
+    return "\n".join(out)
+
+
+def host_row(host: str, vendor: str, check: HostCheck | None, error: str) -> dict[str, Any]:
+    """One line of `invoke hosts`; ``answered`` False: the host's engine did not answer."""
+    if check is None:
+        return {"host": host, "vendor": vendor, "supported": False, "answered": False,
+                "driver": None, "reasons": [error.splitlines()[0]], "facts": {}}
+    return {"host": host, "vendor": vendor, "supported": check.supported, "answered": True,
+            "driver": check.driver, "reasons": list(check.reasons), "facts": check.facts}
+
+
+def format_hosts(rows: list[dict[str, Any]], fmt: str) -> str:
+    """`invoke hosts`'s output: a line per vendor, or JSON (``fmt`` is one of :data:`FORMATS`)."""
+    if fmt == "json":
+        return json.dumps(rows, indent=2)
+    lines = []
+    for row in rows:
+        state = "available" if row["supported"] else \
+            "unsupported here" if row.get("answered", True) else "no answer"
+        driver = f" (driver {row['driver']})" if row["driver"] else ""
+        reasons = "" if row["supported"] else ": " + "; ".join(row["reasons"])
+        lines.append(f"{row['host']:<12} {row['vendor']:<10} {state}{driver}{reasons}")
+    return "\n".join(lines)
+
+
+def hosts_exit_code(rows: list[dict[str, Any]]) -> int:
+    """`invoke hosts`: 0 when every host answered, 4 when some did not, 3 when none did (the
+    probe found nothing out: an environment problem, as for a build)."""
+    silent = [row for row in rows if not row.get("answered", True)]
+    if not silent:
+        return EXIT_OK
+    return EXIT_HOST_LOST if len(silent) < len(rows) else EXIT_ENVIRONMENT
