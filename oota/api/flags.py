@@ -29,20 +29,11 @@ from oota.vocab import LAYERS
 # Output formats of `matrix` and `hosts`.
 FORMATS = ("table", "json")
 
-
 # `matrix` also prints the job matrix of the shipped GitHub Actions workflow (oota/github.py).
 MATRIX_FORMATS = (*FORMATS, "github")
-
-
 MAX_JOBS = 64
-
-
 HISTORY_FORMATS = FORMATS
-
-
 HISTORY_ACTIONS = ("import", "query", "digest")
-
-
 DEFAULT_RESULTS = "results"
 
 

@@ -27,7 +27,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from oota import __version__
-from oota.report.data import CellGroup, CellRow, Report, channel_order
+from oota.report.data import Report, channel_order
+from oota.report.rows import CellGroup, CellRow
 from oota.report.templating import html_environment
 from oota.results.model import CellRef, Package, Requirements, Result, TorchInfo
 from oota.supply.runflags import RunFlagsError, docker_run_args

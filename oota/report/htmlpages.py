@@ -9,18 +9,11 @@ from __future__ import annotations
 
 from oota import __version__
 from oota.report.counts import in_tests_by_vendor, layer_table, ops_in_tests
-from oota.report.data import (
-    COLUMNS,
-    EXPIRY_WINDOW_DAYS,
-    WORD,
-    CellGroup,
-    CellRow,
-    Links,
-    Mark,
-    Report,
-)
+from oota.report.data import Report
 from oota.report.imageview import image_view
 from oota.report.markdown import OPS_FAILURES_SHOWN
+from oota.report.rows import COLUMNS, WORD, CellGroup, CellRow, Links, Mark
+from oota.report.skips import EXPIRY_WINDOW_DAYS
 from oota.report.templating import html_environment
 
 LEGEND = (("passed", "✓ passed"), ("failed", "✗ failed"), ("skipped", "skip: skipped"),
