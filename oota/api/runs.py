@@ -37,7 +37,8 @@ from oota.execute.publish import Outcome as PublishOutcome
 from oota.execute.publish import publish_cells
 from oota.execute.pull import Pulled, pull_and_verify
 from oota.plan import Cell, plan, select
-from oota.results.model import Result, ResultFormatError
+from oota.results.jsonfields import ResultFormatError
+from oota.results.model import Result
 from oota.results.signed import key_id, sign_folder
 from oota.results.store import RESULT_FILE, SIGNATURE_FILE, load
 from oota.supply import signing

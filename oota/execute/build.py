@@ -45,21 +45,9 @@ from oota.net import find_ca_bundle, netrc_for, without_credentials_text
 from oota.plan import Cell
 from oota.render import VOCAB_FILE, context_files, fingerprint, render_cell
 from oota.results.assemble import assemble, cell_ref, now
-from oota.results.model import (
-    BaseImage,
-    Host,
-    Image,
-    Installed,
-    JSONObject,
-    Result,
-    ResultFormatError,
-    Sealed,
-    Skips,
-    Sources,
-    Stage,
-    TestOutcome,
-    json_object,
-)
+from oota.results.jsonfields import JSONObject, ResultFormatError, json_object
+from oota.results.model import BaseImage, Host, Image, Result, Sealed, Skips, Stage, TestOutcome
+from oota.results.software import Installed, Sources
 from oota.results.store import load, save
 from oota.supply import runflags
 from oota.vocab import BAD, Status, budget_blind, unrun_by_id

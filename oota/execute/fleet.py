@@ -46,7 +46,8 @@ from oota.execute.leftovers import engine_key, owned_run, waiting
 from oota.plan import Cell
 from oota.render import cell_fingerprint
 from oota.results.assemble import assemble, cell_ref, now
-from oota.results.model import Host, Result, ResultFormatError, Stage, VendorCheck, json_object
+from oota.results.jsonfields import ResultFormatError, json_object
+from oota.results.model import Host, Result, Stage, VendorCheck
 from oota.results.store import load, save
 from oota.vocab import BAD
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from oota.engine.base import Engine
 from oota.reproducible import differences
-from oota.results.model import JSONObject, Result
+from oota.results.jsonfields import JSONObject
+from oota.results.model import Result
 
 log = logging.getLogger("oota.samebytes")
 

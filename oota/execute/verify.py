@@ -16,16 +16,9 @@ from oota.config.vendors import Vendor
 from oota.engine.base import RUN_LABEL, DeviceAccess, Engine, Mount, RunRequest
 from oota.plan import Cell
 from oota.results.assemble import now, overall_status, read_suite_output, summarize
-from oota.results.model import (
-    Host,
-    Image,
-    Installed,
-    JSONObject,
-    Layer,
-    ResultFormatError,
-    Skips,
-    TestOutcome,
-)
+from oota.results.jsonfields import JSONObject, ResultFormatError
+from oota.results.model import Host, Image, Layer, Skips, TestOutcome
+from oota.results.software import Installed
 from oota.results.store import CASES_FILE, keep_recording
 from oota.vocab import BAD, UNRUN_KEY
 

@@ -44,7 +44,8 @@ from oota.history.timeline import (
     Timeline,
     deciding,
 )
-from oota.results.model import CellRef, TestOutcome, status_of
+from oota.results.jsonfields import status_of
+from oota.results.model import CellRef, TestOutcome
 from oota.vocab import BAD, Status
 
 T = TypeVar("T")

@@ -30,7 +30,7 @@ from oota.errors import EnvironmentProblem, InputError
 from oota.files import SMALL_LIMIT, read_text
 from oota.net import redact
 from oota.report.data import Report
-from oota.results.model import JSON, JSONObject, json_object
+from oota.results.jsonfields import JSON, JSONObject, json_object
 from oota.vocab import worst
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "crcr-v1.json"

@@ -40,14 +40,9 @@ from oota.report.rows import (
 )
 from oota.report.skips import SkipDebt, date_of, skip_debt
 from oota.results.assemble import now
-from oota.results.model import (
-    CellRef,
-    Image,
-    Result,
-    ResultFormatError,
-    TorchInfo,
-    host_key,
-)
+from oota.results.jsonfields import ResultFormatError
+from oota.results.model import CellRef, Image, Result, host_key
+from oota.results.software import TorchInfo
 from oota.results.store import RESULT_FILE, load, load_found
 from oota.vocab import worst
 

@@ -30,7 +30,8 @@ from oota import __version__
 from oota.report.data import Report, channel_order
 from oota.report.rows import CellGroup, CellRow
 from oota.report.templating import html_environment
-from oota.results.model import CellRef, Package, Requirements, Result, TorchInfo
+from oota.results.model import CellRef, Result
+from oota.results.software import Package, Requirements, TorchInfo
 from oota.supply.runflags import RunFlagsError, docker_run_args
 
 VERIFIED = ("passed", "unsupported-here")

@@ -10,7 +10,8 @@ from __future__ import annotations
 from oota import __version__
 from oota.report.data import Report
 from oota.report.rows import COLUMNS, CellGroup, CellRow, Links, Origin
-from oota.results.model import JSON, JSONObject, Result
+from oota.results.jsonfields import JSON, JSONObject
+from oota.results.model import Result
 
 REPORT_SCHEMA = "oota.report/v2"
 

@@ -9,17 +9,9 @@ from dataclasses import dataclass, field
 
 from oota.report.workload import LAYER as WORKLOAD_LAYER
 from oota.report.workload import WorkloadRow
-from oota.results.model import (
-    Host,
-    Image,
-    JSONObject,
-    Package,
-    Result,
-    SkipRule,
-    Stage,
-    TorchInfo,
-    place_name,
-)
+from oota.results.jsonfields import JSONObject
+from oota.results.model import Host, Image, Result, SkipRule, Stage, place_name
+from oota.results.software import Package, TorchInfo
 from oota.results.store import RESULT_FILE
 from oota.vocab import BAD, LAYERS, budget_unrun, not_compared_reason
 

@@ -8,11 +8,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from oota.results.model import (
-    JSONObject,
-    Result,
-    SkipRule,
-)
+from oota.results.jsonfields import JSONObject
+from oota.results.model import Result, SkipRule
 
 EXPIRY_WINDOW_DAYS = 30
 

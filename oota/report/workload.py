@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oota.results.model import JSONObject
+from oota.results.jsonfields import JSONObject
 
 LAYER = "workload"
 

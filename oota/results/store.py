@@ -16,7 +16,8 @@ from xml.etree import ElementTree as ET
 from oota import schemas
 from oota.files import RESULT_LIMIT, read_text, write_atomic, write_json
 from oota.results.assemble import overall_status, summarize
-from oota.results.model import SCHEMA_ID, Result, ResultFormatError, Stage, TestOutcome
+from oota.results.jsonfields import ResultFormatError
+from oota.results.model import SCHEMA_ID, Result, Stage, TestOutcome
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "result-v1.json"
 RESULT_FILE = "result.json"
