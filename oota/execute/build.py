@@ -11,15 +11,12 @@ import json
 import logging
 import os
 import re
-import shutil
-import subprocess
 import tempfile
 import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from oota import __version__, reproducible
 from oota.config.matrix import Matrix
@@ -29,9 +26,11 @@ from oota.errors import InputError, OotaError, StepFailed
 from oota.execute import samebytes
 from oota.execute.bases import Base
 from oota.execute.buildinfo import BuildRecords, requirements_of
+from oota.execute.context import source_stamp, stage_context
 from oota.execute.interrupts import Interrupted, deferred, signal_name
 from oota.execute.leftovers import context_root
-from oota.execute.sources import PipSources, fill_wheelhouse, resolve_sources
+from oota.execute.samebytes import host_identity, same_verification
+from oota.execute.sources import PipSources, resolve_sources
 from oota.execute.verify import (
     EXPECTED_IN_IMAGE,
     ExpectedResults,
@@ -41,7 +40,6 @@ from oota.execute.verify import (
     verify_image,
 )
 from oota.lockfile import lock_path, lock_status
-from oota.net import find_ca_bundle, netrc_for, without_credentials_text
 from oota.plan import Cell
 from oota.render import VOCAB_FILE, context_files, fingerprint, render_cell
 from oota.results.assemble import assemble, cell_ref, now
@@ -50,10 +48,9 @@ from oota.results.model import BaseImage, Host, Image, Result, Sealed, Skips, St
 from oota.results.software import Installed, Sources
 from oota.results.store import load, save
 from oota.supply import runflags
-from oota.vocab import BAD, Status, budget_blind, unrun_by_id
+from oota.vocab import BAD, Status
 
 log = logging.getLogger("oota.build")
-VENDOR_DATA = "vendor/vendor.yaml"   # the vendor's data file, as the build context names it
 _MOUNT_FLAG = re.compile(r"--mount=\S+\s*")
 
 
@@ -78,50 +75,6 @@ class BuildOptions:
 
     def tag_for(self, cell: Cell) -> str:
         return f"{self.namespace}/{cell.vendor.name}:{cell.id}"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SourceStamp:
-    """Where an image's inputs come from, for its OCI labels: the last commit that changed
-    them (with ``-dirty`` when they have uncommitted changes) and that commit's time, never the
-    clock's, so that a rebuild of unchanged inputs makes the same image. ``SOURCE_DATE_EPOCH``
-    (the reproducible-builds convention) overrides the time; without git and without it, the
-    image has no creation time."""
-
-    revision: str = ""
-    created: str = ""
-    epoch: int | None = None   # ``created`` in seconds
-
-    def labels(self) -> dict[str, str]:
-        stamped = {"org.opencontainers.image.revision": self.revision}
-        if self.created:
-            stamped["org.opencontainers.image.created"] = self.created
-        return stamped
-
-
-def source_stamp(root: Path, inputs: list[Path]) -> SourceStamp:
-    """The :class:`SourceStamp` of ``inputs`` (files or folders) in the git checkout ``root``;
-    inputs outside ``root`` are not git's to date."""
-    specs = [p.relative_to(root).as_posix() for p in inputs if p.is_relative_to(root)]
-    last = _git(root, ["log", "-1", "--format=%H %ct", "--", *specs]).split()
-    revision, epoch = (last[0], last[1]) if len(last) == 2 else ("", "")
-    if revision and _git(root, ["status", "--porcelain", "--", *specs]):
-        revision += "-dirty"
-    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip() or epoch
-    created = ""
-    if epoch.isdigit() and len(epoch) < 12:  # beyond the year 5000: not a time a stamp holds
-        created = dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc).isoformat()
-    return SourceStamp(revision=revision, created=created,
-                       epoch=int(epoch) if epoch.isdigit() else None)
-
-
-def _git(root: Path, args: list[str]) -> str:
-    try:
-        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
-                              timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
 class CellRun:
@@ -474,68 +427,3 @@ class CellRun:
         return result
 
 
-def stage_context(tmp: Path, files: dict[str, Path | bytes], sources: PipSources,
-                  ca_bundle: str | None, *, netrc_urls: list[str] | None = None
-                  ) -> tuple[Path, dict[str, Path]]:
-    """Lay out a cell's build context in ``tmp/context`` and the files a build gets as BuildKit
-    secrets (the pip configuration, the CA bundle, the credentials of ``netrc_urls`` as a
-    netrc file), which never enter a layer."""
-    context = tmp / "context"
-    for name, source in files.items():
-        target = context / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if name == VENDOR_DATA:  # its index_url may carry credentials: pip gets them as secrets
-            text = source.decode() if isinstance(source, bytes) else source.read_text("utf-8")
-            target.write_text(without_credentials_text(text), encoding="utf-8")
-        elif isinstance(source, bytes):
-            target.write_bytes(source)
-        else:
-            shutil.copy2(source, target)
-        # A COPY keeps a file's time: the checkout's would differ from one host to the next.
-        os.utime(target, (reproducible.LAYER_EPOCH, reproducible.LAYER_EPOCH))
-    (context / "vendor" / "verify").mkdir(parents=True, exist_ok=True)
-    wheels = fill_wheelhouse(context / "wheelhouse", sources.wheel_dirs)
-    pipconf = tmp / "pip.conf"
-    pipconf.write_text(sources.pip_conf(with_wheelhouse=bool(wheels)))
-    os.chmod(pipconf, 0o600)
-    secrets = {"pipconf": pipconf}
-    netrc = netrc_for(netrc_urls or [])
-    if netrc:
-        secrets["netrc"] = tmp / "netrc"
-        secrets["netrc"].write_text(netrc)
-        os.chmod(secrets["netrc"], 0o600)
-    ca = find_ca_bundle(ca_bundle)
-    if ca:
-        secrets["ca"] = ca
-    return context, secrets
-
-
-def same_verification(sealed: dict[str, Any], now: JSONObject) -> bool:
-    """Do two expected-results documents say the same, apart from when and which run? Tests
-    the ops layer's time budget left unrun in either are left out (which operators a budget
-    reaches depends on the host's speed), and so are the counts they change."""
-    unrun = budget_blind(unrun_by_id(_tests(sealed)), unrun_by_id(_tests(now)))
-
-    def kept(doc: dict[str, Any] | JSONObject) -> dict[str, Any]:
-        body = {k: v for k, v in doc.items()
-                if k not in ("verified_at", "run_id", "summary", "tests")}
-        return {**body, "tests": [t for t in _tests(doc) if t.get("id") not in unrun]}
-
-    return kept(sealed) == kept(now)
-
-
-def _tests(doc: dict[str, Any] | JSONObject) -> list[dict[str, Any]]:
-    tests = doc.get("tests")
-    return [t for t in tests if isinstance(t, dict)] if isinstance(tests, list) else []
-
-
-def host_identity(host: Host) -> JSONObject:
-    """What makes two hosts the same kind for a verification: their Docker, kernel,
-    architecture and runtimes, and what the vendor check found (hardware, driver, reasons).
-    Not which Engine: a verification follows the image's bytes to any Engine of the same
-    kind (the vendor check's ``checked_on``, the host it ran on, is left out likewise)."""
-    keys = ("docker_server", "kernel", "arch", "os", "runtimes")
-    check = host.vendor_check.to_json() if host.vendor_check else None
-    if check is not None:
-        check = {k: v for k, v in check.items() if k != "checked_on"}
-    return {**{key: host.text(key) for key in keys}, "vendor_check": check}

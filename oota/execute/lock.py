@@ -24,7 +24,7 @@ from oota.engine.base import RUN_LABEL, BuildRequest, Engine, Mount, RunRequest
 from oota.engine.docker import DockerEngine
 from oota.errors import StepFailed
 from oota.execute.bases import ensure_base
-from oota.execute.build import stage_context
+from oota.execute.context import stage_context
 from oota.execute.interrupts import deferred
 from oota.execute.leftovers import context_root, owned_run
 from oota.execute.sources import PipSources, fill_wheelhouse, resolve_sources

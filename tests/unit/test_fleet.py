@@ -22,9 +22,10 @@ from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import BuildRequest, Endpoint, RunOutcome, RunRequest
 from oota.errors import InputError, MatrixError, StepFailed
-from oota.execute.build import BuildOptions, CellRun, host_identity
+from oota.execute.build import BuildOptions, CellRun
 from oota.execute.fleet import Station, _Watch, lost_hosts, run_on_stations
 from oota.execute.interrupts import Interrupted, signals_as_interrupts
+from oota.execute.samebytes import host_identity
 from oota.execute.verify import forwarded_env, passed_env
 from oota.lockfile import lock_path
 from oota.plan import plan

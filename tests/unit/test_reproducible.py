@@ -16,7 +16,9 @@ from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL, SEALED_FROM_LABEL
 from oota.execute.bases import Base
-from oota.execute.build import BuildOptions, CellRun, same_verification, source_stamp
+from oota.execute.build import BuildOptions, CellRun
+from oota.execute.context import source_stamp
+from oota.execute.samebytes import same_verification
 from oota.execute.sources import resolve_sources
 from oota.execute.verify import EXPECTED_IN_IMAGE, expected_results
 from oota.plan import plan
