@@ -24,10 +24,13 @@ STATUSES: Final[frozenset[str]] = frozenset(STATUS_ORDER)
 # Statuses that make a run's exit code 1 (README: exit codes).
 BAD: Final[frozenset[str]] = frozenset({"interrupted", "error", "failed"})
 
-# The in-image suite's layers, in report order (verify/oota_suite.py, oota-verify). 'workload'
-# (training stability, latency, throughput) runs only for vendors that ask for it.
+# The layer whose tests record workload figures (training stability, latency, throughput; run
+# only for vendors that ask for it): the one definition of a workload metric's layer, read by
+# the history (trends, regression verdicts) and by the report (a row per model).
+WORKLOAD_LAYER: Final = "workload"
+# The in-image suite's layers, in report order (verify/oota_suite.py, oota-verify).
 LAYERS: Final[tuple[str, ...]] = (
-    "install", "compat", "device", "ops", "models", "workload", "vendor", "skips")
+    "install", "compat", "device", "ops", "models", WORKLOAD_LAYER, "vendor", "skips")
 
 # How the suite words a skip caused by the host check (no hardware here), so that oota can
 # give it its own status instead of 'skipped'.

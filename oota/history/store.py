@@ -46,7 +46,7 @@ from oota.history.timeline import (
 )
 from oota.results.jsonfields import status_of
 from oota.results.model import CellRef, TestOutcome
-from oota.vocab import BAD, Status
+from oota.vocab import BAD, WORKLOAD_LAYER, Status
 
 T = TypeVar("T")
 # SQLite's busy timeout (seconds): how long a writer waits for another's transaction.
@@ -57,8 +57,6 @@ ATTEMPTS = 5
 # An advisory lock key: PostgreSQL writers creating the tables at once take turns.
 _PG_SCHEMA_LOCK = 0x00_07_A0_12
 _READING = "oota_reading"
-# The verify layer whose figures are workload metrics (trends and regression verdicts).
-WORKLOAD_LAYER = "workload"
 
 
 class HistoryUnavailable(EnvironmentProblem):

@@ -7,13 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from oota.report.workload import LAYER as WORKLOAD_LAYER
 from oota.report.workload import WorkloadRow
 from oota.results.jsonfields import JSONObject
 from oota.results.model import Host, Image, Result, SkipRule, Stage, place_name
 from oota.results.software import Package, TorchInfo
 from oota.results.store import RESULT_FILE
-from oota.vocab import BAD, LAYERS, budget_unrun, not_compared_reason
+from oota.vocab import BAD, LAYERS, WORKLOAD_LAYER, budget_unrun, not_compared_reason
 
 # The report's columns: the build stage, then the suite's layers (oota.vocab.LAYERS).
 COLUMNS = ("build", *LAYERS)

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 
 from oota.results.jsonfields import JSONObject
 
-LAYER = "workload"
-
 
 def _number(data: JSONObject, key: str) -> float | None:
     value = data.get(key)
