@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from typing import Final, Literal
 
 Status = Literal["passed", "failed", "error", "skipped", "unsupported-here", "interrupted"]
+# A status, or "" where there is none: nothing ran (an empty table entry, a cell not in a run).
+MaybeStatus = Literal[Status, ""]
 
 # Every status, worst first: the status of a layer, a cell or a run is the first of these that
 # any of its parts has. 'interrupted' (the run was stopped by a signal) and 'error' (oota or the
@@ -65,7 +67,7 @@ def layer_counts(tests: Iterable[tuple[str, str]]) -> dict[str, dict[str, int]]:
     return dict(sorted(counts.items(), key=lambda item: order.get(item[0], len(order))))
 
 
-def worst(statuses: Iterable[str]) -> str:
+def worst(statuses: Iterable[MaybeStatus]) -> MaybeStatus:
     """The status that wins among ``statuses`` (``""`` when there are none)."""
     present = set(statuses)
     return next((status for status in STATUS_ORDER if status in present), "")

@@ -335,7 +335,7 @@ class DockerEngine:
             tar.wait(timeout=60)
         if proc.returncode != 0 or tar.returncode != 0:
             raise StepFailed(f"importing {rootfs} as {tag} failed", command=argv,
-                             exit_code=proc.returncode, log_tail=_tail(proc.stderr))
+                             returncode=proc.returncode, log_tail=_tail(proc.stderr))
 
     def build(self, request: BuildRequest, on_step: Callable[[StepEvent], None]) -> str:
         """Build with BuildKit; stream progress to ``on_step`` and the log file; return the id
@@ -373,7 +373,7 @@ class DockerEngine:
                                                               "BuildKit named no image")
             raise StepFailed(f"docker build of {request.tag} {why}"
                              + (f": {cause}" if cause else ""), command=argv,
-                             exit_code=output.exit_code, log_tail=output.output_tail)
+                             returncode=output.exit_code, log_tail=output.output_tail)
         if request.epoch is not None:
             built = self._restamped(built, request.epoch)
         return self._take_tag(request.tag, built)
@@ -430,7 +430,7 @@ class DockerEngine:
         proc = subprocess.run(create, capture_output=True, text=True, timeout=120, env=self._env)
         if proc.returncode != 0:
             raise StepFailed(f"docker create {request.image} failed", command=create,
-                             exit_code=proc.returncode, log_tail=_tail(proc.stderr))
+                             returncode=proc.returncode, log_tail=_tail(proc.stderr))
         container_id = proc.stdout.strip().splitlines()[-1]
         try:
             outcome = stream([cli, *self._flags, "start", "--attach", container_id],

@@ -10,9 +10,8 @@ same (:func:`same_verification`), for a verification that is kept rather than ru
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from oota.engine.base import Engine
 from oota.reproducible import differences
@@ -104,21 +103,22 @@ def _files(engine: Engine, tag: str, previous: Result, index: int,
     return differences(here, there)
 
 
-def same_verification(sealed: dict[str, Any], now: JSONObject) -> bool:
-    """Do two expected-results documents say the same, apart from when and which run? Tests
-    the ops layer's time budget left unrun in either are left out (which operators a budget
-    reaches depends on the host's speed), and so are the counts they change."""
-    unrun = budget_blind(unrun_by_id(_tests(sealed)), unrun_by_id(_tests(now)))
+def same_verification(sealed: Mapping[str, object], fresh: Mapping[str, object]) -> bool:
+    """Do two expected-results documents (the one an image carries, this run's) say the same,
+    apart from when and which run? Tests the ops layer's time budget left unrun in either are
+    left out (which operators a budget reaches depends on the host's speed), and so are the
+    counts they change."""
+    unrun = budget_blind(unrun_by_id(_tests(sealed)), unrun_by_id(_tests(fresh)))
 
-    def kept(doc: dict[str, Any] | JSONObject) -> dict[str, Any]:
+    def kept(doc: Mapping[str, object]) -> dict[str, object]:
         body = {k: v for k, v in doc.items()
                 if k not in ("verified_at", "run_id", "summary", "tests")}
         return {**body, "tests": [t for t in _tests(doc) if t.get("id") not in unrun]}
 
-    return kept(sealed) == kept(now)
+    return kept(sealed) == kept(fresh)
 
 
-def _tests(doc: dict[str, Any] | JSONObject) -> list[dict[str, Any]]:
+def _tests(doc: Mapping[str, object]) -> list[Mapping[str, object]]:
     tests = doc.get("tests")
     return [t for t in tests if isinstance(t, dict)] if isinstance(tests, list) else []
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from oota.report.data import Report
 from oota.report.rows import CellRow, OpsSummary, ops_summary
-from oota.vocab import COUNT_COLUMNS, layer_counts, worst
+from oota.vocab import COUNT_COLUMNS, MaybeStatus, layer_counts, worst
 
 OPS = "ops"
 
@@ -25,7 +25,7 @@ class LayerCount:
     """One layer's tests: the worst status, and how many ended in each of COUNT_COLUMNS."""
 
     layer: str
-    status: str
+    status: MaybeStatus
     counts: dict[str, int]
 
     @property
@@ -36,7 +36,7 @@ class LayerCount:
 def layer_table(rows: Sequence[CellRow]) -> list[LayerCount]:
     """verify.log's table, over ``rows`` (one cell, or a vendor's cells)."""
     tests = [(t.layer, t.status) for row in rows for t in row.tests]
-    statuses: dict[str, list[str]] = {}
+    statuses: dict[str, list[MaybeStatus]] = {}
     for layer, status in tests:
         statuses.setdefault(layer, []).append(status)
     return [LayerCount(layer=layer, status=worst(statuses[layer]), counts=counts)

@@ -44,7 +44,7 @@ from oota.results.jsonfields import ResultFormatError
 from oota.results.model import CellRef, Image, Result, host_key
 from oota.results.software import TorchInfo
 from oota.results.store import RESULT_FILE, load, load_found
-from oota.vocab import worst
+from oota.vocab import MaybeStatus, worst
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -97,7 +97,7 @@ class Report:
 
 # -- building the data ------------------------------------------------------------------------
 
-def _mark(items: Sequence[tuple[str, str]], most: int | None = None) -> Mark:
+def _mark(items: Sequence[tuple[MaybeStatus, str]], most: int | None = None) -> Mark:
     """One mark for several (status, message): the worst status, the messages that explain it
     (the first ``most`` of them, when given)."""
     status = worst(s for s, _ in items)
@@ -133,7 +133,7 @@ def _vendor_mark(per_cell: dict[str, Mark], noun: str = "cells") -> Mark:
 
 def _model_rows(results: Sequence[Result], vendors: list[str]) -> tuple[ModelRow, ...]:
     known = known_models(results)
-    per: dict[str, dict[str, dict[str, list[tuple[str, str]]]]] = {}
+    per: dict[str, dict[str, dict[str, list[tuple[MaybeStatus, str]]]]] = {}
     for result in results:
         for test in result.tests:
             model = model_of(test, known)

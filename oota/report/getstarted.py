@@ -33,6 +33,7 @@ from oota.report.templating import html_environment
 from oota.results.model import CellRef, Result
 from oota.results.software import Package, Requirements, TorchInfo
 from oota.supply.runflags import RunFlagsError, docker_run_args
+from oota.vocab import MaybeStatus
 
 VERIFIED = ("passed", "unsupported-here")
 REGISTRY = "REGISTRY"  # the placeholder a user replaces with their registry
@@ -58,7 +59,7 @@ class StartCell:
 
     id: str
     vendor: str
-    status: str
+    status: MaybeStatus
     coordinates: tuple[tuple[str, str], ...]  # (name, value) in the order shown
     channel: str | None
     pulls: tuple[str, ...]       # `docker pull REF@DIGEST`, one per published copy

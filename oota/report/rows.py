@@ -12,7 +12,15 @@ from oota.results.jsonfields import JSONObject
 from oota.results.model import Host, Image, Result, SkipRule, Stage, place_name
 from oota.results.software import Package, TorchInfo
 from oota.results.store import RESULT_FILE
-from oota.vocab import BAD, LAYERS, WORKLOAD_LAYER, budget_unrun, not_compared_reason
+from oota.vocab import (
+    BAD,
+    LAYERS,
+    WORKLOAD_LAYER,
+    MaybeStatus,
+    Status,
+    budget_unrun,
+    not_compared_reason,
+)
 
 # The report's columns: the build stage, then the suite's layers (oota.vocab.LAYERS).
 COLUMNS = ("build", *LAYERS)
@@ -28,7 +36,7 @@ OPS_REASONS_SHOWN = 3  # the ops layer's reasons in its table entry
 class Mark:
     """One table entry: a status and why (skip reason, failure message, which cells)."""
 
-    status: str = ""  # "" when nothing was tested
+    status: MaybeStatus = ""  # "" when nothing was tested
     reason: str = ""
     note: str = ""  # "1/2 cells" when a vendor's cells disagree
 
@@ -50,7 +58,7 @@ class TestRow:
 
     id: str
     layer: str
-    status: str
+    status: Status
     duration_s: float
     message: str
     model: str | None
@@ -61,7 +69,7 @@ class TestRow:
 class CellRow:
     id: str
     vendor: str
-    status: str
+    status: Status
     message: str
     coordinates: dict[str, str | None]
     layers: dict[str, Mark]
@@ -170,7 +178,7 @@ class CellGroup:
 
     id: str
     vendor: str
-    status: str  # the worst of the copies
+    status: MaybeStatus  # the worst of the copies
     copies: tuple[CellRow, ...]
     layers: dict[str, Mark]
     differences: tuple[str, ...] = ()
