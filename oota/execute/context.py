@@ -1,5 +1,6 @@
 """A cell's build context: its files laid out for BuildKit, the secrets a build gets beside them
-(pip configuration, CA bundle, netrc), and the source stamp of its inputs (revision and time)."""
+(pip configuration, CA bundle, netrc), the source stamp of its inputs (revision and time), and
+what a cell's image is made from, worked out once (:class:`CellInputs`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,17 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from oota import reproducible
+from oota import __version__, reproducible
+from oota.config.matrix import Matrix
+from oota.engine.base import BuildRequest
+from oota.execute.bases import Base
 from oota.execute.sources import PipSources, fill_wheelhouse
+from oota.execute.verify import device_request
+from oota.lockfile import lock_path
 from oota.net import find_ca_bundle, netrc_for, without_credentials_text
+from oota.plan import Cell
+from oota.render import VOCAB_FILE, Rendered, context_files, fingerprint, render_cell
+from oota.supply import runflags
 
 VENDOR_DATA = "vendor/vendor.yaml"   # the vendor's data file, as the build context names it
 
@@ -95,3 +104,59 @@ def stage_context(tmp: Path, files: dict[str, Path | bytes], sources: PipSources
     if ca:
         secrets["ca"] = ca
     return context, secrets
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CellInputs:
+    """What a cell's image is made from, worked out once: the rendered cell, its build
+    context's files, their fingerprint, and the tag the image gets."""
+
+    rendered: Rendered
+    files: dict[str, bytes | Path]
+    fingerprint: str
+    tag: str
+
+
+def cell_inputs(matrix: Matrix, cell: Cell, tag: str) -> CellInputs:
+    rendered = render_cell(matrix, cell)
+    files = context_files(matrix, rendered)
+    return CellInputs(rendered=rendered, files=files, fingerprint=fingerprint(files),
+                      tag=tag)
+
+
+def build_request(matrix: Matrix, cell: Cell, inputs: CellInputs, tmp: Path,
+                  sources: PipSources, base: Base, *, ca_bundle: str | None,
+                  extra_labels: tuple[tuple[str, str], ...], log_path: Path,
+                  timeout_s: int) -> BuildRequest:
+    """The BuildKit request of a cell's image: its context laid out in ``tmp``, its secrets,
+    and labels that say what it was made from."""
+    channel = [cell.index_url] if cell.channel is not None else []
+    context, secrets = stage_context(tmp, inputs.files, sources, ca_bundle, netrc_urls=channel)
+    # Nothing here may change between two builds of the same inputs (no clock, no run id;
+    # the run id is in the result): a fully cached rebuild then makes the same image.
+    stamp = source_stamp(matrix.root, input_paths(matrix, cell))
+    labels = {
+        "oota.fingerprint": inputs.fingerprint,
+        "oota.version": __version__,
+        **stamp.labels(),
+        "org.opencontainers.image.version": cell.id,
+        "org.opencontainers.image.vendor": "oota",
+        "org.opencontainers.image.source": "https://github.com/oota/oota",
+        "org.opencontainers.image.base.name": base.ref,
+        # How to run its suite on a device, for `invoke pull` on a host without our data.
+        runflags.LABEL: runflags.to_label(device_request(cell.vendor, inputs.tag, [])),
+        **dict(extra_labels),
+    }
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    return BuildRequest(context=context, tag=inputs.tag, labels=labels, secrets=secrets,
+                        build_args={"BASE_IMAGE": base.ref, **(
+                            {"SOURCE_DATE_EPOCH": epoch} if epoch.isdigit() else {})},
+                        log_path=log_path, timeout_s=timeout_s,
+                        epoch=stamp.epoch or reproducible.epoch(os.environ))
+
+
+def input_paths(matrix: Matrix, cell: Cell) -> list[Path]:
+    """The files and folders a cell's image is made from (its fingerprint's sources, and the
+    templates and matrix its Dockerfile is rendered from)."""
+    return [matrix.file, matrix.templates_dir, cell.vendor.folder, matrix.root / "verify",
+            lock_path(matrix, cell), VOCAB_FILE]

@@ -285,8 +285,8 @@ class FleetRun:
         schedule = self._schedule
         assert schedule is not None
         run = CellRun(self.matrix, cell, station.engine, self.console, self.options, base_for,
-                      host, unsupported=unsupported, stopping=lambda: schedule.stopping)
-        run.elsewhere = self._engine_of
+                      host, unsupported=unsupported, stopping=lambda: schedule.stopping,
+                      elsewhere=self._engine_of)
         with self.console.status(cell.id):
             result = run.run(build=self.build)
         return result, run.lost
