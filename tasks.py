@@ -260,7 +260,7 @@ def hosts(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.yam
     print(api.format_hosts(rows, fmt))
     code = api.hosts_exit_code(rows)
     if code:
-        silent = sorted({row["host"] for row in rows if not row["answered"]})
+        silent = sorted({row.host for row in rows if not row.answered})
         raise Exit(f"error: {', '.join(silent)}: did not answer (see above)", code=code)
 
 

@@ -4,10 +4,9 @@ Dockerfiles, lint them, check a release of torch, and lock the cells' packages."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from oota import github, lockfile
-from oota.api.tables import format_rows
+from oota.api.tables import MatrixRow, format_rows
 from oota.config.matrix import Matrix, load_matrix
 from oota.console import Console
 from oota.errors import (
@@ -37,16 +36,14 @@ def cells_for(matrix_path: str, vendors: list[str] | None, ids: list[str] | None
     return matrix, select(matrix, cells, ids=ids, everything=everything)
 
 
-def matrix_rows(matrix_path: str, vendors: list[str] | None) -> list[dict[str, Any]]:
+def matrix_rows(matrix_path: str, vendors: list[str] | None) -> list[MatrixRow]:
     matrix, cells = cells_for(matrix_path, vendors)
     defaults = {c.id for c in select(matrix, cells)}
-    rows = []
-    for rendered in render_all(matrix, cells):
-        cell = rendered.cell
-        rows.append({"id": cell.id, **cell.coordinates(), "base": cell.base_image,
-                     "tag": cell.tag, "default": cell.id in defaults,
-                     "fingerprint": fingerprint(context_files(matrix, rendered))})
-    return rows
+    return [MatrixRow(id=rendered.cell.id, coordinates=rendered.cell.coordinates(),
+                      base=rendered.cell.base_image, tag=rendered.cell.tag,
+                      default=rendered.cell.id in defaults,
+                      fingerprint=fingerprint(context_files(matrix, rendered)))
+            for rendered in render_all(matrix, cells)]
 
 
 def matrix_text(matrix_path: str, vendors: list[str] | None, fmt: str,

@@ -9,11 +9,10 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from oota.api.cells import cells_for
 from oota.api.flags import engine_endpoint, folder, registry_ca
-from oota.api.tables import host_row
+from oota.api.tables import HostRow, host_row
 from oota.config.hostsfile import HostsFile, load_hosts
 from oota.config.matrix import Matrix, load_matrix
 from oota.console import Console
@@ -209,7 +208,7 @@ def exit_code_for(ran: Ran) -> int:
 
 
 def hosts(matrix_path: str, vendors: list[str] | None, console: Console,
-          hosts_file: str | None = None) -> list[dict[str, Any]]:
+          hosts_file: str | None = None) -> list[HostRow]:
     """Probe each engine for every selected vendor's hardware, on the host that would run its
     cells (the local engine, or each host of ``hosts_file`` that takes the vendor). No cell is
     built; on an engine of another machine the probe runs in the vendor's base image, which is
@@ -219,7 +218,7 @@ def hosts(matrix_path: str, vendors: list[str] | None, console: Console,
     cells = [select(matrix, plan(matrix, [name]))[:1] or plan(matrix, [name])[:1]
              for name in names]
     firsts = [c[0] for c in cells if c]
-    rows: list[dict[str, Any]] = []
+    rows: list[HostRow] = []
     if hosts_file is None:
         try:
             stations = [Station("", DockerEngine(), cache=matrix.root / ".oota-cache")]
