@@ -9,16 +9,11 @@ through ``oota`` (oota/cli.py) a command line that cannot be parsed is exit 2 as
 
 from __future__ import annotations
 
-import functools
-import logging
 import os
 import subprocess
 import sys
-import tempfile
-import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import ParamSpec
 
 from invoke.context import Context
 from invoke.exceptions import Exit
@@ -26,15 +21,8 @@ from invoke.tasks import Task
 
 from oota import api
 from oota.console import Console
-from oota.errors import (
-    EXIT_ENVIRONMENT,
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    OotaError,
-)
-from oota.execute.interrupts import signal_name, signals_as_interrupts
-from oota.files import write_atomic
-from oota.net import redact_text
+from oota.errors import EXIT_FAILED
+from oota.exits import errors_to_exit
 from oota.supply.signing import PrivateKey
 
 HELP_MATRIX = "matrix file (default: matrix.yaml)"
@@ -44,58 +32,7 @@ HELP_HISTORY = ("where runs are kept: a database URL (sqlite:///file, postgresql
 # Where the traceback of an unexpected error goes, so the user sees one line, not a traceback.
 ERROR_LOG = Path(__file__).resolve().parent / ".oota-cache" / "last-error.log"
 
-P = ParamSpec("P")
 TaskBody = Callable[..., None]
-
-
-def _errors_to_exit(fn: Callable[P, None]) -> Callable[P, None]:
-    """The one place errors become exit codes, and where SIGINT and SIGTERM become the same
-    interruption (exit 130) for the whole task (oota/execute/interrupts.py)."""
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
-        if os.environ.get("OOTA_DEBUG"):
-            logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
-        try:
-            with signals_as_interrupts():
-                return fn(*args, **kwargs)
-        except Exit:  # a task's own exit code (a failed cell, a stale file)
-            raise
-        except OotaError as exc:
-            raise Exit(redact_text(f"error: {exc}"), code=exc.exit_code) from None
-        except KeyboardInterrupt as exc:
-            raise Exit(f"interrupted ({signal_name(exc)})", code=EXIT_INTERRUPTED) from None
-        except BrokenPipeError:  # `invoke matrix | head`: the reader left; no traceback
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            raise Exit(code=0) from None
-        except OSError as exc:  # the system refused (a full disk, a permission): not a bug
-            raise _unexpected(exc, f"{exc.filename}: {exc.strerror}" if exc.filename
-                              else str(exc), EXIT_ENVIRONMENT) from None
-        except Exception as exc:  # a bug: one line for the user, the traceback for the report
-            raise _unexpected(exc, f"internal error: {type(exc).__name__}: {exc}",
-                              EXIT_FAILED, report=True) from None
-    return wrapper
-
-
-def _unexpected(exc: BaseException, what: str, code: int, *, report: bool = False) -> Exit:
-    """An Exit with one line saying ``what`` and where the traceback was saved."""
-    details = _save_traceback(exc)
-    if os.environ.get("OOTA_DEBUG"):
-        traceback.print_exception(exc)
-    line = (what.splitlines() or [type(exc).__name__])[0]
-    return Exit(redact_text(f"error: {line} (details: {details})"
-                            + ("; please report it" if report else "")), code=code)
-
-
-def _save_traceback(exc: BaseException) -> str:
-    text = redact_text(f"oota {' '.join(sys.argv[1:])}\n"
-                       + "".join(traceback.format_exception(exc)))
-    for path in (ERROR_LOG, Path(tempfile.gettempdir()) / "oota-last-error.log"):
-        try:
-            write_atomic(path, text)
-        except OSError:
-            continue
-        return os.path.relpath(path) if path.is_relative_to(Path.cwd()) else str(path)
-    return "not saved: no writable place"
 
 
 def task(*, help: dict[str, str], iterable: tuple[str, ...] = ()
@@ -103,7 +40,7 @@ def task(*, help: dict[str, str], iterable: tuple[str, ...] = ()
     """invoke's ``@task`` with a type (invoke's own decorator returns a bare Callable, which
     mypy cannot check), the body wrapped in our mapping of errors to exit codes."""
     def make(body: TaskBody) -> Task[TaskBody]:
-        return Task(_errors_to_exit(body), help=help, iterable=iterable)
+        return Task(errors_to_exit(body, ERROR_LOG), help=help, iterable=iterable)
     return make
 
 
@@ -323,7 +260,7 @@ def hosts(c: Context, vendor: list[str] | None = None, matrix: str = "matrix.yam
     print(api.format_hosts(rows, fmt))
     code = api.hosts_exit_code(rows)
     if code:
-        silent = sorted({row["host"] for row in rows if not row["answered"]})
+        silent = sorted({row.host for row in rows if not row.answered})
         raise Exit(f"error: {', '.join(silent)}: did not answer (see above)", code=code)
 
 

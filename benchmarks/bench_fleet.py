@@ -49,7 +49,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from oota.config.matrix import load_matrix  # noqa: E402 - the repository root is on the path now
-from oota.execute.build import stage_context  # noqa: E402
+from oota.execute.context import stage_context  # noqa: E402
 from oota.execute.sources import resolve_sources  # noqa: E402
 from oota.plan import plan, select  # noqa: E402
 from oota.render import context_files, render_cell  # noqa: E402

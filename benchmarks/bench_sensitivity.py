@@ -34,6 +34,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "verify"))
 
+import oota_cases  # noqa: E402 - the suite's modules, in verify/
+import oota_indices  # noqa: E402 - the suite's modules, in verify/
 import oota_judge  # noqa: E402 - the suite's modules, in verify/
 
 GRID = [10 ** (exp / 4) for exp in range(-32, 1)]  # 1e-8 .. 1, four steps a decade
@@ -56,8 +58,8 @@ def _map_floats(tree: Any, change: Callable[[Any], Any], skip: set[int], counter
 
 
 def _index_leaf(case: dict[str, Any]) -> int | None:
-    spec = oota_judge.INDEX_OUTPUTS.get(case["op"])
-    if spec is None or spec.leaf >= len(oota_judge.leaves(case["cpu"])):
+    spec = oota_indices.INDEX_OUTPUTS.get(case["op"])
+    if spec is None or spec.leaf >= len(oota_cases.leaves(case["cpu"])):
         return None
     return spec.leaf
 
@@ -93,7 +95,7 @@ def nothing_to_scale(case: dict[str, Any]) -> bool:
     """Whether no floating output has a finite, non-zero element (scaling changes nothing)."""
     import torch
 
-    floats = [leaf.to_dense() for leaf in oota_judge.leaves(case["device"])
+    floats = [leaf.to_dense() for leaf in oota_cases.leaves(case["device"])
               if isinstance(leaf, torch.Tensor) and leaf.is_floating_point()]
     return all(not bool((torch.isfinite(f) & (f != 0)).any()) for f in floats)
 
@@ -106,19 +108,19 @@ def flipped(case: dict[str, Any]) -> dict[str, Any] | None:
     position = _index_leaf(case)
     if position is None or not isinstance(case["input"], torch.Tensor):
         return None
-    leaves = oota_judge.leaves(case["device"])
+    leaves = oota_cases.leaves(case["device"])
     index = leaves[position].clone()
     flat_input = case["input"].reshape(-1)
     if index.numel() == 0 or flat_input.numel() < 2:
         return None
-    spec = oota_judge.INDEX_OUTPUTS[case["op"]]
-    want = oota_judge.selected(case["input"], index, spec, case["args"], case["kwargs"])
+    spec = oota_indices.INDEX_OUTPUTS[case["op"]]
+    want = oota_indices.selected(case["input"], index, spec, case["args"], case["kwargs"])
     flat_index, flat_want = index.reshape(-1), want.reshape(-1)
     size = case["input"].shape[_dim(case, spec)] if case["input"].dim() else 1
     for candidate in range(size):
         trial = flat_index.clone()
         trial[0] = candidate
-        got = oota_judge.selected(case["input"], trial.reshape(index.shape), spec,
+        got = oota_indices.selected(case["input"], trial.reshape(index.shape), spec,
                                   case["args"], case["kwargs"]).reshape(-1)
         if not torch.equal(got[0:1], flat_want[0:1]):
             new = list(leaves)
@@ -127,8 +129,8 @@ def flipped(case: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _dim(case: dict[str, Any], spec: oota_judge.IndexOutput) -> int:
-    dim = oota_judge._argument(case["args"], case["kwargs"], spec.dim, "dim", spec.default)
+def _dim(case: dict[str, Any], spec: oota_indices.IndexOutput) -> int:
+    dim = oota_indices.argument_of(case["args"], case["kwargs"], spec.dim, "dim", spec.default)
     return -1 if dim is None else int(dim)
 
 
@@ -143,7 +145,7 @@ def with_nan(case: dict[str, Any]) -> dict[str, Any] | None:
     """The case with one element NaN where the CPU's result is finite (None: nowhere)."""
     import torch
 
-    device, cpu = oota_judge.leaves(case["device"]), oota_judge.leaves(case["cpu"])
+    device, cpu = oota_cases.leaves(case["device"]), oota_cases.leaves(case["cpu"])
     for position, (got, want) in enumerate(zip(device, cpu, strict=True)):
         if position == _index_leaf(case) or not isinstance(got, torch.Tensor) or \
                 not got.is_floating_point() or got.layout != torch.strided:
@@ -163,7 +165,7 @@ def measure(paths: list[Path]) -> dict[str, dict[str, Any]]:
         "cases": 0, "thresholds": [], "zero": 0, "uncaught": [], "index": [0, 0],
         "nan": [0, 0]})
     for path in paths:
-        data = oota_judge.load(path)
+        data = oota_cases.load(path)
         settings = (data.get("recorded") or {}).get("settings") or {}
         for case in data["cases"]:
             if oota_judge.judge(case, "", settings).status != "passed":

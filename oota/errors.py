@@ -59,8 +59,9 @@ class StepFailed(OotaError):
     """A build or verify step failed; carries the evidence a user needs."""
 
     def __init__(self, message: str, *, command: list[str] | None = None,
-                 exit_code: int | None = None, log_tail: str = ""):
+                 returncode: int | None = None, log_tail: str = ""):
+        # The command's exit status; ``exit_code`` is oota's own (OotaError), for the task.
         self.command = command or []
-        self.returncode = exit_code
+        self.returncode = returncode
         self.log_tail = log_tail
         super().__init__(message)

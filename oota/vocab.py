@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from typing import Final, Literal
 
 Status = Literal["passed", "failed", "error", "skipped", "unsupported-here", "interrupted"]
+# A status, or "" where there is none: nothing ran (an empty table entry, a cell not in a run).
+MaybeStatus = Literal[Status, ""]
 
 # Every status, worst first: the status of a layer, a cell or a run is the first of these that
 # any of its parts has. 'interrupted' (the run was stopped by a signal) and 'error' (oota or the
@@ -24,10 +26,13 @@ STATUSES: Final[frozenset[str]] = frozenset(STATUS_ORDER)
 # Statuses that make a run's exit code 1 (README: exit codes).
 BAD: Final[frozenset[str]] = frozenset({"interrupted", "error", "failed"})
 
-# The in-image suite's layers, in report order (verify/oota_suite.py, oota-verify). 'workload'
-# (training stability, latency, throughput) runs only for vendors that ask for it.
+# The layer whose tests record workload figures (training stability, latency, throughput; run
+# only for vendors that ask for it): the one definition of a workload metric's layer, read by
+# the history (trends, regression verdicts) and by the report (a row per model).
+WORKLOAD_LAYER: Final = "workload"
+# The in-image suite's layers, in report order (verify/oota_suite.py, oota-verify).
 LAYERS: Final[tuple[str, ...]] = (
-    "install", "compat", "device", "ops", "models", "workload", "vendor", "skips")
+    "install", "compat", "device", "ops", "models", WORKLOAD_LAYER, "vendor", "skips")
 
 # How the suite words a skip caused by the host check (no hardware here), so that oota can
 # give it its own status instead of 'skipped'.
@@ -62,7 +67,7 @@ def layer_counts(tests: Iterable[tuple[str, str]]) -> dict[str, dict[str, int]]:
     return dict(sorted(counts.items(), key=lambda item: order.get(item[0], len(order))))
 
 
-def worst(statuses: Iterable[str]) -> str:
+def worst(statuses: Iterable[MaybeStatus]) -> MaybeStatus:
     """The status that wins among ``statuses`` (``""`` when there are none)."""
     present = set(statuses)
     return next((status for status in STATUS_ORDER if status in present), "")

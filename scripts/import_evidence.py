@@ -24,6 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "verify"))
 
+import oota_cases  # noqa: E402 - the suite's modules, beside it in verify/
 import oota_judge  # noqa: E402 - the suite's modules, beside it in verify/
 import oota_opinfo  # noqa: E402
 import oota_rules  # noqa: E402
@@ -59,12 +60,12 @@ def convert(source: dict[str, Any], device_type: str, verify: dict[str, Any],
             print(f"import_evidence: {old['op']} is not in this torch's op_db; left out",
                   file=sys.stderr)
             continue
-        case = oota_judge.make_case(
+        case = oota_cases.make_case(
             op=old["op"], dtype=old["dtype"], sample=int(old["sample"]), input_=old["input"],
             args=old["args"], kwargs=old["kwargs"], cpu=old["cpu_out"],
             device=old["device_out"], reference=old["fp64_ref"],
             rule=rule_for(op, old["dtype"], device_type, verify), device_type=device_type)
-        case = oota_judge.shrink(case)
+        case = oota_cases.shrink(case)
         case["verdict"] = oota_judge.judge(case, device_type, settings).to_json()
         cases.append(case)
     return cases
@@ -86,12 +87,12 @@ def main() -> int:
     settings = {"cudnn_allow_tf32": args.tf32 in ("cudnn", "all"),
                 "matmul_allow_tf32": args.tf32 == "all"}
     cases = convert(source, args.device_type, _vendor_verify(args.vendor), settings)
-    data = oota_judge.recording(
+    data = oota_cases.recording(
         cases, device=str(source.get("device", "")), device_type=args.device_type,
         torch=str(source.get("torch", "")), cell="", settings=settings, note=args.note,
         by=f"scripts/import_evidence.py (PyTorch's decisions from torch {torch.__version__}'s "
            "op_db)")
-    oota_judge.save(args.dest, data)
+    oota_cases.save(args.dest, data)
     print(f"{args.dest}: {len(cases)} cases", file=sys.stderr)
     return 0
 

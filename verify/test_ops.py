@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import oota_cases
 import oota_judge
 import oota_opinfo
 import oota_ops
@@ -147,11 +148,11 @@ class _Recording:
         if not folder or not self.cases:
             return
         cell = read_cell()
-        data = oota_judge.recording(
+        data = oota_cases.recording(
             self.cases, device=self.device, device_type=str(cell.get("device") or ""),
             torch=torch.__version__, cell=str(cell.get("id") or ""), settings=self.settings,
             note="", by="oota-verify's ops layer")
-        oota_judge.save(Path(folder) / oota_judge.CASES_FILE, data)
+        oota_cases.save(Path(folder) / oota_cases.CASES_FILE, data)
 
 
 RECORDING = _Recording()
@@ -272,21 +273,21 @@ def _judge_samples(op: Any, name: str, dtype_name: str, device: Any, rule: oota_
         except Exception as exc:  # noqa: BLE001 - the device's failure is the finding
             return _Judged(_device_failure(exc, samples, ran, index))
         wide = rule.kind == oota_rules.FLOAT64 and not oota_judge.identical(
-            oota_judge.plain(got, copy=False), oota_judge.plain(want, copy=False))
+            oota_cases.plain(got, copy=False), oota_cases.plain(want, copy=False))
         reference = _reference(op, cpu_sample) if wide else None
-        case = oota_judge.make_case(
+        case = oota_cases.make_case(
             op=name, dtype=dtype_name, sample=index, input_=cpu_sample.input,
             args=cpu_sample.args, kwargs=cpu_sample.kwargs, cpu=want, device=got,
             reference=reference, rule=rule, device_type=device.type, copy=False)
         verdict = oota_judge.judge(case, device.type, RECORDING.settings)
         if verdict.status == "failed":
             return _Judged(oota_ops.Outcome(samples=samples, ran=ran, failure=verdict.message),
-                           oota_judge.finish(case, verdict), _calls(op, sample))
+                           oota_cases.finish(case, verdict), _calls(op, sample))
         ratio = verdict.ratio or 0.0
         worst = max(worst, ratio)
         if keep_passing and ratio > kept_ratio and \
-                oota_judge.case_elements(case) <= PASSING_CASE_ELEMENTS:
-            kept, kept_ratio = oota_judge.finish(case, verdict), ratio
+                oota_cases.case_elements(case) <= PASSING_CASE_ELEMENTS:
+            kept, kept_ratio = oota_cases.finish(case, verdict), ratio
     return _Judged(oota_ops.Outcome(samples=samples, ran=ran, cpu_errors=cpu_errors,
                                     rule=rule.describe(), worst=worst), kept)
 
@@ -345,7 +346,7 @@ def _check(op_name: str, op_dtype: str, device: Any, device_module: Any,
     else:
         RECORDING.start(device, device_module)
         rule = _rule(op, op_name, op_dtype, device)
-        keep = oota_judge.keep_passing(op_name, op_dtype, _record_every())
+        keep = oota_cases.keep_passing(op_name, op_dtype, _record_every())
         judged = _judge_samples(op, op_name, op_dtype, device, rule, keep)
     outcome = judged.outcome
     status, message = oota_ops.verdict(outcome, op=op_name, dtype=op_dtype, device=device.type,

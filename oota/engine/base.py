@@ -1,8 +1,9 @@
 """The engine door's vocabulary: the requests the pipeline makes of a container engine, the
 answers it gets, and the :class:`Engine` Protocol. Pure data; nothing here talks to Docker.
 
-:mod:`oota.engine.docker` is the real engine (the only importer of the Docker SDK and the only
-place that runs the docker CLI); unit tests fake :class:`Engine`.
+:mod:`oota.engine.docker` is the real engine; with its helpers in this package (``cli``,
+``streaming``, ``credentials``, ``archives``, ``restamp``) it is the only importer of the Docker
+SDK and the only runner of the docker CLI. Unit tests fake :class:`Engine`.
 """
 
 from __future__ import annotations

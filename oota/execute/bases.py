@@ -131,5 +131,5 @@ def _debootstrap_and_import(engine: Engine, spec: OsSpec, tag: str, workdir: Pat
         if proc.returncode != 0:
             tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-20:])
             raise StepFailed(f"debootstrap {spec.bootstrap.suite} failed", command=argv,
-                             exit_code=proc.returncode, log_tail=tail)
+                             returncode=proc.returncode, log_tail=tail)
         engine.import_rootfs(rootfs, tag, _bootstrap_labels(spec))

@@ -9,19 +9,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import os
 import re
-import shutil
-import subprocess
 import tempfile
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
-from oota import __version__, reproducible
 from oota.config.matrix import Matrix
 from oota.console import Console
 from oota.engine.base import SEALED_FROM_LABEL, BuildRequest, Engine, StepEvent
@@ -29,9 +25,11 @@ from oota.errors import InputError, OotaError, StepFailed
 from oota.execute import samebytes
 from oota.execute.bases import Base
 from oota.execute.buildinfo import BuildRecords, requirements_of
+from oota.execute.context import build_request, cell_inputs
 from oota.execute.interrupts import Interrupted, deferred, signal_name
 from oota.execute.leftovers import context_root
-from oota.execute.sources import PipSources, fill_wheelhouse, resolve_sources
+from oota.execute.samebytes import host_identity, same_verification
+from oota.execute.sources import PipSources, resolve_sources
 from oota.execute.verify import (
     EXPECTED_IN_IMAGE,
     ExpectedResults,
@@ -41,31 +39,16 @@ from oota.execute.verify import (
     verify_image,
 )
 from oota.lockfile import lock_path, lock_status
-from oota.net import find_ca_bundle, netrc_for, without_credentials_text
 from oota.plan import Cell
-from oota.render import VOCAB_FILE, context_files, fingerprint, render_cell
 from oota.results.assemble import assemble, cell_ref, now
-from oota.results.model import (
-    BaseImage,
-    Host,
-    Image,
-    Installed,
-    JSONObject,
-    Result,
-    ResultFormatError,
-    Sealed,
-    Skips,
-    Sources,
-    Stage,
-    TestOutcome,
-    json_object,
-)
+from oota.results.jsonfields import JSONObject, ResultFormatError, json_object
+from oota.results.model import BaseImage, Host, Image, Result, Sealed, Skips, Stage, TestOutcome
+from oota.results.software import Installed, Sources
 from oota.results.store import load, save
 from oota.supply import runflags
-from oota.vocab import BAD, Status, budget_blind, unrun_by_id
+from oota.vocab import BAD, Status
 
 log = logging.getLogger("oota.build")
-VENDOR_DATA = "vendor/vendor.yaml"   # the vendor's data file, as the build context names it
 _MOUNT_FLAG = re.compile(r"--mount=\S+\s*")
 
 
@@ -93,81 +76,71 @@ class BuildOptions:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class SourceStamp:
-    """Where an image's inputs come from, for its OCI labels: the last commit that changed
-    them (with ``-dirty`` when they have uncommitted changes) and that commit's time, never the
-    clock's, so that a rebuild of unchanged inputs makes the same image. ``SOURCE_DATE_EPOCH``
-    (the reproducible-builds convention) overrides the time; without git and without it, the
-    image has no creation time."""
+class Built:
+    """What the build stage found out: where the packages come from and the base image (None
+    until found; an up-to-date image's are those recorded when it was built)."""
 
-    revision: str = ""
-    created: str = ""
-    epoch: int | None = None   # ``created`` in seconds
-
-    def labels(self) -> dict[str, str]:
-        stamped = {"org.opencontainers.image.revision": self.revision}
-        if self.created:
-            stamped["org.opencontainers.image.created"] = self.created
-        return stamped
+    sources: Sources | None = None
+    base: BaseImage | None = None
 
 
-def source_stamp(root: Path, inputs: list[Path]) -> SourceStamp:
-    """The :class:`SourceStamp` of ``inputs`` (files or folders) in the git checkout ``root``;
-    inputs outside ``root`` are not git's to date."""
-    specs = [p.relative_to(root).as_posix() for p in inputs if p.is_relative_to(root)]
-    last = _git(root, ["log", "-1", "--format=%H %ct", "--", *specs]).split()
-    revision, epoch = (last[0], last[1]) if len(last) == 2 else ("", "")
-    if revision and _git(root, ["status", "--porcelain", "--", *specs]):
-        revision += "-dirty"
-    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip() or epoch
-    created = ""
-    if epoch.isdigit() and len(epoch) < 12:  # beyond the year 5000: not a time a stamp holds
-        created = dt.datetime.fromtimestamp(int(epoch), dt.timezone.utc).isoformat()
-    return SourceStamp(revision=revision, created=created,
-                       epoch=int(epoch) if epoch.isdigit() else None)
+@dataclass(frozen=True, kw_only=True, slots=True)
+class BuildPlan:
+    """What a build takes: its base image and the package sources pip is pointed at."""
+
+    base: Base
+    sources: PipSources
 
 
-def _git(root: Path, args: list[str]) -> str:
-    try:
-        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
-                              timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return proc.stdout.strip() if proc.returncode == 0 else ""
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Verified:
+    """What the verify stage found, or took from an earlier verification that holds."""
+
+    image: Image
+    tests: tuple[TestOutcome, ...] = ()
+    installed: Installed | None = None
+    skips: Skips | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Holding:
+    """The previous result whose verification holds for this run (None: verify again), and,
+    when the image here is not the one it verified, what differs (for the verify stage)."""
+
+    previous: Result | None = None
+    differs: JSONObject = field(default_factory=dict)
+
+
+@dataclass(kw_only=True, slots=True)
+class _Detail:
+    """The detail a stage's steps give its record (None: none)."""
+
+    value: JSONObject | None = None
 
 
 class CellRun:
-    """Builds and verifies one cell, recording every stage into its result."""
+    """Builds and verifies one cell: a pipeline of stages, each returning what it found (a
+    :class:`Built`, a :class:`Verified`) and recorded as a :class:`Stage`, then the result
+    assembled from them."""
 
     def __init__(self, matrix: Matrix, cell: Cell, engine: Engine, console: Console,
                  options: BuildOptions, base_for: Callable[[Cell], Base], host: Host,
-                 *, unsupported: str = "", stopping: Callable[[], str] = lambda: ""):
+                 *, unsupported: str = "", stopping: Callable[[], str] = lambda: "",
+                 elsewhere: samebytes.Elsewhere = lambda _: None):
         self.matrix, self.cell, self.engine = matrix, cell, engine
         self.console, self.options, self.base_for, self.host = console, options, base_for, host
         self.unsupported = unsupported   # why this host cannot run the device tests ('' if it can)
         # The signal that is stopping a parallel run ('' while none is): a stage that fails
         # then failed because the run stopped it, and is recorded as interrupted.
         self.stopping = stopping
+        # Another Engine of the run by its identity (for the files of a layer that differs).
+        self.elsewhere = elsewhere
         self.lost = ""   # why the engine stopped answering during this cell ('' if it did not)
         self.folder = options.results_dir / cell.id
-        # What the result is assembled from (_save), filled in by the stages as they run.
-        self.stages: dict[str, Stage] = {}
-        self.tests: tuple[TestOutcome, ...] = ()
-        self.image = Image(tag=options.tag_for(cell))
-        self.base: BaseImage | None = None
-        self.installed: Installed | None = None
-        self.sources: Sources | None = None
-        self.skips: Skips | None = None
         # The vendor's run.pass_env switches set for this run (a fault injected, an operator
         # slowed): recorded with the verification, passed or failed, for the history's blame.
         self.env = passed_env(cell.vendor)
-        # Another Engine of the run by its identity (for the files of a layer that differs).
-        self.elsewhere: samebytes.Elsewhere = lambda _: None
-        self.differs: JSONObject = {}
-        self.rendered = render_cell(matrix, cell)
-        self.files = context_files(matrix, self.rendered)
-        self.fingerprint = fingerprint(self.files)
-        self.tag = options.tag_for(cell)
+        self.inputs = cell_inputs(matrix, cell, options.tag_for(cell))
 
     def run(self, *, build: bool) -> Result:
         """Build (optionally) and verify the cell, and save its result. SIGINT or SIGTERM
@@ -177,73 +150,89 @@ class CellRun:
         started = now()
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "build.log").unlink(missing_ok=True)
+        stages: dict[str, Stage] = {}
+        built, verified = Built(), Verified(image=Image(tag=self.inputs.tag))
+        holding = Holding()
         stage, since = "", dt.datetime.now()
         try:
             if build:
                 stage, since = "build", dt.datetime.now()
-                self._stage("build", self._build)
+                with self._stage("build", stages) as detail:
+                    self._check_lock()
+                    kept = self._up_to_date()
+                    if kept is not None:
+                        built, detail.value = kept
+                    else:
+                        built, plan = self._build_plan()
+                        detail.value = self._build_image(plan, built)
             # A build that failed or ended in error left no image of today's inputs: verifying
             # whatever image the tag still names would judge other inputs.
-            if self.options.verify and not self._ended_badly("build") and not self.lost:
-                previous = self._verification_that_holds() if build else None
-                if previous is not None:
-                    self._reuse(previous)
+            if self.options.verify and not _ended_badly(stages.get("build")) and not self.lost:
+                holding = self._verification_that_holds(stages.get("build")) if build \
+                    else Holding()
+                if holding.previous is not None:
+                    stages["verify"], verified = self._reuse(holding.previous)
                 else:
                     (self.folder / "verify.log").unlink(missing_ok=True)
                     stage, since = "verify", dt.datetime.now()
-                    self._stage("verify", self._verify)
+                    with self._stage("verify", stages, holding.differs):
+                        verified, failure = self._verify()
+                        if failure is not None:
+                            raise failure
+                        if not self.options.layers:  # only a whole run is the expected result
+                            verified = self._seal(verified)
         except KeyboardInterrupt as exc:
             with deferred():  # a second Ctrl-C must not cut the clean-up or the result short
-                self._interrupted(stage or "start", since, signal_name(exc))
-                self._save(started)
+                stages[stage or "start"] = self._interrupted(
+                    stage or "start", since, signal_name(exc), holding.differs)
+                self._save(started, stages, built, verified)
             raise
         with deferred():
-            return self._save(started)
+            return self._save(started, stages, built, verified)
 
-    def _interrupted(self, stage: str, since: dt.datetime, signal: str) -> None:
-        """Record ``stage`` as interrupted and remove the run's containers at once (a verify
-        container would otherwise go on running the suite)."""
-        self._record(stage, since, "interrupted", f"interrupted by {signal} during {stage}", None)
+    def _interrupted(self, stage: str, since: dt.datetime, signal: str,
+                     differs: JSONObject) -> Stage:
+        """The record of ``stage``, interrupted; the run's containers are removed at once (a
+        verify container would otherwise go on running the suite)."""
+        record = self._record(stage, since, "interrupted",
+                              f"interrupted by {signal} during {stage}", None, differs)
         try:
             self.engine.cleanup(self.options.run_id, images=False)
         except Exception as exc:  # noqa: BLE001 - the result must still be written
             self.console.warn(f"{self.cell.id}: could not remove the run's containers: {exc}")
-
-    def _ended_badly(self, name: str) -> bool:
-        stage = self.stages.get(name)
-        return stage is not None and stage.status != "passed"
+        return record
 
     # -- a verification that still holds ---------------------------------------------------
-    def _verification_that_holds(self) -> Result | None:
+    def _verification_that_holds(self, build: Stage | None) -> Holding:
         """The previous result of this cell, when its verification holds for this run: the
         image was built from the same inputs (verify/ included) and is the very build output
         that result verified and sealed, on this Engine or another
         (:mod:`oota.execute.samebytes`), the run verifies every layer with the same pass_env
         switches set, the host is the same kind of host (Docker, kernel, runtimes, the vendor
         check), and that result did not fail. ``--reverify`` runs the suite again."""
-        build = self.stages.get("build")
         if self.options.reverify or self.options.layers or build is None:
-            return None
+            return Holding()
         try:
             previous = load(self.folder / "result.json")
         except (ResultFormatError, OSError):
-            return None
+            return Holding()
         if (previous.status in BAD or previous.pass_env() != self.env
-                or previous.cell.fingerprint != self.fingerprint
+                or previous.cell.fingerprint != self.inputs.fingerprint
                 or host_identity(previous.host) != host_identity(self.host)):
-            return None
-        found = samebytes.compare(self.engine, self.tag, previous, self.elsewhere)
+            return Holding()
+        found = samebytes.compare(self.engine, self.inputs.tag, previous, self.elsewhere)
         if found.why:
             self.console.warn(f"{self.cell.id}: {found.why}; verifying it here")
-            self.differs = found.detail
-        return previous if found.same else None
+        return Holding(previous=previous if found.same else None,
+                       differs=found.detail if found.why else {})
 
-    def _reuse(self, previous: Result) -> None:
-        """Take ``previous``'s verification as this run's, saying from when. An image that
-        does not carry it yet (the same bytes, verified on another Engine) is sealed with it."""
-        self.tests, self.installed, self.skips = previous.tests, previous.installed, previous.skips
-        if previous.image is not None:
-            self.image = replace(previous.image, base=None)
+    def _reuse(self, previous: Result) -> tuple[Stage, Verified]:
+        """``previous``'s verification as this run's, saying from when. An image that does not
+        carry it yet (the same bytes, verified on another Engine) is sealed with it."""
+        verified = Verified(image=replace(previous.image, base=None) if previous.image
+                            else Image(tag=self.inputs.tag),
+                            tests=previous.tests, installed=previous.installed,
+                            skips=previous.skips)
         verify = previous.stages.get("verify")
         sealed = previous.image.sealed if previous.image else None
         at = sealed.at if sealed and sealed.at else previous.finished_at
@@ -251,24 +240,30 @@ class CellRun:
         earlier = verify.detail.get("reused") if verify else None
         run_id = str(earlier.get("run_id") or "") if isinstance(earlier, dict) else ""
         run_id = run_id or previous.run_id or self.options.run_id
-        if sealed is not None and sealed.id != self.engine.image_id(self.tag):
-            self._seal(run_id, at, previous.host)
+        if sealed is not None and sealed.id != self.engine.image_id(self.inputs.tag):
+            verified = self._seal(verified, run_id, at, previous.host)
         reused: JSONObject = {"run_id": run_id, "verified_at": at}
-        self.stages["verify"] = Stage(
+        record = Stage(
             status=verify.status if verify else "passed", duration_s=0.0,
             message=f"the verification of {at} (run {run_id}) holds: same image, "
                     "suite and host; --reverify runs it again",
             detail={"reused": reused, **self._env_detail()}, log=verify.log if verify else None)
         self.console.line("cached", f"{self.cell.id}: verify: the verification of {at} holds "
                           "(same image, suite and host; --reverify runs it again)")
+        return record, verified
 
-    def _stage(self, name: str, body: Callable[[], JSONObject | None]) -> None:
-        """Run one stage and record it; an interrupt goes on up to :meth:`run`, which records it."""
+    @contextmanager
+    def _stage(self, name: str, stages: dict[str, Stage],
+               differs: JSONObject | None = None) -> Iterator[_Detail]:
+        """Run one stage's steps (the ``with`` body) and record it in ``stages``; what its
+        steps returned before one failed stands. An interrupt goes on up to :meth:`run`, which
+        records it."""
         t0 = dt.datetime.now()
         status: Status = "passed"
-        message, detail, tail = "", None, ""
+        message, tail = "", ""
+        detail = _Detail()
         try:
-            detail = body()
+            yield detail
         except StepFailed as exc:
             status, message, tail = "failed", str(exc), exc.log_tail
         except OotaError as exc:
@@ -283,7 +278,7 @@ class CellRun:
             status, message = "error", self.lost
         elif tail:
             self.console.block(tail)
-        self._record(name, t0, status, message, detail)
+        stages[name] = self._record(name, t0, status, message, detail.value, differs or {})
 
     def _stopped_or_lost(self, stage: str, message: str) -> bool:
         """After a stage failed: was it because the run is stopping (then the interruption goes
@@ -302,15 +297,17 @@ class CellRun:
         return bool(self.lost)
 
     def _record(self, name: str, t0: dt.datetime, status: Status, message: str,
-                detail: JSONObject | None) -> None:
+                detail: JSONObject | None, differs: JSONObject | None = None) -> Stage:
+        """The record of stage ``name`` (the verify stage's with the run's pass_env switches
+        and, when the image is not the one verified before, what differs); said on the
+        console."""
         log_name = f"{name}.log"
         if name == "verify":
-            differs: JSONObject = {"not_the_verified_image": self.differs} if self.differs else {}
-            detail = {**(detail or {}), **self._env_detail(), **differs}
+            different: JSONObject = {"not_the_verified_image": differs} if differs else {}
+            detail = {**(detail or {}), **self._env_detail(), **different}
         stage = Stage(status=status, message=message, detail=detail or {},
                       duration_s=round((dt.datetime.now() - t0).total_seconds(), 3),
                       log=log_name if (self.folder / log_name).exists() else None)
-        self.stages[name] = stage
         kind = {"passed": "ok", "failed": "fail", "error": "fail",
                 "interrupted": "fail"}.get(status, "skip")
         text = f"{self.cell.id}: {name} {status}"
@@ -319,22 +316,33 @@ class CellRun:
         elif message and status != "passed":
             text += f": {message.splitlines()[0]}"
         self.console.line(kind, text, stage.duration_s)
+        return stage
 
     # -- build -------------------------------------------------------------------------------
-    def _build(self) -> JSONObject | None:
+    def _check_lock(self) -> None:
         if lock_status(self.matrix, self.cell) == "stale":
             rel = lock_path(self.matrix, self.cell).relative_to(self.matrix.root)
             raise InputError(f"{rel} is stale (the cell's requirements changed); run `./oota.sh "
                              f"lock --vendor={self.cell.vendor.name} --cell={self.cell.id}` or "
                              "delete it to build unlocked")
-        labels = self.engine.image_labels(self.tag) or {}
-        if labels.get("oota.fingerprint") == self.fingerprint and not self.options.rebuild:
-            self.console.info(f"{self.cell.id}: image {self.tag} is up to date "
-                              f"({self.fingerprint[:19]}); --rebuild forces a build")
-            record = BuildRecords(self.matrix.root, self.cell.id).reused(
-                labels, self.engine.image_id(self.tag), self.folder)
-            self.sources, self.base = record.sources, record.base
-            return {"up_to_date": True, **record.detail}
+
+    def _up_to_date(self) -> tuple[Built, JSONObject] | None:
+        """For an image built from today's inputs (no ``--rebuild``): what it was built from,
+        and the build stage's detail; None when it is to be built."""
+        tag, fingerprint = self.inputs.tag, self.inputs.fingerprint
+        labels = self.engine.image_labels(tag) or {}
+        if labels.get("oota.fingerprint") != fingerprint or self.options.rebuild:
+            return None
+        self.console.info(f"{self.cell.id}: image {tag} is up to date "
+                          f"({fingerprint[:19]}); --rebuild forces a build")
+        record = BuildRecords(self.matrix.root, self.cell.id).reused(
+            labels, self.engine.image_id(tag), self.folder)
+        return Built(sources=record.sources, base=record.base), \
+            {"up_to_date": True, **record.detail}
+
+    def _build_plan(self) -> tuple[Built, BuildPlan]:
+        """The base image and the package sources the build uses, as the result records them
+        and as the build takes them."""
         base = self.base_for(self.cell)
         sources = resolve_sources(vendor_index=self.cell.index_url,
                                   index_url=self.options.index_url,
@@ -342,53 +350,30 @@ class CellRun:
                                   use_host_config=self.options.use_host_pip_config)
         for note in sources.notes:
             self.console.info(f"{self.cell.id}: {note}")
-        self.sources = Sources.from_json(sources.describe())
-        self.base = BaseImage(ref=base.ref, how=base.how, note=base.note)
+        built = Built(sources=Sources.from_json(sources.describe()),
+                      base=BaseImage(ref=base.ref, how=base.how, note=base.note))
+        return built, BuildPlan(base=base, sources=sources)
+
+    def _build_image(self, plan: BuildPlan, built: Built) -> JSONObject:
+        """Build the image; the build stage's detail."""
         # The run's own folder, which its clean-up (or the next run's, after a SIGKILL) removes
         # whole: a context holds the pip configuration, a secret.
         work = context_root(self.matrix.root / ".oota-cache", self.options.run_id)
         work.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=f"{self.cell.id}-", dir=work) as tmp:
-            request = self._request(Path(tmp), sources, base)
-            built = self.engine.build(request, self._on_step)
+            request = self._request(Path(tmp), plan.sources, plan.base)
+            image = self.engine.build(request, self._on_step)
         BuildRecords(self.matrix.root, self.cell.id).keep(
-            built, self.folder / "build.log", run_id=self.options.run_id, sources=self.sources,
-            base=self.base)
-        return {"base": base.ref, "base_how": base.how, "image": built}
+            image, self.folder / "build.log", run_id=self.options.run_id, sources=built.sources,
+            base=built.base)
+        return {"base": plan.base.ref, "base_how": plan.base.how, "image": image}
 
     def _request(self, tmp: Path, sources: PipSources, base: Base) -> BuildRequest:
-        channel = [self.cell.index_url] if self.cell.channel is not None else []
-        context, secrets = stage_context(tmp, self.files, sources, self.options.ca_bundle,
-                                         netrc_urls=channel)
-        # Nothing here may change between two builds of the same inputs (no clock, no run id;
-        # the run id is in the result): a fully cached rebuild then makes the same image.
-        stamp = source_stamp(self.matrix.root, self._inputs())
-        labels = {
-            "oota.fingerprint": self.fingerprint,
-            "oota.version": __version__,
-            **stamp.labels(),
-            "org.opencontainers.image.version": self.cell.id,
-            "org.opencontainers.image.vendor": "oota",
-            "org.opencontainers.image.source": "https://github.com/oota/oota",
-            "org.opencontainers.image.base.name": base.ref,
-            # How to run its suite on a device, for `invoke pull` on a host without our data.
-            runflags.LABEL: runflags.to_label(device_request(self.cell.vendor, self.tag, [])),
-            **dict(self.options.extra_labels),
-        }
-        epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
-        return BuildRequest(context=context, tag=self.tag, labels=labels, secrets=secrets,
-                            build_args={"BASE_IMAGE": base.ref, **(
-                                {"SOURCE_DATE_EPOCH": epoch} if epoch.isdigit() else {})},
-                            log_path=self.folder / "build.log",
-                            timeout_s=self.options.build_timeout_s,
-                            epoch=stamp.epoch or reproducible.epoch(os.environ))
-
-    def _inputs(self) -> list[Path]:
-        """The files and folders the cell's image is made from (its fingerprint's sources, and
-        the templates and matrix its Dockerfile is rendered from)."""
-        vendor = self.cell.vendor.folder
-        return [self.matrix.file, self.matrix.templates_dir, vendor,
-                self.matrix.root / "verify", lock_path(self.matrix, self.cell), VOCAB_FILE]
+        return build_request(self.matrix, self.cell, self.inputs, tmp, sources, base,
+                             ca_bundle=self.options.ca_bundle,
+                             extra_labels=self.options.extra_labels,
+                             log_path=self.folder / "build.log",
+                             timeout_s=self.options.build_timeout_s)
 
     def _on_step(self, event: StepEvent) -> None:
         if event.cached:
@@ -399,52 +384,53 @@ class CellRun:
                           f"{instruction[:90]}", event.seconds)
 
     # -- verify ------------------------------------------------------------------------------
-    def _verify(self) -> JSONObject | None:
-        built_from = (self.engine.image_labels(self.tag) or {}).get("oota.fingerprint")
-        if built_from and built_from != self.fingerprint:
-            self.console.warn(f"{self.cell.id}: {self.tag} was built from other inputs than the "
+    def _verify(self) -> tuple[Verified, StepFailed | None]:
+        """Run the image's suite: what it found, and why the run failed (None: it passed)."""
+        tag = self.inputs.tag
+        built_from = (self.engine.image_labels(tag) or {}).get("oota.fingerprint")
+        if built_from and built_from != self.inputs.fingerprint:
+            self.console.warn(f"{self.cell.id}: {tag} was built from other inputs than the "
                               "current ones (matrix, vendor folder or verify/ changed); "
                               "`./oota.sh build` rebuilds it")
-        outcome = verify_image(self.engine, self.cell, self.tag, self.folder,
+        outcome = verify_image(self.engine, self.cell, tag, self.folder,
                                run_id=self.options.run_id, layers=self.options.layers,
                                timeout_s=self.options.verify_timeout_s,
                                unsupported=self.unsupported)
-        self.tests, self.installed, self.skips = outcome.tests, outcome.installed, outcome.skips
-        self.image = outcome.image
-        if outcome.problem:
-            raise StepFailed(outcome.problem, log_tail=outcome.log_tail)
-        if not self.options.layers:  # only a whole run is the image's expected result
-            self._seal()
-        return None
+        verified = Verified(image=outcome.image, tests=outcome.tests,
+                            installed=outcome.installed, skips=outcome.skips)
+        failure = StepFailed(outcome.problem, log_tail=outcome.log_tail) if outcome.problem \
+            else None
+        return verified, failure
 
     def _env_detail(self) -> JSONObject:
         """The verify stage's record of the run's pass_env switches (none: nothing)."""
         return {"env": dict(self.env)} if self.env else {}
 
-    def _seal(self, run_id: str = "", at: str | None = None, host: Host | None = None) -> None:
-        """Put this verification into the image (/opt/oota/expected.json), so `oota-verify` on
-        a user's host compares its run with it. A failure to seal is noted, not a failed cell.
-        ``at`` and ``host``: of a verification made earlier (on an Engine of the same kind)."""
-        expected = expected_results(self.cell, self.tests, self.installed, host or self.host,
-                                    run_id or self.options.run_id, verified_at=at)
+    def _seal(self, verified: Verified, run_id: str = "", at: str | None = None,
+              host: Host | None = None) -> Verified:
+        """``verified`` with this verification put into the image (/opt/oota/expected.json), so
+        `oota-verify` on a user's host compares its run with it. A failure to seal is noted,
+        not a failed cell. ``at`` and ``host``: of a verification made earlier (on an Engine
+        of the same kind)."""
+        expected = expected_results(self.cell, verified.tests, verified.installed,
+                                    host or self.host, run_id or self.options.run_id,
+                                    verified_at=at)
         # A verification taken from another Engine is sealed exactly as there (its seal, and
         # so the image id, is then the same); a new one keeps an equivalent older seal.
         kept = self._sealed_already(expected, exact=at is not None)
         if kept is not None:
-            self.image = replace(self.image, sealed=kept)
-            return
+            return replace(verified, image=replace(verified.image, sealed=kept))
         try:
             image_id = self.engine.seal(
-                self.tag, {EXPECTED_IN_IMAGE: expected.to_bytes()},
+                self.inputs.tag, {EXPECTED_IN_IMAGE: expected.to_bytes()},
                 {"oota.verified": expected.status, "oota.verified-at": expected.verified_at},
                 run_id=self.options.run_id)
         except Exception as exc:  # noqa: BLE001 - the verification itself stands
             self.console.warn(f"{self.cell.id}: could not put the results into the image: {exc}")
             error = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
-            self.image = replace(self.image, sealed=Sealed(error=error))
-            return
-        self.image = replace(self.image, sealed=Sealed(id=image_id, file=EXPECTED_IN_IMAGE,
-                                                       at=expected.verified_at))
+            return replace(verified, image=replace(verified.image, sealed=Sealed(error=error)))
+        sealed = Sealed(id=image_id, file=EXPECTED_IN_IMAGE, at=expected.verified_at)
+        return replace(verified, image=replace(verified.image, sealed=sealed))
 
     def _sealed_already(self, expected: ExpectedResults, *, exact: bool = False
                         ) -> Sealed | None:
@@ -452,16 +438,16 @@ class CellRun:
         test on the same kind of host; only the time and the run differ): resealing would make
         a new image id for the same software and the same results. ``exact``: only a seal of
         these very bytes."""
-        labels = self.engine.image_labels(self.tag) or {}
-        image_id = self.engine.image_id(self.tag)
+        labels = self.engine.image_labels(self.inputs.tag) or {}
+        image_id = self.engine.image_id(self.inputs.tag)
         if SEALED_FROM_LABEL not in labels or image_id is None:
             return None
         try:
-            carried = self.engine.read_file(self.tag, EXPECTED_IN_IMAGE,
+            carried = self.engine.read_file(self.inputs.tag, EXPECTED_IN_IMAGE,
                                             run_id=self.options.run_id)
             sealed = json.loads(carried)
         except (OSError, ValueError, OotaError) as exc:
-            log.debug("no usable seal in %s: %s", self.tag, exc)
+            log.debug("no usable seal in %s: %s", self.inputs.tag, exc)
             return None
         if not isinstance(sealed, dict) or not same_verification(sealed, expected.document) \
                 or (exact and carried != expected.to_bytes()):
@@ -470,84 +456,24 @@ class CellRun:
                           f"{sealed.get('verified_at')}) match this verification; kept")
         return Sealed(id=image_id, file=EXPECTED_IN_IMAGE, at=str(sealed.get("verified_at")))
 
-    def _save(self, started: str) -> Result:
-        image = replace(self.image, base=self.base) if self.base else self.image
+    def _save(self, started: str, stages: dict[str, Stage], built: Built,
+              verified: Verified) -> Result:
+        image = replace(verified.image, base=built.base) if built.base else verified.image
         # The flags of the image's oota.run-flags label, for the report's `docker run` line.
-        flags = runflags.to_flags(device_request(self.cell.vendor, self.tag, []))
+        flags = runflags.to_flags(device_request(self.cell.vendor, self.inputs.tag, []))
         image = replace(image, run_flags=json_object(flags, "image.run_flags"))
         result = assemble(
             cell=cell_ref(self.cell.coordinates(), id=self.cell.id,
-                          fingerprint=self.fingerprint),
-            stages=self.stages, tests=self.tests, host=self.host, started_at=started,
-            run_id=self.options.run_id, image=image, installed=self.installed,
-            sources=self.sources, skips=self.skips, requested=self.rendered.requirements,
-            requirements=requirements_of(self.matrix, self.cell, self.rendered))
+                          fingerprint=self.inputs.fingerprint),
+            stages=stages, tests=verified.tests, host=self.host, started_at=started,
+            run_id=self.options.run_id, image=image, installed=verified.installed,
+            sources=built.sources, skips=verified.skips,
+            requested=self.inputs.rendered.requirements,
+            requirements=requirements_of(self.matrix, self.cell, self.inputs.rendered))
         save(self.folder, result)
         return result
 
 
-def stage_context(tmp: Path, files: dict[str, Path | bytes], sources: PipSources,
-                  ca_bundle: str | None, *, netrc_urls: list[str] | None = None
-                  ) -> tuple[Path, dict[str, Path]]:
-    """Lay out a cell's build context in ``tmp/context`` and the files a build gets as BuildKit
-    secrets (the pip configuration, the CA bundle, the credentials of ``netrc_urls`` as a
-    netrc file), which never enter a layer."""
-    context = tmp / "context"
-    for name, source in files.items():
-        target = context / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if name == VENDOR_DATA:  # its index_url may carry credentials: pip gets them as secrets
-            text = source.decode() if isinstance(source, bytes) else source.read_text("utf-8")
-            target.write_text(without_credentials_text(text), encoding="utf-8")
-        elif isinstance(source, bytes):
-            target.write_bytes(source)
-        else:
-            shutil.copy2(source, target)
-        # A COPY keeps a file's time: the checkout's would differ from one host to the next.
-        os.utime(target, (reproducible.LAYER_EPOCH, reproducible.LAYER_EPOCH))
-    (context / "vendor" / "verify").mkdir(parents=True, exist_ok=True)
-    wheels = fill_wheelhouse(context / "wheelhouse", sources.wheel_dirs)
-    pipconf = tmp / "pip.conf"
-    pipconf.write_text(sources.pip_conf(with_wheelhouse=bool(wheels)))
-    os.chmod(pipconf, 0o600)
-    secrets = {"pipconf": pipconf}
-    netrc = netrc_for(netrc_urls or [])
-    if netrc:
-        secrets["netrc"] = tmp / "netrc"
-        secrets["netrc"].write_text(netrc)
-        os.chmod(secrets["netrc"], 0o600)
-    ca = find_ca_bundle(ca_bundle)
-    if ca:
-        secrets["ca"] = ca
-    return context, secrets
+def _ended_badly(stage: Stage | None) -> bool:
+    return stage is not None and stage.status != "passed"
 
-
-def same_verification(sealed: dict[str, Any], now: JSONObject) -> bool:
-    """Do two expected-results documents say the same, apart from when and which run? Tests
-    the ops layer's time budget left unrun in either are left out (which operators a budget
-    reaches depends on the host's speed), and so are the counts they change."""
-    unrun = budget_blind(unrun_by_id(_tests(sealed)), unrun_by_id(_tests(now)))
-
-    def kept(doc: dict[str, Any] | JSONObject) -> dict[str, Any]:
-        body = {k: v for k, v in doc.items()
-                if k not in ("verified_at", "run_id", "summary", "tests")}
-        return {**body, "tests": [t for t in _tests(doc) if t.get("id") not in unrun]}
-
-    return kept(sealed) == kept(now)
-
-
-def _tests(doc: dict[str, Any] | JSONObject) -> list[dict[str, Any]]:
-    tests = doc.get("tests")
-    return [t for t in tests if isinstance(t, dict)] if isinstance(tests, list) else []
-
-
-def host_identity(host: Host) -> JSONObject:
-    """What makes two hosts the same kind for a verification: their Docker, kernel,
-    architecture and runtimes, and what the vendor check found (hardware, driver, reasons).
-    Not which Engine: a verification follows the image's bytes to any Engine of the same
-    kind (the vendor check's ``checked_on``, the host it ran on, is left out likewise)."""
-    keys = ("docker_server", "kernel", "arch", "os", "runtimes")
-    check = host.vendor_check.to_json() if host.vendor_check else None
-    if check is not None:
-        check = {k: v for k, v in check.items() if k != "checked_on"}
-    return {**{key: host.text(key) for key in keys}, "vendor_check": check}

@@ -19,7 +19,9 @@ from oota.net import redact
 from oota.plan import Cell
 from oota.render import Rendered
 from oota.results.assemble import now
-from oota.results.model import BaseImage, JSONObject, LockedPin, Requirements, Sources
+from oota.results.jsonfields import JSONObject
+from oota.results.model import BaseImage
+from oota.results.software import LockedPin, Requirements, Sources
 
 NOT_KEPT = ("not kept on this host: the image was built elsewhere, or before oota kept build "
             "logs; --rebuild makes a new one")

@@ -46,7 +46,8 @@ from oota.execute.leftovers import engine_key, owned_run, waiting
 from oota.plan import Cell
 from oota.render import cell_fingerprint
 from oota.results.assemble import assemble, cell_ref, now
-from oota.results.model import Host, Result, ResultFormatError, Stage, VendorCheck, json_object
+from oota.results.jsonfields import ResultFormatError, json_object
+from oota.results.model import Host, Result, Stage, VendorCheck
 from oota.results.store import load, save
 from oota.vocab import BAD
 
@@ -284,8 +285,8 @@ class FleetRun:
         schedule = self._schedule
         assert schedule is not None
         run = CellRun(self.matrix, cell, station.engine, self.console, self.options, base_for,
-                      host, unsupported=unsupported, stopping=lambda: schedule.stopping)
-        run.elsewhere = self._engine_of
+                      host, unsupported=unsupported, stopping=lambda: schedule.stopping,
+                      elsewhere=self._engine_of)
         with self.console.status(cell.id):
             result = run.run(build=self.build)
         return result, run.lost

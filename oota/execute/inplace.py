@@ -30,15 +30,8 @@ from oota.execute.hosts import HostCheck, check_vendor
 from oota.plan import Cell, plan
 from oota.render import cell_manifest, context_files, fingerprint, render_cell
 from oota.results.assemble import SuiteOutput, assemble, cell_ref, now, read_suite_output
-from oota.results.model import (
-    Host,
-    Image,
-    Result,
-    ResultFormatError,
-    Stage,
-    VendorCheck,
-    json_object,
-)
+from oota.results.jsonfields import ResultFormatError, json_object
+from oota.results.model import Host, Image, Result, Stage, VendorCheck
 from oota.results.store import CASES_FILE, keep_recording, save
 
 PROBE = Path(__file__).resolve().parents[2] / "verify" / "oota_probe.py"

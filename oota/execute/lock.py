@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass
 from importlib.metadata import version as dist_version
 from pathlib import Path
+from typing import Literal
 
 from oota.config.matrix import Matrix
 from oota.console import Console
@@ -24,7 +25,7 @@ from oota.engine.base import RUN_LABEL, BuildRequest, Engine, Mount, RunRequest
 from oota.engine.docker import DockerEngine
 from oota.errors import StepFailed
 from oota.execute.bases import ensure_base
-from oota.execute.build import stage_context
+from oota.execute.context import stage_context
 from oota.execute.interrupts import deferred
 from oota.execute.leftovers import context_root, owned_run
 from oota.execute.sources import PipSources, fill_wheelhouse, resolve_sources
@@ -66,11 +67,14 @@ class LockOptions:
     upgrade: bool = False
 
 
+LockStatus = Literal["written", "unchanged", "failed", "unlocked"]
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LockOutcome:
     cell: str
     path: Path
-    status: str                    # "written" | "unchanged" | "failed" | "unlocked"
+    status: LockStatus
     message: str = ""
 
 
@@ -145,7 +149,7 @@ def compile_lock(engine: Engine, cell: Cell, builder: str, options: LockOptions,
     if outcome.exit_code != 0 or not out.is_file():
         why = "timed out" if outcome.timed_out else f"exited with {outcome.exit_code}"
         raise StepFailed(f"pip-compile for {cell.id} in {builder} {why}",
-                         command=["bash", "-c", "<pip-compile>"], exit_code=outcome.exit_code,
+                         command=["bash", "-c", "<pip-compile>"], returncode=outcome.exit_code,
                          log_tail=outcome.output_tail)
     return header(cell) + out.read_text(encoding="utf-8")
 

@@ -38,12 +38,13 @@ from oota.config.matrix import Matrix
 from oota.console import Console
 from oota.engine.base import Engine, RegistryAuth
 from oota.errors import OotaError
+from oota.execute.attach import Attached, Signer, attach
 from oota.plan import Cell
 from oota.render import cell_fingerprint
 from oota.results.assemble import now
-from oota.results.model import Published, Result, ResultFormatError
+from oota.results.jsonfields import ResultFormatError
+from oota.results.model import Published, Result
 from oota.results.store import load, save
-from oota.supply.attach import Attached, Signer, attach
 from oota.supply.registry import Reference
 
 PUBLISHABLE = ("passed", "unsupported-here")

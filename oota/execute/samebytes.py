@@ -3,17 +3,21 @@ bytes that were verified: the same build output (its image id, which the same in
 any Engine, :mod:`oota.reproducible`). When a build of the same cell from the same inputs is
 not the same image, this says which layer differs, and, when the Engine that verified the
 other one is part of the run and still holds it, which files of that layer differ and how.
+Also what makes two hosts the same kind (:func:`host_identity`) and two verifications say the
+same (:func:`same_verification`), for a verification that is kept rather than run again.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from oota.engine.base import Engine
 from oota.reproducible import differences
-from oota.results.model import JSONObject, Result
+from oota.results.jsonfields import JSONObject
+from oota.results.model import Host, Result
+from oota.vocab import budget_blind, unrun_by_id
 
 log = logging.getLogger("oota.samebytes")
 
@@ -97,3 +101,35 @@ def _files(engine: Engine, tag: str, previous: Result, index: int,
         log.debug("layer files: %s", exc)
         return []
     return differences(here, there)
+
+
+def same_verification(sealed: Mapping[str, object], fresh: Mapping[str, object]) -> bool:
+    """Do two expected-results documents (the one an image carries, this run's) say the same,
+    apart from when and which run? Tests the ops layer's time budget left unrun in either are
+    left out (which operators a budget reaches depends on the host's speed), and so are the
+    counts they change."""
+    unrun = budget_blind(unrun_by_id(_tests(sealed)), unrun_by_id(_tests(fresh)))
+
+    def kept(doc: Mapping[str, object]) -> dict[str, object]:
+        body = {k: v for k, v in doc.items()
+                if k not in ("verified_at", "run_id", "summary", "tests")}
+        return {**body, "tests": [t for t in _tests(doc) if t.get("id") not in unrun]}
+
+    return kept(sealed) == kept(fresh)
+
+
+def _tests(doc: Mapping[str, object]) -> list[Mapping[str, object]]:
+    tests = doc.get("tests")
+    return [t for t in tests if isinstance(t, dict)] if isinstance(tests, list) else []
+
+
+def host_identity(host: Host) -> JSONObject:
+    """What makes two hosts the same kind for a verification: their Docker, kernel,
+    architecture and runtimes, and what the vendor check found (hardware, driver, reasons).
+    Not which Engine: a verification follows the image's bytes to any Engine of the same
+    kind (the vendor check's ``checked_on``, the host it ran on, is left out likewise)."""
+    keys = ("docker_server", "kernel", "arch", "os", "runtimes")
+    check = host.vendor_check.to_json() if host.vendor_check else None
+    if check is not None:
+        check = {k: v for k, v in check.items() if k != "checked_on"}
+    return {**{key: host.text(key) for key in keys}, "vendor_check": check}

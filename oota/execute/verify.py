@@ -16,18 +16,11 @@ from oota.config.vendors import Vendor
 from oota.engine.base import RUN_LABEL, DeviceAccess, Engine, Mount, RunRequest
 from oota.plan import Cell
 from oota.results.assemble import now, overall_status, read_suite_output, summarize
-from oota.results.model import (
-    Host,
-    Image,
-    Installed,
-    JSONObject,
-    Layer,
-    ResultFormatError,
-    Skips,
-    TestOutcome,
-)
+from oota.results.jsonfields import JSONObject, ResultFormatError
+from oota.results.model import Host, Image, Layer, Skips, TestOutcome
+from oota.results.software import Installed
 from oota.results.store import CASES_FILE, keep_recording
-from oota.vocab import BAD, UNRUN_KEY
+from oota.vocab import BAD, UNRUN_KEY, Status
 
 log = logging.getLogger("oota.verify")
 RESULTS_IN_CONTAINER = "/tmp/oota-results"
@@ -128,7 +121,7 @@ class ExpectedResults:
     """The verification an image carries (format ``oota.expected/v1``, read back by
     ``oota-verify``): every test's outcome and the host it ran on, without the host name."""
 
-    status: str
+    status: Status
     verified_at: str
     document: JSONObject = field(default_factory=dict)
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from oota.history.records import Inputs
-from oota.results.model import JSONObject
+from oota.results.jsonfields import JSONObject
 from oota.vocab import Status
 
 

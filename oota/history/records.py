@@ -16,7 +16,8 @@ from typing import Literal
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from oota.results.model import JSON, CellRef, Result, TestOutcome
+from oota.results.jsonfields import JSON
+from oota.results.model import CellRef, Result, TestOutcome
 from oota.vocab import Status
 
 Origin = Literal["build", "verify", "merge", "import"]

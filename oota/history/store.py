@@ -44,8 +44,9 @@ from oota.history.timeline import (
     Timeline,
     deciding,
 )
-from oota.results.model import CellRef, TestOutcome, status_of
-from oota.vocab import BAD, Status
+from oota.results.jsonfields import status_of
+from oota.results.model import CellRef, TestOutcome
+from oota.vocab import BAD, WORKLOAD_LAYER, Status
 
 T = TypeVar("T")
 # SQLite's busy timeout (seconds): how long a writer waits for another's transaction.
@@ -56,8 +57,6 @@ ATTEMPTS = 5
 # An advisory lock key: PostgreSQL writers creating the tables at once take turns.
 _PG_SCHEMA_LOCK = 0x00_07_A0_12
 _READING = "oota_reading"
-# The verify layer whose figures are workload metrics (trends and regression verdicts).
-WORKLOAD_LAYER = "workload"
 
 
 class HistoryUnavailable(EnvironmentProblem):
@@ -223,38 +222,39 @@ def _run_row(conn: Connection, run: RunRecord) -> int:
 def write_cell(conn: Connection, run_id: int, cell: CellRecord) -> None:
     """One cell's rows (result, tests, figures, extensions, requirements) inside the run's
     transaction."""
-    i, ref = cell.inputs, cell.cell
+    inputs, cell_ref = cell.inputs, cell.cell
     result_id = conn.execute(insert(t.results).values(
-        run_id=run_id, cell_id=ref.id, vendor=ref.vendor, os=ref.os, python=ref.python,
-        torch=ref.torch, toolkit=ref.toolkit, toolkit_version=ref.toolkit_version,
-        fingerprint=ref.fingerprint, status=cell.status,
+        run_id=run_id, cell_id=cell_ref.id, vendor=cell_ref.vendor, os=cell_ref.os,
+        python=cell_ref.python, torch=cell_ref.torch, toolkit=cell_ref.toolkit,
+        toolkit_version=cell_ref.toolkit_version,
+        fingerprint=cell_ref.fingerprint, status=cell.status,
         message=cell.message, host=cell.host, engine=cell.engine, engine_id=cell.engine_id,
         hostname=cell.hostname,
-        started_at=cell.started_at, finished_at=cell.finished_at, torch_version=i.torch,
-        torch_git=i.torch_git, toolkit_resolved=i.toolkit, base_ref=cell.base_ref,
+        started_at=cell.started_at, finished_at=cell.finished_at, torch_version=inputs.torch,
+        torch_git=inputs.torch_git, toolkit_resolved=inputs.toolkit, base_ref=cell.base_ref,
         image_tag=cell.image_tag, image_id=cell.image_id, image_digest=cell.image_digest,
     ).returning(t.results.c.id)).scalar_one()
     if cell.tests:
         conn.execute(insert(t.tests), [
-            {"result_id": result_id, "test_id": x.id, "layer": x.layer,
-             "status": x.status, "duration_s": x.duration_s, "message": x.message}
-            for x in cell.tests])
+            {"result_id": result_id, "test_id": test.id, "layer": test.layer,
+             "status": test.status, "duration_s": test.duration_s, "message": test.message}
+            for test in cell.tests])
     if cell.figures:
         conn.execute(insert(t.figures), [
-            {"result_id": result_id, "test_id": f.test_id, "name": f.name,
-             "number": f.number, "text": f.text}
-            for f in cell.figures])
-    if i.extensions:
+            {"result_id": result_id, "test_id": figure.test_id, "name": figure.name,
+             "number": figure.number, "text": figure.text}
+            for figure in cell.figures])
+    if inputs.extensions:
         conn.execute(insert(t.extensions), [
             {"result_id": result_id, "name": name, "version": version}
-            for name, version in i.extensions])
-    if i.requested:
+            for name, version in inputs.extensions])
+    if inputs.requested:
         conn.execute(insert(t.requirements), [
             {"result_id": result_id, "position": n, "text": text}
-            for n, text in enumerate(i.requested)])
-    if i.env:
+            for n, text in enumerate(inputs.requested)])
+    if inputs.env:
         conn.execute(insert(t.environment), [
-            {"result_id": result_id, "name": name, "value": value} for name, value in i.env])
+            {"result_id": result_id, "name": name, "value": value} for name, value in inputs.env])
 
 
 # -- reading ----------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from oota.errors import InputError
-from oota.results.model import JSONObject, Result, TestOutcome
+from oota.results.jsonfields import JSONObject
+from oota.results.model import Result, TestOutcome
 from oota.results.store import load_all
 from oota.vocab import BAD, budget_blind, budget_unrun
 

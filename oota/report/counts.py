@@ -3,7 +3,7 @@
 verify.log (the suite's own report, verify/oota_summary.py) counts tests per layer with
 :func:`oota.vocab.layer_counts`; the cell pages show that same table from the result's tests,
 counted by the same function. The ops layer is also summed up in operator × dtype pairs
-(:class:`oota.report.data.OpsSummary`): a different unit, so next to it :func:`ops_in_tests`
+(:class:`oota.report.rows.OpsSummary`): a different unit, so next to it :func:`ops_in_tests`
 says how the two counts make each other up (why 2893 of 2918 pairs passing is 2894 tests
 passed: the layer's own check of its must-pass list passed too).
 """
@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from oota.report.data import CellRow, OpsSummary, Report, ops_summary
-from oota.vocab import COUNT_COLUMNS, layer_counts, worst
+from oota.report.data import Report
+from oota.report.rows import CellRow, OpsSummary, ops_summary
+from oota.vocab import COUNT_COLUMNS, MaybeStatus, layer_counts, worst
 
 OPS = "ops"
 
@@ -24,7 +25,7 @@ class LayerCount:
     """One layer's tests: the worst status, and how many ended in each of COUNT_COLUMNS."""
 
     layer: str
-    status: str
+    status: MaybeStatus
     counts: dict[str, int]
 
     @property
@@ -35,7 +36,7 @@ class LayerCount:
 def layer_table(rows: Sequence[CellRow]) -> list[LayerCount]:
     """verify.log's table, over ``rows`` (one cell, or a vendor's cells)."""
     tests = [(t.layer, t.status) for row in rows for t in row.tests]
-    statuses: dict[str, list[str]] = {}
+    statuses: dict[str, list[MaybeStatus]] = {}
     for layer, status in tests:
         statuses.setdefault(layer, []).append(status)
     return [LayerCount(layer=layer, status=worst(statuses[layer]), counts=counts)
@@ -46,7 +47,7 @@ def ops_in_tests(rows: Sequence[CellRow], summary: OpsSummary | None = None) -> 
     """How the ops layer's pairs make up its tests, as one sentence ('' when it did not run).
     A test of the layer either ran a pair, or left pairs unrun (one each; the test the time
     budget folds holds many), or checks the layer itself (the must-pass list); only the
-    last is no pair (:func:`oota.report.data.ops_summary`)."""
+    last is no pair (:func:`oota.report.rows.ops_summary`)."""
     summary = summary or ops_summary("", rows)
     ops = next((c for c in layer_table(rows) if c.layer == OPS), None)
     if summary is None or ops is None:

@@ -30,8 +30,8 @@ from oota.errors import EnvironmentProblem, InputError
 from oota.files import SMALL_LIMIT, read_text
 from oota.net import redact
 from oota.report.data import Report
-from oota.results.model import JSON, JSONObject, json_object
-from oota.vocab import worst
+from oota.results.jsonfields import JSON, JSONObject, json_object
+from oota.vocab import MaybeStatus, worst
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "crcr-v1.json"
 CRCR_FILE = "crcr.json"
@@ -125,7 +125,8 @@ def artifact_url(explicit: str | None, ci: CiRun) -> str | None:
 def conclusion(report: Report) -> str:
     """The relay's conclusion: from the worst cell; a result file that could not be read
     counts as an error (its cell's outcome is unknown)."""
-    statuses = [g.status for g in report.groups] + ["error"] * len(report.problems)
+    statuses: list[MaybeStatus] = [g.status for g in report.groups]
+    statuses += ["error"] * len(report.problems)
     return CONCLUSION[worst(statuses)]
 
 

@@ -3,8 +3,9 @@ it out. Nothing here reads or writes a file except :func:`collect` and :func:`co
 which load the results.
 
 The data (:class:`Report`) holds three views of the same results: the models × vendors table
-of the out-of-tree accelerator RFC, the cells × layers table per vendor, and each vendor's skip
-debt; plus, with ``--compare``, what changed since a previous run (:mod:`oota.report.compare`).
+of the out-of-tree accelerator RFC, the cells × layers table per vendor (its rows:
+:mod:`oota.report.rows`), and each vendor's skip debt (:mod:`oota.report.skips`); plus, with
+``--compare``, what changed since a previous run (:mod:`oota.report.compare`).
 
 A report merged from several results folders (``--merge``: runners' artifacts side by side)
 may hold the same cell more than once, made on different hosts. Every copy is kept
@@ -15,7 +16,6 @@ copy overwriting another. A copy is known by its origin (:class:`Origin`).
 from __future__ import annotations
 
 import datetime as dt
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,392 +23,28 @@ from pathlib import Path
 from packaging.version import Version
 
 from oota.report.compare import Comparison, compare, known_models, load_previous, model_of
-from oota.report.workload import LAYER as WORKLOAD_LAYER
-from oota.report.workload import WorkloadRow
-from oota.results.assemble import now
-from oota.results.model import (
-    CellRef,
-    Host,
-    Image,
-    JSONObject,
-    Package,
-    Result,
-    ResultFormatError,
-    SkipRule,
-    Stage,
-    TorchInfo,
-    host_key,
-    place_name,
+from oota.report.rows import (
+    CELL_FILES,
+    COLUMNS,
+    OPS_REASONS_SHOWN,
+    WORD,
+    CellGroup,
+    CellRow,
+    Loaded,
+    Mark,
+    ModelRow,
+    OpsSummary,
+    Origin,
+    TestRow,
+    ops_summary,
 )
+from oota.report.skips import SkipDebt, date_of, skip_debt
+from oota.results.assemble import now
+from oota.results.jsonfields import ResultFormatError
+from oota.results.model import CellRef, Image, Result, host_key
+from oota.results.software import TorchInfo
 from oota.results.store import RESULT_FILE, load, load_found
-from oota.vocab import BAD, LAYERS, budget_unrun, not_compared_reason, worst
-
-# The report's columns: the build stage, then the suite's layers (oota.vocab.LAYERS).
-COLUMNS = ("build", *LAYERS)
-SYMBOL = {"passed": "✓", "failed": "✗", "error": "✗", "interrupted": "stopped",
-          "skipped": "skip", "unsupported-here": "n/a here", "": "–"}
-WORD = {"passed": "passed", "failed": "failed", "error": "error", "interrupted": "interrupted",
-        "skipped": "skipped", "unsupported-here": "n/a here", "": "not run"}
-CELL_FILES = (RESULT_FILE, "junit.xml", "build.log", "verify.log")
-EXPIRY_WINDOW_DAYS = 30
-OPS_REASONS_SHOWN = 3  # the ops layer's reasons in its table entry
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Mark:
-    """One table entry: a status and why (skip reason, failure message, which cells)."""
-
-    status: str = ""  # "" when nothing was tested
-    reason: str = ""
-    note: str = ""  # "1/2 cells" when a vendor's cells disagree
-
-    @property
-    def symbol(self) -> str:
-        return SYMBOL.get(self.status, self.status)
-
-    @property
-    def css(self) -> str:
-        return self.status or "none"
-
-    def to_json(self) -> JSONObject:
-        return {"status": self.status or None, "reason": self.reason, "note": self.note}
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TestRow:
-    __test__ = False  # not a pytest test class, despite its name
-
-    id: str
-    layer: str
-    status: str
-    duration_s: float
-    message: str
-    model: str | None
-    data: JSONObject
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CellRow:
-    id: str
-    vendor: str
-    status: str
-    message: str
-    coordinates: dict[str, str | None]
-    layers: dict[str, Mark]
-    stages: Mapping[str, Stage]
-    tests: tuple[TestRow, ...]
-    torch: TorchInfo
-    packages: Mapping[str, Package]
-    image: Image
-    host: Host
-    skips: tuple[SkipRule, ...]
-    files: tuple[str, ...]  # which of CELL_FILES lie beside result.json
-    started_at: str
-    finished_at: str
-    origin: str = ""  # which copy: the host it ran on (and the run, when that is ambiguous)
-    folder: str = ""  # the folder its result.json was read from ("" when built in memory)
-
-    @property
-    def coords_text(self) -> str:
-        c = self.coordinates
-        toolkit = f" {c['toolkit']} {c['toolkit_version']}" if c.get("toolkit") else ""
-        return f"torch {c['torch']}{toolkit}, py{c['python']}, {c['os']}"
-
-    @property
-    def overall(self) -> Mark:
-        return Mark(status=self.status, reason=self.message)
-
-    def sorted_tests(self) -> list[TestRow]:
-        """By layer in report order, then by id."""
-        order = {layer: i for i, layer in enumerate(COLUMNS)}
-        return sorted(self.tests, key=lambda t: (order.get(t.layer, len(COLUMNS)), t.layer, t.id))
-
-    def model_tests(self) -> list[TestRow]:
-        return [t for t in self.tests if t.model is not None]
-
-    def workload(self) -> list[WorkloadRow]:
-        """The workload layer's figures, one row per model (none where it did not run)."""
-        rows = (WorkloadRow.of(t.status, t.message, t.data) for t in self.tests
-                if t.layer == WORKLOAD_LAYER)
-        return [row for row in rows if row is not None]
-
-    @property
-    def ops(self) -> OpsSummary | None:
-        return ops_summary(self.id, [self])
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Links:
-    """Where a page finds a copy's files (result.json, logs): each cell folder relative to the
-    page, or, for a row built in memory, ``results_rel``/<cell-id>."""
-
-    results_rel: str = "../results"
-    folders: Mapping[str, str] = field(default_factory=dict)
-
-    def cell(self, row: CellRow) -> str:
-        return self.folders.get(row.folder) or f"{self.results_rel}/{row.id}"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Origin:
-    """Where a copy of a cell's result was made. ``engine`` is the host's name in hosts.yaml
-    ('local' for the default engine) and ``endpoint`` its Docker endpoint; results written
-    before hosts existed know only the machine's ``hostname``."""
-
-    engine: str | None = None
-    endpoint: str | None = None
-    hostname: str | None = None
-    run_id: str | None = None
-
-    @classmethod
-    def of(cls, result: Result) -> Origin:
-        host = result.host
-        return cls(engine=host.text("engine"), endpoint=host.text("endpoint"),
-                   hostname=host.text("hostname"), run_id=result.run_id)
-
-    @property
-    def place(self) -> str:
-        """The engine's name; for the default engine ('local' on every CI runner) and for
-        older results, the machine's name (:func:`oota.results.model.place_name`)."""
-        return place_name(self.engine, self.hostname)
-
-    def to_json(self) -> JSONObject:
-        return {"engine": self.engine, "endpoint": self.endpoint, "hostname": self.hostname,
-                "run_id": self.run_id}
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Loaded:
-    """A result as read from disk: its folder, and which of CELL_FILES lie beside it."""
-
-    result: Result
-    folder: str = ""
-    files: tuple[str, ...] = ()
-
-    @property
-    def key(self) -> tuple[str, Origin, str]:
-        """The same key twice is the same result file reached twice (a folder passed twice)."""
-        origin = Origin.of(self.result)
-        return self.result.cell.id, origin, self.result.run_id or self.result.started_at
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class CellGroup:
-    """One cell of the matrix with every copy of its result: one, or several when results
-    folders from several hosts are merged. ``differences`` lists what the copies disagree on
-    ('test_x: passed on lab-a, failed on lab-b'); empty when they agree."""
-
-    id: str
-    vendor: str
-    status: str  # the worst of the copies
-    copies: tuple[CellRow, ...]
-    layers: dict[str, Mark]
-    differences: tuple[str, ...] = ()
-    hosts: int = 1  # how many Engines made the copies (one Engine may have made several)
-
-    @property
-    def first(self) -> CellRow:
-        return self.copies[0]
-
-    @property
-    def several(self) -> bool:
-        return len(self.copies) > 1
-
-    @property
-    def worst_copy(self) -> CellRow:
-        return next((r for r in self.copies if r.status == self.status), self.first)
-
-    @property
-    def agreement(self) -> str | None:
-        """'agree' or 'disagree' for a cell with several copies, else None."""
-        if not self.several:
-            return None
-        return "disagree" if self.differences else "agree"
-
-    @property
-    def agreement_text(self) -> str:
-        return f"{len(self.copies)} copies, they {self.agreement}" if self.several else ""
-
-    @property
-    def overall(self) -> Mark:
-        if not self.several:
-            return self.first.overall
-        return Mark(status=self.status, reason="; ".join(self.differences),
-                    note="disagree" if self.differences else "")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ModelRow:
-    model: str
-    marks: dict[str, Mark]  # vendor -> mark
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SkipEntry:
-    id: str
-    reason: str
-    owner: str
-    added: str | None
-    expires: str
-    age_days: int | None
-    days_left: int | None
-    matched: int
-    expired: bool
-
-    @property
-    def expires_soon(self) -> bool:
-        return (not self.expired and self.days_left is not None
-                and self.days_left <= EXPIRY_WINDOW_DAYS)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SkipDebt:
-    vendor: str
-    entries: tuple[SkipEntry, ...]
-    unmatched: tuple[str, ...]  # entries that matched no test in any of the vendor's cells
-
-    @property
-    def ages(self) -> list[int]:
-        return [e.age_days for e in self.entries if e.age_days is not None]
-
-    @property
-    def oldest_days(self) -> int | None:
-        return max(self.ages) if self.ages else None
-
-    @property
-    def median_days(self) -> float | None:
-        return statistics.median(self.ages) if self.ages else None
-
-    @property
-    def expiring_soon(self) -> int:
-        return sum(e.expires_soon for e in self.entries)
-
-    @property
-    def expired(self) -> int:
-        return sum(e.expired for e in self.entries)
-
-    @property
-    def undated(self) -> int:
-        return sum(e.age_days is None for e in self.entries)
-
-    def to_json(self) -> JSONObject:
-        return {"vendor": self.vendor, "entries": len(self.entries),
-                "oldest_days": self.oldest_days, "median_days": self.median_days,
-                "undated": self.undated, "expiring_within_30_days": self.expiring_soon,
-                "expired": self.expired, "unmatched": list(self.unmatched),
-                "items": [{"id": e.id, "reason": e.reason, "owner": e.owner, "added": e.added,
-                           "expires": e.expires, "age_days": e.age_days,
-                           "days_left": e.days_left, "matched": e.matched,
-                           "expired": e.expired} for e in self.entries]}
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class OpsFailure:
-    """One operator × dtype of the ops layer that did not pass (or the layer's own failure);
-    ``built_on`` names another failing operator this one called (it fails through it)."""
-
-    cell: str
-    test: str  # 'add-float16', or the test's id when it is not an operator's
-    message: str
-    built_on: str = ""
-
-    @property
-    def text(self) -> str:
-        """The message, with the operator it fails through first when there is one."""
-        if not self.built_on:
-            return self.message
-        return f"fails through {self.built_on}, which fails too: {self.message}"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class OpsSummary:
-    """The ops layer (PyTorch's OpInfo tests, verify/test_ops.py) of one cell or one vendor.
-
-    ``tried`` counts the operator × dtype pairs that ran (including those the device does not
-    implement, which count as not passed) and those that failed; ``not_compared`` the pairs
-    skipped before running, by why (oota.vocab.NOT_COMPARED: dtype the OpInfo lacks, PyTorch's
-    own skips, skip list, time budget spent...): one test holds all those the time budget
-    left unrun, with their count."""
-
-    label: str  # the vendor, or the cell
-    cells: int
-    passed: int
-    tried: int
-    not_compared: tuple[tuple[str, int], ...]  # (reason, pairs), most first
-    failures: tuple[OpsFailure, ...]
-
-    @property
-    def not_run(self) -> int:
-        return sum(count for _, count in self.not_compared)
-
-    @property
-    def text(self) -> str:
-        cells = f"; {self.cells} cells" if self.cells > 1 else ""
-        reasons = ", ".join(f"{count} {reason}" for reason, count in self.not_compared)
-        return (f"ops: {self.passed} of {self.tried} operator×dtype pairs pass "
-                f"(not compared: {reasons or 'none'}{cells})")
-
-    def to_json(self) -> JSONObject:
-        return {"label": self.label, "cells": self.cells, "passed": self.passed,
-                "tried": self.tried, "not_run": self.not_run,
-                "not_compared": dict(self.not_compared),
-                "failures": [{"cell": f.cell, "test": f.test, "message": f.message,
-                              "built_on": f.built_on} for f in self.failures]}
-
-
-def _ops_pair(test: TestRow) -> str:
-    op, dtype = test.data.get("op"), test.data.get("dtype")
-    return f"{op}-{dtype}" if op and dtype else test.id
-
-
-def _not_compared(pairs: Sequence[TestRow]) -> tuple[tuple[str, int], ...]:
-    counts: dict[str, int] = {}
-    for test in pairs:
-        reason = not_compared_reason(test.message)
-        counts[reason] = counts.get(reason, 0) + (
-            budget_unrun(test.status, test.message, test.data) or 1)
-    return tuple(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
-
-
-def _built_on(failed: Sequence[tuple[str, TestRow]]) -> dict[int, str]:
-    """Index in ``failed`` -> the failing operator (same cell, same dtype first) whose aten
-    operator that failure's sample called: ``nn.functional.tanhshrink`` fails through
-    ``tanh`` when refdev's tanh is wrong."""
-    by_aten: dict[tuple[str, str], str] = {}
-    for cell, test in failed:
-        aten, op = test.data.get("aten"), test.data.get("op")
-        if isinstance(aten, str) and isinstance(op, str):
-            by_aten.setdefault((cell, aten), op)
-    found: dict[int, str] = {}
-    for index, (cell, test) in enumerate(failed):
-        calls, own = test.data.get("calls"), test.data.get("aten")
-        if not isinstance(calls, list):
-            continue
-        roots = [by_aten[(cell, c)] for c in calls
-                 if isinstance(c, str) and c != own and (cell, c) in by_aten]
-        if roots:
-            found[index] = roots[0]
-    return found
-
-
-def ops_summary(label: str, rows: Sequence[CellRow]) -> OpsSummary | None:
-    """The ops layer's counts and failures over ``rows`` (None when none of them ran it)."""
-    ran = [(row.id, t) for row in rows for t in row.tests if t.layer == "ops"]
-    if not ran:
-        return None
-    # Pairs: the tests that ran an operator, and those skipped before running one; a passing
-    # test of the layer itself (the must-pass list's names) is not a pair.
-    pairs = [t for _, t in ran if t.data.get("op") or t.status != "passed"]
-    bad = [(cell, t) for cell, t in ran if t.status in BAD]
-    tried = [t for t in pairs if t.data.get("tried") or t.status in BAD]
-    skipped = [t for t in pairs if not (t.data.get("tried") or t.status in BAD)]
-    roots = _built_on(bad)
-    return OpsSummary(
-        label=label, cells=len({cell for cell, _ in ran}), tried=len(tried),
-        passed=sum(t.status == "passed" for t in tried), not_compared=_not_compared(skipped),
-        failures=tuple(OpsFailure(cell=cell, test=_ops_pair(t), built_on=roots.get(i, ""),
-                                  message=t.message.strip().removeprefix("Failed: "))
-                       for i, (cell, t) in enumerate(bad)))
+from oota.vocab import MaybeStatus, worst
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -461,7 +97,7 @@ class Report:
 
 # -- building the data ------------------------------------------------------------------------
 
-def _mark(items: Sequence[tuple[str, str]], most: int | None = None) -> Mark:
+def _mark(items: Sequence[tuple[MaybeStatus, str]], most: int | None = None) -> Mark:
     """One mark for several (status, message): the worst status, the messages that explain it
     (the first ``most`` of them, when given)."""
     status = worst(s for s, _ in items)
@@ -497,7 +133,7 @@ def _vendor_mark(per_cell: dict[str, Mark], noun: str = "cells") -> Mark:
 
 def _model_rows(results: Sequence[Result], vendors: list[str]) -> tuple[ModelRow, ...]:
     known = known_models(results)
-    per: dict[str, dict[str, dict[str, list[tuple[str, str]]]]] = {}
+    per: dict[str, dict[str, dict[str, list[tuple[MaybeStatus, str]]]]] = {}
     for result in results:
         for test in result.tests:
             model = model_of(test, known)
@@ -529,41 +165,6 @@ def _cell_row(result: Result, files: tuple[str, ...], known: list[str], *, origi
         skips=result.skips.entries if result.skips else (), files=files,
         started_at=result.started_at, finished_at=result.finished_at, origin=origin,
         folder=folder)
-
-
-def _date(text: str | None) -> dt.date | None:
-    try:
-        return dt.date.fromisoformat(str(text)[:10])
-    except ValueError:
-        return None
-
-
-def _skip_entry(rule: SkipRule, matched: int, flagged: bool, today: dt.date) -> SkipEntry:
-    added, expires = _date(rule.added), _date(rule.expires)
-    days_left = (expires - today).days if expires else None
-    return SkipEntry(id=rule.id, reason=rule.reason, owner=rule.owner, added=rule.added,
-                     expires=rule.expires, age_days=(today - added).days if added else None,
-                     days_left=days_left, matched=matched,
-                     expired=flagged or (days_left is not None and days_left < 0))
-
-
-def skip_debt(vendor: str, results: Sequence[Result], today: dt.date) -> SkipDebt:
-    """A vendor's skip list across its cells (each cell carries the vendor's list)."""
-    entries: dict[str, SkipRule] = {}
-    matched: dict[str, int] = {}
-    expired: set[str] = set()
-    unmatched: list[set[str]] = []
-    for result in results:
-        if result.skips is None:
-            continue
-        for rule in result.skips.entries:
-            entries[rule.id] = rule
-            matched[rule.id] = matched.get(rule.id, 0) + rule.matched
-        expired |= set(result.skips.expired)
-        unmatched.append(set(result.skips.unmatched))
-    never = set.intersection(*unmatched) if unmatched else set()
-    return SkipDebt(vendor=vendor, unmatched=tuple(sorted(never)), entries=tuple(
-        _skip_entry(e, matched[i], i in expired, today) for i, e in sorted(entries.items())))
 
 
 # -- copies of one cell ------------------------------------------------------------------------
@@ -640,7 +241,7 @@ def build_from(loaded: Sequence[Loaded], problems: Sequence[str], *,
         c.result.started_at))
     results = [c.result for c in ordered]
     generated_at = generated_at or now()
-    today = _date(generated_at) or dt.date.today()
+    today = date_of(generated_at) or dt.date.today()
     vendors = list(dict.fromkeys(r.cell.vendor for r in results))
     known = known_models(results)
     by_cell: dict[str, list[Loaded]] = {}

@@ -27,10 +27,13 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from oota import __version__
-from oota.report.data import CellGroup, CellRow, Report, channel_order
+from oota.report.data import Report, channel_order
+from oota.report.rows import CellGroup, CellRow
 from oota.report.templating import html_environment
-from oota.results.model import CellRef, Package, Requirements, Result, TorchInfo
+from oota.results.model import CellRef, Result
+from oota.results.software import Package, Requirements, TorchInfo
 from oota.supply.runflags import RunFlagsError, docker_run_args
+from oota.vocab import MaybeStatus
 
 VERIFIED = ("passed", "unsupported-here")
 REGISTRY = "REGISTRY"  # the placeholder a user replaces with their registry
@@ -56,7 +59,7 @@ class StartCell:
 
     id: str
     vendor: str
-    status: str
+    status: MaybeStatus
     coordinates: tuple[tuple[str, str], ...]  # (name, value) in the order shown
     channel: str | None
     pulls: tuple[str, ...]       # `docker pull REF@DIGEST`, one per published copy

@@ -9,19 +9,13 @@ from __future__ import annotations
 
 from oota import __version__
 from oota.report.counts import in_tests_by_vendor, layer_table, ops_in_tests
-from oota.report.data import (
-    COLUMNS,
-    EXPIRY_WINDOW_DAYS,
-    WORD,
-    CellGroup,
-    CellRow,
-    Links,
-    Mark,
-    Report,
-)
+from oota.report.data import Report
 from oota.report.imageview import image_view
 from oota.report.markdown import OPS_FAILURES_SHOWN
+from oota.report.rows import COLUMNS, WORD, CellGroup, CellRow, Links, Mark
+from oota.report.skips import EXPIRY_WINDOW_DAYS
 from oota.report.templating import html_environment
+from oota.vocab import MaybeStatus
 
 LEGEND = (("passed", "✓ passed"), ("failed", "✗ failed"), ("skipped", "skip: skipped"),
           ("unsupported-here", "n/a here: no such hardware on the host"),
@@ -29,7 +23,7 @@ LEGEND = (("passed", "✓ passed"), ("failed", "✗ failed"), ("skipped", "skip:
           ("none", "–: not tested"))
 
 
-def _mark(status: str, reason: str = "") -> Mark:
+def _mark(status: MaybeStatus, reason: str = "") -> Mark:
     return Mark(status=status, reason=reason)
 
 

@@ -29,6 +29,7 @@ from oota.history.timeline import (
 )
 from oota.history.timeline import judge as judge_cell
 from oota.report.templating import html_environment, markdown_environment
+from oota.vocab import MaybeStatus
 
 DEFAULT_RUNS = 50
 DEFAULT_SINCE = dt.timedelta(hours=24)
@@ -57,7 +58,7 @@ class HudInput:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HudMark:
-    status: str  # "" when the cell was not in that run
+    status: MaybeStatus  # "" when the cell was not in that run
     flaky: bool
     title: str
     link: str | None  # the cell's page, when this run's results are the report's

@@ -8,8 +8,10 @@ a report from one folder is unchanged.
 from __future__ import annotations
 
 from oota import __version__
-from oota.report.data import COLUMNS, CellGroup, CellRow, Links, Origin, Report
-from oota.results.model import JSON, JSONObject, Result
+from oota.report.data import Report
+from oota.report.rows import COLUMNS, CellGroup, CellRow, Links, Origin
+from oota.results.jsonfields import JSON, JSONObject
+from oota.results.model import Result
 
 REPORT_SCHEMA = "oota.report/v2"
 

@@ -13,19 +13,12 @@ from dataclasses import dataclass
 
 from oota import __version__
 from oota.report.counts import in_tests_by_vendor
-from oota.report.data import (
-    COLUMNS,
-    EXPIRY_WINDOW_DAYS,
-    SYMBOL,
-    WORD,
-    CellGroup,
-    CellRow,
-    Mark,
-    Report,
-)
+from oota.report.data import Report
+from oota.report.rows import COLUMNS, SYMBOL, WORD, CellGroup, CellRow, Mark
+from oota.report.skips import EXPIRY_WINDOW_DAYS
 from oota.report.templating import markdown_environment
 from oota.report.text import md_code, md_text
-from oota.results.model import TorchInfo
+from oota.results.software import TorchInfo
 
 MARKDOWN_LIMIT = 1024 * 1024
 # Failures of the ops layer listed per vendor; the cell pages list every one.

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oota.results.model import JSONObject
-
-LAYER = "workload"
+from oota.results.jsonfields import JSONObject
+from oota.vocab import Status
 
 
 def _number(data: JSONObject, key: str) -> float | None:
@@ -27,7 +26,7 @@ class WorkloadRow:
     """One model's workload figures in one cell (a test of the workload layer)."""
 
     model: str
-    status: str
+    status: Status
     message: str
     dtype: str | None
     train_steps: int | None
@@ -41,7 +40,7 @@ class WorkloadRow:
     peak_device_bytes: int | None
 
     @classmethod
-    def of(cls, status: str, message: str, data: JSONObject) -> WorkloadRow | None:
+    def of(cls, status: Status, message: str, data: JSONObject) -> WorkloadRow | None:
         """The row of a workload test's outcome; None for one that recorded no model (the
         placeholder a vendor without a workload gets, or a test skipped before it ran)."""
         model = data.get("model")

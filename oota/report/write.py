@@ -24,10 +24,11 @@ from pathlib import Path
 from oota.errors import InputError
 from oota.files import REPORT_LIMIT, read_bytes, write_atomic, write_json
 from oota.report import crcr, getstarted, hud
-from oota.report.data import Accept, Links, Report, collect, collect_merged
+from oota.report.data import Accept, Report, collect, collect_merged
 from oota.report.htmlpages import cell_page, to_html
 from oota.report.jsondoc import to_json
 from oota.report.markdown import to_markdown
+from oota.report.rows import Links
 from oota.results.store import RESULT_FILE
 
 # Where each cell's result files are copied, so the report works copied alone to a static host.

@@ -16,21 +16,9 @@ from pathlib import Path
 
 from oota import __version__
 from oota.files import RESULT_LIMIT, read_text
-from oota.results.model import (
-    CellRef,
-    Host,
-    Image,
-    Installed,
-    Requirements,
-    Result,
-    ResultFormatError,
-    Skips,
-    Sources,
-    Stage,
-    TestOutcome,
-    json_object,
-    status_of,
-)
+from oota.results.jsonfields import ResultFormatError, json_object, status_of
+from oota.results.model import CellRef, Host, Image, Result, Skips, Stage, TestOutcome
+from oota.results.software import Installed, Requirements, Sources
 from oota.vocab import BAD, STATUSES, Status, normalized, worst
 
 TESTS_FILE = "tests.json"

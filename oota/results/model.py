@@ -2,101 +2,38 @@
 
 Built in one place (:mod:`oota.results.assemble`), written by one writer and read back by
 :mod:`oota.results.store`. ``to_json`` gives the file's shape; ``from_json`` reads it back with
-typed getters, so a hand-edited or foreign file that the schema lets through (it leaves host
-facts and test data open) still cannot put a wrong type into the report:
-:class:`ResultFormatError` names the key instead.
+typed getters (:mod:`oota.results.jsonfields`), so a hand-edited or foreign file that the schema
+lets through (it leaves host facts and test data open) still cannot put a wrong type into the
+report: :class:`~oota.results.jsonfields.ResultFormatError` names the key instead.
 
 Free-form parts (a test's measurements, a stage's detail, host facts) stay JSON values: they
-are recorded and shown, never interpreted.
+are recorded and shown, never interpreted. What the image holds (torch, packages, sources,
+the lock's pins) is :mod:`oota.results.software`.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypeAlias
 
-from oota.vocab import STATUS_ORDER, Status
+from oota.results.jsonfields import (
+    JSON,
+    JSONObject,
+    ResultFormatError,
+    as_object,
+    drop_empty,
+    get_int,
+    get_number,
+    get_opt_str,
+    get_str,
+    get_strs,
+    json_object,
+    status_of,
+)
+from oota.results.software import Installed, Requirements, Sources
+from oota.vocab import Status
 
 SCHEMA_ID = "oota.result/v1"
-# PyTorch's nightlies are versioned X.Y.Z.devYYYYMMDD[+local] (verify/oota_nightly.py reads the
-# same in the image, where oota's package is absent).
-_NIGHTLY_VERSION = re.compile(r"^\d+(?:\.\d+)*\.dev(\d{4})(\d{2})(\d{2})(?:\+[A-Za-z0-9.]+)?$")
-
-JSON: TypeAlias = "str | int | float | bool | None | list[JSON] | dict[str, JSON]"
-JSONObject: TypeAlias = "dict[str, JSON]"
-
-
-class ResultFormatError(ValueError):
-    """A result file's content has a value of the wrong type; the message names its path."""
-
-
-# -- typed getters ----------------------------------------------------------------------------
-
-def _obj(value: object, where: str) -> Mapping[str, object]:
-    if not isinstance(value, Mapping):
-        raise ResultFormatError(f"{where}: expected an object, got {type(value).__name__}")
-    return value
-
-
-def _str(data: Mapping[str, object], key: str, where: str) -> str:
-    value = data.get(key)
-    if not isinstance(value, str):
-        raise ResultFormatError(f"{where}.{key}: expected a string, got {type(value).__name__}")
-    return value
-
-
-def _opt_str(data: Mapping[str, object], key: str, where: str) -> str | None:
-    return None if data.get(key) is None else _str(data, key, where)
-
-
-def _num(data: Mapping[str, object], key: str, where: str, default: float = 0.0) -> float:
-    value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ResultFormatError(f"{where}.{key}: expected a number, got {type(value).__name__}")
-    return float(value)
-
-
-def _int(data: Mapping[str, object], key: str, where: str) -> int:
-    value = data.get(key, 0)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ResultFormatError(f"{where}.{key}: expected an integer, got {type(value).__name__}")
-    return value
-
-
-def _strs(data: Mapping[str, object], key: str, where: str) -> tuple[str, ...]:
-    value = data.get(key) or []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ResultFormatError(f"{where}.{key}: expected a list of strings")
-    return tuple(value)
-
-
-def json_value(value: object, where: str) -> JSON:
-    """``value`` checked to be plain JSON (what json.loads gives), lists and objects copied."""
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [json_value(v, f"{where}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, Mapping):
-        return json_object(value, where)
-    raise ResultFormatError(f"{where}: {type(value).__name__} is not a JSON value")
-
-
-def json_object(value: object, where: str) -> JSONObject:
-    return {str(k): json_value(v, f"{where}.{k}") for k, v in _obj(value, where).items()}
-
-
-def status_of(value: object, where: str) -> Status:
-    for status in STATUS_ORDER:  # the Literal itself, not just an equal string
-        if value == status:
-            return status
-    raise ResultFormatError(f"{where}: {value!r} is not a status ({', '.join(STATUS_ORDER)})")
-
-
-def _drop_empty(data: dict[str, JSON]) -> JSONObject:
-    """``data`` without its absent parts (None, '' and {}); 0 and False are kept."""
-    return {k: v for k, v in data.items() if v is not None and v != "" and v != {}}
 
 
 # -- the parts --------------------------------------------------------------------------------
@@ -124,13 +61,13 @@ class CellRef:
 
     @classmethod
     def from_json(cls, value: object, where: str = "cell") -> CellRef:
-        d = _obj(value, where)
-        return cls(id=_str(d, "id", where), vendor=_str(d, "vendor", where),
-                   os=_str(d, "os", where), python=_str(d, "python", where),
-                   torch=_str(d, "torch", where), toolkit=_opt_str(d, "toolkit", where),
-                   toolkit_version=_opt_str(d, "toolkit_version", where),
-                   fingerprint=_str(d, "fingerprint", where),
-                   channel=_opt_str(d, "channel", where))
+        d = as_object(value, where)
+        return cls(id=get_str(d, "id", where), vendor=get_str(d, "vendor", where),
+                   os=get_str(d, "os", where), python=get_str(d, "python", where),
+                   torch=get_str(d, "torch", where), toolkit=get_opt_str(d, "toolkit", where),
+                   toolkit_version=get_opt_str(d, "toolkit_version", where),
+                   fingerprint=get_str(d, "fingerprint", where),
+                   channel=get_opt_str(d, "channel", where))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -144,15 +81,15 @@ class Stage:
     detail: JSONObject = field(default_factory=dict)
 
     def to_json(self) -> JSONObject:
-        return _drop_empty({"status": self.status, "duration_s": self.duration_s,
+        return drop_empty({"status": self.status, "duration_s": self.duration_s,
                             "message": self.message, "log": self.log, "detail": self.detail})
 
     @classmethod
     def from_json(cls, value: object, where: str) -> Stage:
-        d = _obj(value, where)
+        d = as_object(value, where)
         return cls(status=status_of(d.get("status"), f"{where}.status"),
-                   duration_s=_num(d, "duration_s", where),
-                   message=_opt_str(d, "message", where) or "", log=_opt_str(d, "log", where),
+                   duration_s=get_number(d, "duration_s", where),
+                   message=get_opt_str(d, "message", where) or "", log=get_opt_str(d, "log", where),
                    detail=json_object(d.get("detail") or {}, f"{where}.detail"))
 
 
@@ -170,17 +107,17 @@ class TestOutcome:
     data: JSONObject = field(default_factory=dict)  # measurements (model, seconds, ...)
 
     def to_json(self) -> JSONObject:
-        return _drop_empty({"id": self.id, "layer": self.layer, "status": self.status,
+        return drop_empty({"id": self.id, "layer": self.layer, "status": self.status,
                             "duration_s": self.duration_s, "message": self.message,
                             "data": self.data})
 
     @classmethod
     def from_json(cls, value: object, where: str) -> TestOutcome:
-        d = _obj(value, where)
-        return cls(id=_str(d, "id", where), layer=_str(d, "layer", where),
+        d = as_object(value, where)
+        return cls(id=get_str(d, "id", where), layer=get_str(d, "layer", where),
                    status=status_of(d.get("status"), f"{where}.status"),
-                   duration_s=_num(d, "duration_s", where),
-                   message=_opt_str(d, "message", where) or "",
+                   duration_s=get_number(d, "duration_s", where),
+                   message=get_opt_str(d, "message", where) or "",
                    data=json_object(d.get("data") or {}, f"{where}.data"))
 
 
@@ -198,7 +135,7 @@ class VendorCheck:
     @classmethod
     def from_json(cls, value: object, where: str) -> VendorCheck:
         facts = json_object(value, where)
-        reasons = _strs(facts, "reasons", where)
+        reasons = get_strs(facts, "reasons", where)
         supported = facts.pop("supported", False)
         facts.pop("reasons", None)
         return cls(supported=bool(supported), reasons=reasons, facts=facts)
@@ -257,14 +194,14 @@ class BaseImage:
     note: str = ""
 
     def to_json(self) -> JSONObject:
-        return _drop_empty({"ref": self.ref, "how": self.how, "note": self.note}) | {
+        return drop_empty({"ref": self.ref, "how": self.how, "note": self.note}) | {
             "ref": self.ref}
 
     @classmethod
     def from_json(cls, value: object, where: str) -> BaseImage:
-        d = _obj(value, where)
-        return cls(ref=_opt_str(d, "ref", where) or "", how=_opt_str(d, "how", where) or "",
-                   note=_opt_str(d, "note", where) or "")
+        d = as_object(value, where)
+        return cls(ref=get_opt_str(d, "ref", where) or "", how=get_opt_str(d, "how", where) or "",
+                   note=get_opt_str(d, "note", where) or "")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -277,13 +214,13 @@ class Sealed:
     error: str | None = None
 
     def to_json(self) -> JSONObject:
-        return _drop_empty({"id": self.id, "file": self.file, "at": self.at, "error": self.error})
+        return drop_empty({"id": self.id, "file": self.file, "at": self.at, "error": self.error})
 
     @classmethod
     def from_json(cls, value: object, where: str) -> Sealed:
-        d = _obj(value, where)
-        return cls(id=_opt_str(d, "id", where), file=_opt_str(d, "file", where),
-                   at=_opt_str(d, "at", where), error=_opt_str(d, "error", where))
+        d = as_object(value, where)
+        return cls(id=get_opt_str(d, "id", where), file=get_opt_str(d, "file", where),
+                   at=get_opt_str(d, "at", where), error=get_opt_str(d, "error", where))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -301,17 +238,17 @@ class Published:
     provenance: str = ""
 
     def to_json(self) -> JSONObject:
-        return _drop_empty({"ref": self.ref, "digest": self.digest, "at": self.at,
+        return drop_empty({"ref": self.ref, "digest": self.digest, "at": self.at,
                             "signature": self.signature or None, "sbom": self.sbom or None,
                             "provenance": self.provenance or None})
 
     @classmethod
     def from_json(cls, value: object, where: str) -> Published:
-        d = _obj(value, where)
-        return cls(ref=_str(d, "ref", where), digest=_str(d, "digest", where),
-                   at=_str(d, "at", where), signature=_opt_str(d, "signature", where) or "",
-                   sbom=_opt_str(d, "sbom", where) or "",
-                   provenance=_opt_str(d, "provenance", where) or "")
+        d = as_object(value, where)
+        return cls(ref=get_str(d, "ref", where), digest=get_str(d, "digest", where),
+                   at=get_str(d, "at", where), signature=get_opt_str(d, "signature", where) or "",
+                   sbom=get_opt_str(d, "sbom", where) or "",
+                   provenance=get_opt_str(d, "provenance", where) or "")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -322,7 +259,7 @@ class Layer:
     step: str = ""
 
     def to_json(self) -> JSONObject:
-        return _drop_empty({"id": self.id, "step": self.step}) | {"id": self.id}
+        return drop_empty({"id": self.id, "step": self.step}) | {"id": self.id}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -342,7 +279,7 @@ class Image:
     layers: tuple[Layer, ...] = ()
 
     def to_json(self) -> JSONObject:
-        return _drop_empty({"tag": self.tag, "id": self.id, "digest": self.digest,
+        return drop_empty({"tag": self.tag, "id": self.id, "digest": self.digest,
                             "base": self.base.to_json() if self.base else None,
                             "sealed": self.sealed.to_json() if self.sealed else None,
                             "published": [p.to_json() for p in self.published] or None,
@@ -351,12 +288,12 @@ class Image:
 
     @classmethod
     def from_json(cls, value: object, where: str = "image") -> Image:
-        d = _obj(value, where)
+        d = as_object(value, where)
         published = d.get("published") or []
         if not isinstance(published, list):
             raise ResultFormatError(f"{where}.published: expected a list")
-        return cls(tag=_str(d, "tag", where), id=_opt_str(d, "id", where),
-                   digest=_opt_str(d, "digest", where),
+        return cls(tag=get_str(d, "tag", where), id=get_opt_str(d, "id", where),
+                   digest=get_opt_str(d, "digest", where),
                    base=None if d.get("base") is None
                    else BaseImage.from_json(d["base"], f"{where}.base"),
                    sealed=None if d.get("sealed") is None
@@ -374,165 +311,10 @@ def _layers(value: object, where: str) -> tuple[Layer, ...]:
         raise ResultFormatError(f"{where}: expected a list")
     found = []
     for i, item in enumerate(value):
-        d = _obj(item, f"{where}[{i}]")
-        found.append(Layer(id=_str(d, "id", f"{where}[{i}]"),
-                           step=_opt_str(d, "step", f"{where}[{i}]") or ""))
+        d = as_object(item, f"{where}[{i}]")
+        found.append(Layer(id=get_str(d, "id", f"{where}[{i}]"),
+                           step=get_opt_str(d, "step", f"{where}[{i}]") or ""))
     return tuple(found)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TorchInfo:
-    """torch as it reports itself in the image, and where its wheel came from."""
-
-    version: str | None = None
-    cuda: str | None = None
-    hip: str | None = None
-    git_version: str | None = None
-    source: str | None = None
-    sha256: str | None = None
-    error: str | None = None  # why torch could not be imported
-
-    @property
-    def nightly_date(self) -> str | None:
-        """'2026-11-23' for a nightly's version (2.16.0.dev20261123+cpu), else None."""
-        match = _NIGHTLY_VERSION.match(self.version or "")
-        return "-".join(match.groups()) if match else None
-
-    @property
-    def nightly(self) -> str | None:
-        """How a report names a nightly: its date and, when torch records it, its commit."""
-        if self.nightly_date is None:
-            return None
-        commit = f", commit {self.git_version[:12]}" if self.git_version else ""
-        return f"nightly of {self.nightly_date}{commit}"
-
-    def to_json(self) -> JSONObject:
-        # None is kept: 'cuda': null says torch was built without CUDA.
-        data: JSONObject = {"version": self.version, "cuda": self.cuda, "hip": self.hip,
-                            "git_version": self.git_version, "source": self.source,
-                            "sha256": self.sha256}
-        return data | ({"error": self.error} if self.error else {})
-
-    @classmethod
-    def from_json(cls, value: object, where: str) -> TorchInfo:
-        d = _obj(value, where)
-        return cls(**{k: _opt_str(d, k, where) for k in (
-            "version", "cuda", "hip", "git_version", "source", "sha256", "error")})
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Package:
-    """One installed distribution (pip's report): version, source, and whether the build
-    asked for it (an extension) or it came as a dependency."""
-
-    version: str | None = None
-    source: str | None = None
-    sha256: str | None = None
-    requested: bool = False
-
-    def to_json(self) -> JSONObject:
-        return {"version": self.version, "source": self.source, "sha256": self.sha256,
-                "requested": self.requested}
-
-    @classmethod
-    def from_json(cls, value: object, where: str) -> Package:
-        d = _obj(value, where)
-        return cls(version=_opt_str(d, "version", where), source=_opt_str(d, "source", where),
-                   sha256=_opt_str(d, "sha256", where), requested=bool(d.get("requested")))
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Installed:
-    """What the image really holds (``installed.json`` of the suite)."""
-
-    torch: TorchInfo = field(default_factory=TorchInfo)
-    packages: Mapping[str, Package] = field(default_factory=dict)
-
-    def to_json(self) -> JSONObject:
-        return {"torch": self.torch.to_json(),
-                "packages": {name: p.to_json() for name, p in self.packages.items()}}
-
-    @classmethod
-    def from_json(cls, value: object, where: str = "installed") -> Installed:
-        d = _obj(value, where)
-        packages = _obj(d.get("packages") or {}, f"{where}.packages")
-        return cls(torch=TorchInfo.from_json(d.get("torch") or {}, f"{where}.torch"),
-                   packages={str(name): Package.from_json(p, f"{where}.packages.{name}")
-                             for name, p in packages.items()})
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Sources:
-    """The package sources a build used, credentials already removed."""
-
-    index_url: str = ""
-    extra_index_urls: tuple[str, ...] = ()
-    find_links: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-
-    def to_json(self) -> JSONObject:
-        return {"index_url": self.index_url, "extra_index_urls": list(self.extra_index_urls),
-                "find_links": list(self.find_links), "notes": list(self.notes)}
-
-    @classmethod
-    def from_json(cls, value: object, where: str = "sources") -> Sources:
-        d = _obj(value, where)
-        return cls(index_url=_opt_str(d, "index_url", where) or "",
-                   extra_index_urls=_strs(d, "extra_index_urls", where),
-                   find_links=_strs(d, "find_links", where), notes=_strs(d, "notes", where))
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class LockedPin:
-    """One pin of the cell's lock: what ``pip install --require-hashes`` accepts for it."""
-
-    name: str
-    version: str
-    hashes: tuple[str, ...] = ()
-
-    def to_json(self) -> JSONObject:
-        return {"name": self.name, "version": self.version, "hashes": list(self.hashes)}
-
-    @classmethod
-    def from_json(cls, value: object, where: str) -> LockedPin:
-        d = _obj(value, where)
-        return cls(name=_str(d, "name", where), version=_str(d, "version", where),
-                   hashes=_strs(d, "hashes", where))
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Requirements:
-    """What the cell asked pip for, told apart: the vendor's stack (vendor.yaml
-    ``requirements``: what a user installs) and the suite's own packages
-    (``test_requirements``), formatted for the cell; where the vendor's stack comes from
-    (``index_url`` replaces PyPI, as a channel's index does; ``extra_index_url`` is searched
-    beside it, as a vendor's release index is); and, for a locked cell, the lock's pins of the
-    vendor's stack and everything it needs, with their hashes."""
-
-    vendor: tuple[str, ...] = ()
-    test: tuple[str, ...] = ()
-    index_url: str = ""
-    extra_index_url: str = ""
-    locked: tuple[LockedPin, ...] = ()
-
-    def to_json(self) -> JSONObject:
-        return _drop_empty({"vendor": list(self.vendor), "test": list(self.test),
-                            "index_url": self.index_url,
-                            "extra_index_url": self.extra_index_url,
-                            "locked": [p.to_json() for p in self.locked]}) | {
-            "vendor": list(self.vendor), "test": list(self.test)}
-
-    @classmethod
-    def from_json(cls, value: object, where: str = "requirements") -> Requirements:
-        d = _obj(value, where)
-        locked = d.get("locked") or []
-        if not isinstance(locked, list):
-            raise ResultFormatError(f"{where}.locked: expected a list")
-        return cls(vendor=_strs(d, "vendor", where), test=_strs(d, "test", where),
-                   index_url=_opt_str(d, "index_url", where) or "",
-                   extra_index_url=_opt_str(d, "extra_index_url", where) or "",
-                   locked=tuple(LockedPin.from_json(p, f"{where}.locked[{i}]")
-                                for i, p in enumerate(locked)))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -547,16 +329,16 @@ class SkipRule:
     matched: int = 0
 
     def to_json(self) -> JSONObject:
-        return _drop_empty({"id": self.id, "reason": self.reason, "owner": self.owner,
+        return drop_empty({"id": self.id, "reason": self.reason, "owner": self.owner,
                             "expires": self.expires, "added": self.added,
                             "matched": self.matched})
 
     @classmethod
     def from_json(cls, value: object, where: str) -> SkipRule:
-        d = _obj(value, where)
-        return cls(id=_str(d, "id", where), reason=_str(d, "reason", where),
-                   owner=_str(d, "owner", where), expires=_str(d, "expires", where),
-                   added=_opt_str(d, "added", where), matched=_int(d, "matched", where))
+        d = as_object(value, where)
+        return cls(id=get_str(d, "id", where), reason=get_str(d, "reason", where),
+                   owner=get_str(d, "owner", where), expires=get_str(d, "expires", where),
+                   added=get_opt_str(d, "added", where), matched=get_int(d, "matched", where))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -574,13 +356,13 @@ class Skips:
 
     @classmethod
     def from_json(cls, value: object, where: str = "skips") -> Skips:
-        d = _obj(value, where)
+        d = as_object(value, where)
         entries = d.get("entries") or []
         if not isinstance(entries, list):
             raise ResultFormatError(f"{where}.entries: expected a list")
         return cls(entries=tuple(SkipRule.from_json(e, f"{where}.entries[{i}]")
                                  for i, e in enumerate(entries)),
-                   expired=_strs(d, "expired", where), unmatched=_strs(d, "unmatched", where))
+                   expired=get_strs(d, "expired", where), unmatched=get_strs(d, "unmatched", where))
 
 
 # -- the result -------------------------------------------------------------------------------
@@ -631,39 +413,36 @@ class Result:
             "skips": self.skips.to_json() if self.skips else None,
             "requested": list(self.requested) or None,
             "requirements": self.requirements.to_json() if self.requirements else None}
-        return data | _drop_empty(optional)
+        return data | drop_empty(optional)
 
     @classmethod
     def from_json(cls, value: object) -> Result:
-        d = _obj(value, "result")
-        stages = _obj(d.get("stages") or {}, "stages")
+        d = as_object(value, "result")
+        stages = as_object(d.get("stages") or {}, "stages")
         tests = d.get("tests") or []
         if not isinstance(tests, list):
             raise ResultFormatError("tests: expected a list")
-        summary = _obj(d.get("summary") or {}, "summary")
+        summary = as_object(d.get("summary") or {}, "summary")
         return cls(
             cell=CellRef.from_json(d.get("cell")),
             status=status_of(d.get("status"), "status"),
-            summary={str(k): _int(summary, str(k), "summary") for k in summary},
+            summary={str(k): get_int(summary, str(k), "summary") for k in summary},
             stages={str(n): Stage.from_json(s, f"stages.{n}") for n, s in stages.items()},
             tests=tuple(TestOutcome.from_json(t, f"tests[{i}]") for i, t in enumerate(tests)),
             host=Host.from_json(d.get("host") or {}),
-            oota_version=_str(_obj(d.get("toolkit"), "toolkit"), "version", "toolkit"),
-            started_at=_str(d, "started_at", "result"),
-            finished_at=_str(d, "finished_at", "result"),
-            message=_opt_str(d, "message", "result") or "",
-            run_id=_opt_str(d, "run_id", "result"),
+            oota_version=get_str(as_object(d.get("toolkit"), "toolkit"), "version", "toolkit"),
+            started_at=get_str(d, "started_at", "result"),
+            finished_at=get_str(d, "finished_at", "result"),
+            message=get_opt_str(d, "message", "result") or "",
+            run_id=get_opt_str(d, "run_id", "result"),
             image=None if d.get("image") is None else Image.from_json(d["image"]),
             installed=None if d.get("installed") is None else Installed.from_json(d["installed"]),
             sources=None if d.get("sources") is None else Sources.from_json(d["sources"]),
             skips=None if d.get("skips") is None else Skips.from_json(d["skips"]),
-            requested=_strs(d, "requested", "result"),
+            requested=get_strs(d, "requested", "result"),
             requirements=None if d.get("requirements") is None
             else Requirements.from_json(d["requirements"]))
 
 
-__all__ = ["SCHEMA_ID", "BaseImage", "CellRef", "Host", "Image", "Installed",
-           "JSON", "JSONObject", "LockedPin", "Package", "Requirements", "Result",
-           "ResultFormatError", "Sealed", "SkipRule", "Skips", "Sources", "Stage", "Status",
-           "TestOutcome", "TorchInfo", "VendorCheck",
-           "json_object", "json_value", "status_of"]
+__all__ = ["SCHEMA_ID", "BaseImage", "CellRef", "Host", "Image", "Result", "Sealed", "SkipRule",
+           "Skips", "Stage", "Status", "TestOutcome", "VendorCheck"]

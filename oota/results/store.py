@@ -16,7 +16,9 @@ from xml.etree import ElementTree as ET
 from oota import schemas
 from oota.files import RESULT_LIMIT, read_text, write_atomic, write_json
 from oota.results.assemble import overall_status, summarize
-from oota.results.model import SCHEMA_ID, Result, ResultFormatError, Stage, TestOutcome
+from oota.results.jsonfields import ResultFormatError
+from oota.results.model import SCHEMA_ID, Result, Stage, TestOutcome
+from oota.vocab import Status
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "result-v1.json"
 RESULT_FILE = "result.json"
@@ -58,7 +60,7 @@ def keep_recording(suite_out: Path, folder: Path) -> Path | None:
     return None
 
 
-def _case(suite: ET.Element, cell: str, layer: str, name: str, status: str, duration_s: float,
+def _case(suite: ET.Element, cell: str, layer: str, name: str, status: Status, duration_s: float,
           message: str) -> None:
     node = ET.SubElement(suite, "testcase", classname=f"{cell}.{layer}", name=name,
                          time=f"{duration_s:.3f}")

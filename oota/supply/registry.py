@@ -32,7 +32,7 @@ from pathlib import Path
 
 from oota import httpio
 from oota.engine.base import RegistryAuth
-from oota.engine.docker import stored_credentials
+from oota.engine.credentials import stored_credentials
 from oota.errors import EnvironmentProblem, InputError, OotaError
 from oota.files import SMALL_LIMIT, read_text
 from oota.supply.cosign import Artifact, digest_of
@@ -103,7 +103,7 @@ def docker_config_auth(registry: str, environ: Mapping[str, str] | None = None
                        ) -> RegistryAuth | None:
     """The docker CLI's stored credentials for ``registry``, looked up as docker does: the
     credential helper its config.json's ``credHelpers`` names for the registry, else its
-    ``credsStore``, else its ``auths`` entry (:func:`oota.engine.docker.stored_credentials`).
+    ``credsStore``, else its ``auths`` entry (:func:`oota.engine.credentials.stored_credentials`).
     None without a config.json; EnvironmentProblem for one that is not JSON or a helper that
     fails."""
     env = os.environ if environ is None else environ

@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from cyclonedx.model import HashAlgorithm, HashType, Property
 from cyclonedx.model.bom import Bom
@@ -24,6 +25,8 @@ from packageurl import PackageURL
 
 from oota import __version__
 
+# The script that lists what an image holds (run inside it): the inventory an SBOM is made of.
+PROBE = Path(__file__).with_name("probe.py")
 HASH_OF_PROPERTY = "oota:sha256-of"
 
 

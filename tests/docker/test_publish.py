@@ -28,12 +28,12 @@ from oota import api
 from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL
+from oota.execute.attach import Signer
 from oota.execute.publish import publish_cells
+from oota.execute.pull import Refused, pull_and_verify
 from oota.plan import plan, select
 from oota.results.store import load
 from oota.supply import cosign, signing
-from oota.supply.attach import Signer
-from oota.supply.pull import Refused, pull_and_verify
 from oota.supply.registry import Reference, RegistryClient
 from oota.supply.runflags import LABEL as RUN_FLAGS
 from oota.supply.sbom import torch_entry

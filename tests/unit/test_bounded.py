@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from oota.engine import docker as engine_docker
+from oota.engine import credentials
 from oota.errors import EnvironmentProblem
 from oota.files import NotARegularFile, TooLarge, read_bytes
 from oota.supply.registry import RegistryClient, docker_config_auth
@@ -123,7 +123,7 @@ def test_a_credential_helper_that_hangs_is_stopped(tmp_path, monkeypatch):
     (tmp_path / "config.json").write_text(json.dumps({"credsStore": "oota-hangs"}))
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
     monkeypatch.setenv("PATH", f"{helper.parent}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(engine_docker, "HELPER_TIMEOUT_S", 1)
+    monkeypatch.setattr(credentials, "HELPER_TIMEOUT_S", 1)
     started = time.monotonic()
     with pytest.raises(EnvironmentProblem, match="docker-credential-oota-hangs .* no answer "
                                                  "within 1 s"):

@@ -14,7 +14,8 @@ from oota.execute.bases import Base
 from oota.execute.build import BuildOptions, CellRun
 from oota.execute.buildinfo import NOT_KEPT, BuildRecords
 from oota.plan import plan
-from oota.results.model import Host, Result, Sources
+from oota.results.model import Host, Result
+from oota.results.software import Sources
 from tests.unit.test_fleet import FakeEngine
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from oota.config.matrix import load_matrix
 from oota.errors import InputError
-from oota.execute.build import stage_context
+from oota.execute.context import stage_context
 from oota.execute.sources import resolve_sources
 from oota.net import netrc_for
 from oota.plan import plan, select

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oota.engine.docker import build_error_cause
+from oota.engine.cli import build_error_cause
 
 PIP_FAILURE = """\
 #10 [builder 4/7] RUN /opt/venv/bin/pip install "torch==2.14.1+cpu"

@@ -10,7 +10,7 @@ import pytest
 
 from oota.config.matrix import load_matrix
 from oota.engine.base import DeviceAccess, Mount, RunRequest
-from oota.engine.docker import create_argv
+from oota.engine.cli import create_argv
 from oota.execute.verify import device_request
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Copying a container's results out (oota/engine/docker.py extract_safely): the same outcome
+"""Copying a container's results out (oota/engine/archives.py extract_safely): the same outcome
 with Python's tar 'data' filter and without it (stock Debian 12's Python 3.11.2 has none)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import tarfile
 
 import pytest
 
-from oota.engine.docker import extract_safely
+from oota.engine.archives import extract_safely
 from oota.errors import StepFailed
 
 

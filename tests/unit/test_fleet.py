@@ -22,9 +22,10 @@ from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import BuildRequest, Endpoint, RunOutcome, RunRequest
 from oota.errors import InputError, MatrixError, StepFailed
-from oota.execute.build import BuildOptions, CellRun, host_identity
+from oota.execute.build import BuildOptions, CellRun
 from oota.execute.fleet import Station, _Watch, lost_hosts, run_on_stations
 from oota.execute.interrupts import Interrupted, signals_as_interrupts
+from oota.execute.samebytes import host_identity
 from oota.execute.verify import forwarded_env, passed_env
 from oota.lockfile import lock_path
 from oota.plan import plan
@@ -169,10 +170,12 @@ def _cell_run(project, tmp_path, engine, **options):
     cell = plan(matrix, ["cpu"])[0]
     host = Host(facts={"engine": "a", "docker_server": "fake", "arch": "x86_64"},
                 vendor_check=VendorCheck(supported=True, reasons=(), facts={}))
-    run = CellRun(matrix, cell, engine, Console(io.StringIO(), live=False),
-                  BuildOptions(results_dir=tmp_path / "results", **options), _no_base, host)
-    run.stages["build"] = Stage(status="passed", detail={"up_to_date": True}, duration_s=0.0)
-    return run
+    return CellRun(matrix, cell, engine, Console(io.StringIO(), live=False),
+                   BuildOptions(results_dir=tmp_path / "results", **options), _no_base, host)
+
+
+# The build stage's record of an image that is up to date.
+UP_TO_DATE = Stage(status="passed", detail={"up_to_date": True}, duration_s=0.0)
 
 
 def _no_base(cell):
@@ -184,10 +187,10 @@ def _previous(run: CellRun, *, sealed_id: str, status_test: str = "passed",
     tests = (TestOutcome(id="test_install.py::test_torch_imports", layer="install",
                          status=status_test, duration_s=0.1),)
     result = assemble(cell=cell_ref(run.cell.coordinates(), id=run.cell.id,
-                                    fingerprint=run.fingerprint),
+                                    fingerprint=run.inputs.fingerprint),
                       stages={"verify": Stage(status="passed", duration_s=3.0)}, tests=tests,
                       host=host or run.host, started_at=now(), run_id="r-before",
-                      image=Image(tag=run.tag,
+                      image=Image(tag=run.inputs.tag,
                                   sealed=Sealed(id=sealed_id, at="2026-11-20T10:00:00")))
     save(run.folder, result)
 
@@ -196,15 +199,14 @@ def test_an_unchanged_verified_image_on_the_same_host_is_not_verified_again(proj
     engine = FakeEngine("a")
     run = _cell_run(project, tmp_path, engine)
     _previous(run, sealed_id="sha256:a")
-    previous = run._verification_that_holds()
+    previous = run._verification_that_holds(UP_TO_DATE).previous
     assert previous is not None and previous.run_id == "r-before"
-    run._reuse(previous)
-    verify = run.stages["verify"]
+    verify, verified = run._reuse(previous)
     assert verify.detail == {"reused": {"run_id": "r-before",
                                         "verified_at": "2026-11-20T10:00:00"}}
     assert verify.message.startswith("the verification of 2026-11-20T10:00:00 (run r-before) "
                                      "holds")
-    assert [t.id for t in run.tests] == ["test_install.py::test_torch_imports"]
+    assert [t.id for t in verified.tests] == ["test_install.py::test_torch_imports"]
 
 
 @pytest.mark.parametrize("change", ["other image", "failed before", "other host", "reverify",
@@ -224,7 +226,7 @@ def test_anything_changed_means_verifying_again(project, tmp_path, change):
         assert host_identity(host) != host_identity(run.host)
     _previous(run, sealed_id="sha256:other" if change == "other image" else "sha256:a",
               status_test="failed" if change == "failed before" else "passed", host=host)
-    assert run._verification_that_holds() is None
+    assert run._verification_that_holds(UP_TO_DATE).previous is None
 
 
 def test_a_build_that_ends_in_error_verifies_nothing(project, tmp_path):
@@ -454,7 +456,8 @@ def test_the_pass_env_switches_are_recorded_however_the_verification_ended(proje
 
     run = _cell_run(project, tmp_path, FakeEngine("a"))
     run.env = {"REFDEV_WRONG_OP": "tanh"}
-    run._record("verify", dt.datetime.now(), status, "" if status == "passed" else "why", None)
-    assert run.stages["verify"].detail["env"] == {"REFDEV_WRONG_OP": "tanh"}
-    run._record("build", dt.datetime.now(), status, "", None)
-    assert "env" not in run.stages["build"].detail
+    verify = run._record("verify", dt.datetime.now(), status,
+                         "" if status == "passed" else "why", None)
+    assert verify.detail["env"] == {"REFDEV_WRONG_OP": "tanh"}
+    build = run._record("build", dt.datetime.now(), status, "", None)
+    assert "env" not in build.detail

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from invoke import Exit
 
-import tasks
 from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL, BuildRequest, Endpoint, RunOutcome, RunRequest
@@ -34,6 +33,7 @@ from oota.execute.leftovers import (
     sweep,
     waiting,
 )
+from oota.exits import errors_to_exit
 from oota.files import write_json
 from oota.plan import plan
 from oota.results.store import validation_errors
@@ -141,13 +141,12 @@ def test_a_signal_during_a_failing_deferred_block_leaves_the_failure_standing():
         pass
 
 
-def test_the_task_layer_turns_sigterm_into_exit_130():
-    @tasks._errors_to_exit
+def test_the_task_layer_turns_sigterm_into_exit_130(tmp_path):
     def long_task():
         _sigterm_self()
 
     with pytest.raises(Exit) as info:
-        long_task()
+        errors_to_exit(long_task, tmp_path / "last-error.log")()
     assert info.value.code == 130
     assert "interrupted (SIGTERM)" in str(info.value.message)
 

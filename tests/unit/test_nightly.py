@@ -21,7 +21,8 @@ from oota.render import context_files, fingerprint, render_cell
 from oota.report.data import build_report
 from oota.report.htmlpages import to_html
 from oota.report.markdown import to_markdown
-from oota.results.model import CellRef, Result, TorchInfo
+from oota.results.model import CellRef, Result
+from oota.results.software import TorchInfo
 from tests.conftest import BASE_MATRIX, Project
 from tests.unit.test_report import NOW, case, make_result, typed
 

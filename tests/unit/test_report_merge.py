@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from oota.errors import InputError
-from oota.report.data import Origin, Report, collect_merged
+from oota.report.data import Report, collect_merged
 from oota.report.htmlpages import cell_page, to_html
 from oota.report.jsondoc import to_json
 from oota.report.markdown import to_markdown
+from oota.report.rows import Origin
 from oota.report.write import write_report
 from oota.results.model import Result
 from tests.unit.test_report import case, make_result, refresh, write_results

@@ -16,11 +16,13 @@ from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL, SEALED_FROM_LABEL
 from oota.execute.bases import Base
-from oota.execute.build import BuildOptions, CellRun, same_verification, source_stamp
+from oota.execute.build import BuildOptions, CellRun, Verified
+from oota.execute.context import source_stamp
+from oota.execute.samebytes import same_verification
 from oota.execute.sources import resolve_sources
 from oota.execute.verify import EXPECTED_IN_IMAGE, expected_results
 from oota.plan import plan
-from oota.results.model import Host, Sealed, TestOutcome, VendorCheck
+from oota.results.model import Host, Image, Sealed, TestOutcome, VendorCheck
 
 
 def _no_base(cell):
@@ -115,8 +117,11 @@ def _cell_run(project, tmp_path, engine, run_id: str = "r1") -> CellRun:
     run = CellRun(matrix, cell, engine, Console(io.StringIO(), live=False), options, _no_base,
                   Host(facts={"arch": "x86_64"},
                        vendor_check=VendorCheck(supported=True, reasons=(), facts={})))
-    run.tests = TESTS
     return run
+
+
+def _verified(run: CellRun) -> Verified:
+    return Verified(image=Image(tag=run.inputs.tag), tests=TESTS)
 
 
 def test_build_labels_hold_no_run_id_and_no_clock(committed, tmp_path):
@@ -139,9 +144,9 @@ def test_a_verification_that_finds_what_the_seal_says_keeps_the_image(project, t
     sealed["verified_at"] = "2026-01-01T00:00:00+00:00"
     engine = SealedImage(sealed)
     run = _cell_run(project, tmp_path, engine)
-    run._seal()
+    verified = run._seal(_verified(run))
     assert engine.seals == []
-    assert run.image.sealed == Sealed(id="sha256:sealed", file=EXPECTED_IN_IMAGE,
+    assert verified.image.sealed == Sealed(id="sha256:sealed", file=EXPECTED_IN_IMAGE,
                                       at="2026-01-01T00:00:00+00:00")
 
 
@@ -151,9 +156,9 @@ def test_a_different_outcome_is_sealed_anew(project, tmp_path):
     sealed = dict(expected_results(earlier.cell, failed, None, earlier.host, "r0").document)
     engine = SealedImage(sealed)
     run = _cell_run(project, tmp_path, engine)
-    run._seal()
+    verified = run._seal(_verified(run))
     assert engine.seals and engine.seals[0]["oota.verified"] == "passed"
-    assert run.image.sealed is not None and run.image.sealed.id == "sha256:resealed"
+    assert verified.image.sealed is not None and verified.image.sealed.id == "sha256:resealed"
 
 
 def test_a_verification_differing_only_in_what_the_ops_budget_reached_keeps_the_seal():

@@ -18,7 +18,8 @@ import pytest
 from oota import api
 from oota.console import Console
 from oota.execute.publish import publish_cells
-from oota.results.model import Result, ResultFormatError
+from oota.results.jsonfields import ResultFormatError
+from oota.results.model import Result
 from oota.results.signed import Checker, sign_folder
 from oota.results.store import SIGNATURE_FILE, load, save
 from oota.supply import signing

@@ -10,24 +10,20 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from oota.results.assemble import assemble, cell_ref, read_suite_output
+from oota.results.jsonfields import JSON, ResultFormatError
 from oota.results.model import (
-    JSON,
     BaseImage,
     Host,
     Image,
-    Installed,
-    Package,
     Result,
-    ResultFormatError,
     Sealed,
     SkipRule,
     Skips,
-    Sources,
     Stage,
     TestOutcome,
-    TorchInfo,
     VendorCheck,
 )
+from oota.results.software import Installed, Package, Sources, TorchInfo
 from oota.results.store import load, load_all, save, validation_errors
 from oota.vocab import STATUS_ORDER, Status
 

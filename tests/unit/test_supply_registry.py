@@ -19,15 +19,15 @@ from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import Endpoint, RegistryAuth, RunOutcome, RunRequest
 from oota.errors import EXIT_REFUSED, EnvironmentProblem, InputError
+from oota.execute.attach import Signer
 from oota.execute.publish import publish_cells
+from oota.execute.pull import Refused, comparison, pull_and_verify
 from oota.plan import plan
 from oota.render import context_files, fingerprint, render_cell
 from oota.results.assemble import assemble, cell_ref, now
 from oota.results.model import Host, Image, Sealed, Stage, TestOutcome
 from oota.results.store import load, save
 from oota.supply import cosign, signing
-from oota.supply.attach import Signer
-from oota.supply.pull import Refused, comparison, pull_and_verify
 from oota.supply.registry import Reference, RegistryClient, RegistryError, docker_config_auth
 from oota.supply.runflags import LABEL as RUN_FLAGS
 from tests import registry_server

@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 from oota.config.matrix import load_matrix
 from oota.config.skips import SKIPS_FILE, load_skips
 from oota.config.vendors import CompatRow, Vendor, discover, load_vendor
-from oota.engine.docker import create_argv
+from oota.engine.cli import create_argv
 from oota.execute.verify import device_request
 from oota.plan import Cell, plan
 from oota.render import render_all

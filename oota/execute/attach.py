@@ -30,9 +30,8 @@ from oota.supply.provenance import (
     statement,
 )
 from oota.supply.registry import Reference, RegistryClient
-from oota.supply.sbom import Inventory, InventoryError, build_sbom, with_lock
+from oota.supply.sbom import PROBE, Inventory, InventoryError, build_sbom, with_lock
 
-PROBE = Path(__file__).with_name("probe.py")
 PROBE_OUT = "/tmp/oota-inventory"
 
 

@@ -1,0 +1,284 @@
+"""The tasks that drive Engines: build and verify (on one Engine or a fleet), publish, pull,
+probe the hosts, verify here, judge recordings again; and signing what a run wrote."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from oota.api.cells import cells_for
+from oota.api.flags import engine_endpoint, folder, registry_ca
+from oota.api.tables import HostRow, host_row
+from oota.config.hostsfile import HostsFile, load_hosts
+from oota.config.matrix import Matrix, load_matrix
+from oota.console import Console
+from oota.engine.base import Endpoint, Engine, RegistryAuth, TlsFiles
+from oota.engine.docker import DockerEngine
+from oota.errors import (
+    EXIT_FAILED,
+    EXIT_HOST_LOST,
+    EXIT_OK,
+    EnvironmentProblem,
+    InputError,
+    OotaError,
+)
+from oota.execute import inplace
+from oota.execute import judge as judging
+from oota.execute.attach import Signer
+from oota.execute.bases import Base
+from oota.execute.build import BuildOptions
+from oota.execute.fleet import Down, Station, lost_hosts, run_on_stations
+from oota.execute.publish import Outcome as PublishOutcome
+from oota.execute.publish import publish_cells
+from oota.execute.pull import Pulled, pull_and_verify
+from oota.plan import Cell, plan, select
+from oota.results.jsonfields import ResultFormatError
+from oota.results.model import Result
+from oota.results.signed import key_id, sign_folder
+from oota.results.store import RESULT_FILE, SIGNATURE_FILE, load
+from oota.supply import signing
+from oota.vocab import BAD
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Ran:
+    """What a build or verify run gives the task: each cell's result, and the hosts that
+    stopped answering (or never answered) on the way."""
+
+    results: list[Result]
+    lost: tuple[str, ...] = ()
+
+
+def build(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, everything: bool,
+          options: BuildOptions, console: Console, *, build_images: bool = True,
+          hosts_file: str | None = None, jobs: int = 1) -> Ran:
+    """Build (optionally) and verify the selected cells: on the local engine, ``jobs`` at once,
+    or on the engines of ``hosts_file`` (hosts.yaml)."""
+    matrix, cells = cells_for(matrix_path, vendors, ids, everything)
+    if hosts_file is not None and jobs != 1:
+        raise InputError("--jobs is for the local engine; with --hosts each host's `jobs` in "
+                         "the hosts file says how many cells it runs at once")
+    fleet = load_hosts(Path(hosts_file), tuple(matrix.vendors)) if hosts_file else None
+    if fleet is not None:
+        _check_served(fleet, cells)
+    if not cells:
+        console.warn("no cells selected")
+        return Ran(results=[])
+    console.info(f"{len(cells)} cell(s): " + ", ".join(c.id for c in cells))
+    if fleet is None:
+        stations = [Station("", DockerEngine(), jobs=jobs, cache=matrix.root / ".oota-cache")]
+        down: tuple[Down, ...] = ()
+    else:
+        stations, down = _stations(fleet, cells, console, matrix.root / ".oota-cache")
+    logging.getLogger("oota").debug("engines ready")
+    results = run_on_stations(matrix, cells, stations, console, options, build=build_images,
+                              down=down)
+    return Ran(results=results, lost=tuple(lost_hosts(stations))
+               + tuple(f"{d.name}: {d.why}" for d in down))
+
+
+def _check_served(fleet: HostsFile, cells: list[Cell]) -> None:
+    """Every selected cell's vendor has a host in the hosts file (InputError, exit 2)."""
+    unserved = sorted({c.vendor.name for c in cells if not fleet.serving(c.vendor.name)})
+    if unserved:
+        raise InputError(f"{fleet.file}: no host takes the cells of "
+                         f"{', '.join(unserved)}; add the vendor to a host's `vendors`, or "
+                         "leave its cells out (--vendor)")
+
+
+def _stations(fleet: HostsFile, cells: list[Cell], console: Console, cache: Path
+              ) -> tuple[list[Station], tuple[Down, ...]]:
+    """An engine for each host the selected cells need; a host whose engine does not answer
+    is left out (its cells go to the other hosts of their vendor), and said so."""
+    needed = {c.vendor.name for c in cells}
+    stations, down = [], []
+    for entry in fleet.hosts:
+        if not needed & set(entry.vendors):
+            continue
+        tls = TlsFiles(ca=entry.tls[0], cert=entry.tls[1], key=entry.tls[2]) if entry.tls \
+            else None
+        endpoint = Endpoint(name=entry.name, url=entry.url, context=entry.context, tls=tls)
+        try:
+            engine = DockerEngine(endpoint)
+        except OotaError as exc:
+            why = str(exc).splitlines()[0]
+            console.warn(f"host {entry.name}: left out of this run: {why}")
+            down.append(Down(name=entry.name, vendors=frozenset(entry.vendors),
+                             why=f"did not answer at the start ({why})"))
+            continue
+        console.info(f"host {entry.name}: {endpoint.where()} ({entry.jobs} at once; "
+                     f"{', '.join(entry.vendors)})")
+        stations.append(Station(entry.name, engine, vendors=frozenset(entry.vendors),
+                                jobs=entry.jobs, cache=cache))
+    return stations, tuple(down)
+
+
+def publish(matrix_path: str, vendors: list[str] | None, ids: list[str] | None,
+            everything: bool, console: Console, *, registry: str, results_dir: Path,
+            namespace: str = "oota", auth: RegistryAuth | None = None,
+            key: str | None = None, ca: str | None = None, hosts_file: str | None = None,
+            host: str | None = None) -> list[PublishOutcome]:
+    """Push the selected cells' verified images to ``registry`` with their SBOM, provenance
+    and (with ``key``, the lab's private key) signature; refuse the others. Each image is
+    pushed from the Engine that verified it, among those of ``hosts_file`` (``--hosts``) or
+    ``host`` (``--host``; default: the environment's Engine)."""
+    if hosts_file is not None and host is not None:
+        raise InputError("--hosts and --host exclude each other: give the hosts file, or one "
+                         "Engine")
+    signer = Signer(key=signing.load_private(Path(key), signing.password_from_env())
+                    if key else None, auth=auth, ca=registry_ca(ca))
+    matrix, cells = cells_for(matrix_path, vendors, ids, everything)
+    if not cells:
+        console.warn("no cells selected")
+        return []
+    engines = _publishing_engines(matrix, cells, console, hosts_file, host)
+    if signer.key is None:
+        console.warn("no --key: the images are published unsigned (`./oota.sh keygen` makes a key)")
+    return publish_cells(matrix, cells, engines[0], console, results_dir=results_dir,
+                         registry=registry, namespace=namespace, local_namespace="oota",
+                         auth=auth, signer=signer, run_id=f"publish-{uuid.uuid4().hex[:10]}",
+                         others=engines[1:])
+
+
+def _publishing_engines(matrix: Matrix, cells: list[Cell], console: Console,
+                        hosts_file: str | None, host: str | None) -> list[Engine]:
+    """The Engines a publish looks for verified images on: those of the hosts file that
+    answer (EnvironmentProblem when none does), ``--host``'s, or the environment's."""
+    if hosts_file is None:
+        return [DockerEngine(engine_endpoint(host))]
+    fleet = load_hosts(Path(hosts_file), tuple(matrix.vendors))
+    stations, down = _stations(fleet, cells, console, matrix.root / ".oota-cache")
+    if not stations:
+        raise EnvironmentProblem(f"{hosts_file}: no host answers (" + "; ".join(
+            f"{d.name}: {d.why}" for d in down) + ")")
+    return [s.engine for s in stations]
+
+
+def sign_results(results: Sequence[Result], results_dir: str,
+                 key: signing.PrivateKey | None) -> list[str]:
+    """Sign each result this run wrote (``result.sig`` beside it); lines for stderr. A result
+    file that is not this run's (an earlier one kept) is left as it is."""
+    if key is None:
+        return []
+    signed = 0
+    for result in results:
+        folder = Path(results_dir) / result.cell.id
+        try:
+            on_disk = load(folder / RESULT_FILE)
+        except ResultFormatError:
+            continue
+        if (on_disk.run_id, on_disk.started_at) == (result.run_id, result.started_at):
+            sign_folder(folder, key)
+            signed += 1
+    return [f"signed {signed} result(s) with key {key_id(key.public_key())} ({SIGNATURE_FILE} "
+            "beside each result.json)"]
+
+
+def keygen(out: str) -> signing.KeyFiles:
+    """A new signing key pair in ``out`` (``oota.key``, encrypted with OOTA_SIGNING_PASSWORD
+    when set, and ``oota.pub``)."""
+    where = folder("--out", out)
+    where.mkdir(parents=True, exist_ok=True)
+    return signing.generate(where, signing.password_from_env())
+
+
+def pull(reference: str, *, key: str | None, auth: RegistryAuth | None, ca: str | None,
+         workdir: Path, host: str | None = None) -> Pulled:
+    """Check ``reference``'s signature and provenance, pull it by digest, re-verify it on the
+    Engine ``host`` names (``--host``: as a hosts.yaml endpoint or context; default: the
+    environment's engine). The checks talk to the registry, the pull and the run to the Engine."""
+    endpoint = engine_endpoint(host)
+    public = signing.load_public(Path(key)) if key else None
+    return pull_and_verify(DockerEngine(endpoint), reference, key=public, auth=auth,
+                           ca=registry_ca(ca), workdir=workdir)
+
+
+def exit_code_for(ran: Ran) -> int:
+    """0 when there are results and none failed, errored or was interrupted (oota.vocab.BAD);
+    4 when that holds but a host stopped answering during the run (its cells were retried on
+    other hosts); 1 otherwise."""
+    results = ran.results
+    if not results or any(r.status in BAD for r in results):
+        return EXIT_FAILED
+    return EXIT_HOST_LOST if ran.lost else EXIT_OK
+
+
+def hosts(matrix_path: str, vendors: list[str] | None, console: Console,
+          hosts_file: str | None = None) -> list[HostRow]:
+    """Probe each engine for every selected vendor's hardware, on the host that would run its
+    cells (the local engine, or each host of ``hosts_file`` that takes the vendor). No cell is
+    built; on an engine of another machine the probe runs in the vendor's base image, which is
+    made available there first."""
+    matrix = load_matrix(matrix_path)
+    names = vendors or list(matrix.vendors)
+    cells = [select(matrix, plan(matrix, [name]))[:1] or plan(matrix, [name])[:1]
+             for name in names]
+    firsts = [c[0] for c in cells if c]
+    rows: list[HostRow] = []
+    if hosts_file is None:
+        try:
+            stations = [Station("", DockerEngine(), cache=matrix.root / ".oota-cache")]
+        except OotaError as exc:
+            return [host_row("local", cell.vendor.name, None, str(exc)) for cell in firsts]
+    else:
+        fleet = load_hosts(Path(hosts_file), tuple(matrix.vendors))
+        stations, down = _stations(fleet, firsts, console, matrix.root / ".oota-cache")
+        rows += [host_row(d.name, name, None, d.why) for d in down for name in names
+                 if name in d.vendors]
+    workdir = matrix.root / ".oota-cache"
+    for station in stations:
+        for cell in firsts:
+            if not station.serves(cell.vendor.name):
+                continue
+
+            def base_for(c: Cell, s: Station = station) -> Base:
+                return s.base(c, console, workdir, {})
+
+            check = station.check(cell, console, base_for, f"hosts-{uuid.uuid4().hex[:8]}")
+            rows.append(host_row(station.name, cell.vendor.name, check, ""))
+    return rows
+
+
+def verify_here(matrix_path: str, vendors: list[str] | None, results_dir: Path,
+                suite_layers: tuple[str, ...], python: str | None) -> Result:
+    """``verify --here``: one vendor's suites against ``python`` (default: this interpreter)."""
+    if not vendors or len(vendors) != 1:
+        raise InputError("--here needs exactly one --vendor (the vendor whose checks apply)")
+    matrix = load_matrix(matrix_path)
+    plan(matrix, vendors)
+    return inplace.verify_here(matrix, vendors[0], results_dir, layers=suite_layers,
+                               python=python or sys.executable)
+
+
+def judge(paths: Sequence[str], *, python: str | None, image: str | None,
+          matrix_path: str, check: bool) -> judging.Replay:
+    """``judge``: recorded cases judged again by the checkout's judge, with ``python`` (it
+    must have torch), else this interpreter when it has torch, else in ``image`` (default:
+    the CPU vendor's default cell as ``build`` tags it) on the environment's engine."""
+    files = judging.recordings(paths)
+    if python is not None and image is not None:
+        raise InputError("--python and --image name two places to judge in: give one")
+    if python is not None:
+        if not judging.has_torch(python):
+            raise InputError(f"--python {python}: it cannot import torch; name an interpreter "
+                             "that has torch")
+        return judging.with_python(python, files, check)
+    if image is None and judging.has_torch(sys.executable):
+        return judging.with_python(sys.executable, files, check)
+    return judging.in_image(DockerEngine(), image or default_torch_image(matrix_path), files,
+                            check)
+
+
+def default_torch_image(matrix_path: str) -> str:
+    """The tag ``build --vendor=cpu`` gives the CPU vendor's default cell: an image with torch
+    and nothing else that ``judge`` needs."""
+    matrix = load_matrix(matrix_path)
+    if "cpu" not in matrix.vendors:
+        raise InputError(f"{matrix_path} has no cpu vendor to take an image with torch from: "
+                         "pass --image or --python")
+    cells = select(matrix, plan(matrix, ["cpu"]))
+    return BuildOptions(results_dir=Path("results")).tag_for(cells[0])
