@@ -48,6 +48,9 @@ def _vendors(items: list[str] | None) -> list[str] | None:
     return api.name_list("--vendor", items)
 
 
+NO_TESTS_COLLECTED = 5   # pytest's exit code when a -k selects no test of a session
+
+
 @task(iterable=("vendor",), help={
     "vendor": "vendor name (repeatable)", "matrix": HELP_MATRIX,
     "format": "table, json, or github: the job matrix of .github/workflows/oota.yml, one line "
@@ -445,19 +448,24 @@ def lint(c: Context, matrix: str = "matrix.yaml") -> None:
     print("hadolint: no problems")
 
 
-@task(help={"docker": "also run the tests marked docker (default: yes)", "k": "pytest -k"})
+@task(help={"docker": "also run the Docker tests (default: yes)", "k": "pytest -k"})
 def test(c: Context, docker: bool = True, k: str = "") -> None:
     """Run the test suite: unit tests first, then the browser and Docker tests.
 
-    One pytest session (order and clean-up in tests/conftest.py): when a unit or browser test
-    fails, it stops before the Docker tests, which take minutes; it leaves nothing in /tmp."""
-    args = [sys.executable, "-m", "pytest"]
-    if not docker:
-        args += ["-m", "not docker and not network"]
-    else:
-        args += ["-m", "not network"]
-    if k:
-        args += ["-k", k]
-    code = subprocess.call(args)  # argv list: -k text never reaches a shell
-    if code:
+    Two pytest sessions (order and clean-up in tests/conftest.py): the unit and browser tests
+    on every CPU (pytest-xdist), then, only when they all passed, the Docker tests, which take
+    minutes and share one Engine's images; neither leaves anything in /tmp."""
+    selected = ["-k", k] if k else []   # argv lists: -k text never reaches a shell
+    pytest = [sys.executable, "-m", "pytest"]
+    passed = (0, NO_TESTS_COLLECTED) if k else (0,)   # -k may select none of a group
+    code = subprocess.call([*pytest, "-m", "not docker and not network", "-n", "auto",
+                            *selected])
+    if code not in passed:
+        if docker:
+            print("unit or browser tests failed: the Docker tests were not started (fix those "
+                  "first, or run tests/docker alone)", file=sys.stderr)
         raise Exit(code=code)
+    if docker:
+        code = subprocess.call([*pytest, "-m", "not network", "tests/docker", *selected])
+        if code not in passed:
+            raise Exit(code=code)

@@ -5,6 +5,9 @@ The session's order and its temporary files are set here too:
 - Unit tests run first, then the browser tests, then the Docker tests (``tests/docker``, minutes
   each). When a unit or browser test failed, the session stops before the first Docker test
   (exit 1, like ``-x``): a broken unit is reported in about a minute, not after the builds.
+  ``./oota.sh test`` runs the same order as two sessions: unit and browser tests on every CPU
+  (pytest-xdist: each worker has its own tmp folder under the session's), then the Docker
+  tests when those passed.
 - Every temporary file of the session (pytest's ``tmp_path``s and whatever the tests and the
   programs they start put in ``TMPDIR``) goes into one folder that is removed when the session
   ends, whatever its outcome: a run leaves nothing in /tmp. ``OOTA_KEEP=1`` keeps it (and the
