@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from invoke.context import Context
 from invoke.exceptions import Exit
@@ -23,7 +24,9 @@ from oota import api
 from oota.console import Console
 from oota.errors import EXIT_FAILED
 from oota.exits import errors_to_exit
-from oota.supply.signing import PrivateKey
+
+if TYPE_CHECKING:   # only for annotations: the signing library loads when a task signs
+    from oota.supply.signing import PrivateKey
 
 HELP_MATRIX = "matrix file (default: matrix.yaml)"
 HELP_FORMAT = "table or json"
