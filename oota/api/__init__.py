@@ -20,7 +20,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 # The names below are imported when first used (PEP 562), so a task loads only the jobs it
-# runs: `oota matrix` needs no SQL toolkit, Docker SDK or signing library, and every command
+# runs: `oota matrix` loads neither the SQL toolkit nor the Docker SDK, and every command
 # starts in a fraction of the time (a command line is started hundreds of times by the tests).
 if TYPE_CHECKING:
     from oota.api.cells import (

@@ -1,0 +1,24 @@
+"""oota.api loads its jobs lazily: every name it lists resolves, each to the module that
+defines it, and importing the tasks loads neither the SQL toolkit nor the Docker SDK."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from oota import api
+from tests.conftest import REPO
+
+
+def test_every_listed_name_resolves_and_only_those_are_lazy() -> None:
+    assert set(api.__all__) == set(api._WHERE)  # noqa: SLF001 - the table under test
+    for name in api.__all__:
+        assert getattr(api, name) is not None, name
+
+
+def test_importing_the_tasks_loads_no_sql_toolkit_or_docker_sdk() -> None:
+    code = ("import sys, tasks; "
+            "print(sorted(m for m in ('sqlalchemy', 'docker') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "[]", out
