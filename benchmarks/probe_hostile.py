@@ -28,11 +28,9 @@ import json
 import os
 import resource
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +43,7 @@ sys.path.insert(0, str(REPO))
 from hostile_cases import CANARY, CASES, CELLS, Case, result  # noqa: E402 - beside this file
 
 from oota.results.store import save  # noqa: E402
+from tests.misbehaving import HTML_FLOOD, misbehaving  # noqa: E402
 from tests.unit.test_releases_hostile import good_index, serve  # noqa: E402
 
 INPUTS = ("matrix.yaml", "tasks.py", "vendors", "verify", "schema", "templates", "locks")
@@ -53,48 +52,10 @@ TIME_CAP_S = 180
 
 
 # -- servers on loopback -----------------------------------------------------------------------
-@contextlib.contextmanager
-def raw_server(kind: str) -> Iterator[str]:
-    """``host:port`` of a server that never answers ("silent"), drips a byte every 0.3 s
-    ("drip"), answers without end ("flood"), redirects to file:///etc/passwd ("redirect"), or
-    challenges for Basic auth ("challenge")."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(32)
-    stop = threading.Event()
-
-    def serve_one(conn: socket.socket) -> None:
-        with contextlib.suppress(OSError), conn:
-            conn.recv(65536)
-            if kind == "drip":
-                conn.sendall(b"HTTP/1.1 200 OK\r\n")
-                while not stop.wait(0.3):
-                    conn.sendall(b"X")
-            elif kind == "flood":
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n")
-                while not stop.is_set():
-                    conn.sendall(b"<a>x</a>" * 8192)
-            elif kind == "redirect":
-                conn.sendall(b"HTTP/1.1 302 Found\r\nLocation: file:///etc/passwd\r\n"
-                             b"Content-Length: 0\r\n\r\n")
-            elif kind == "challenge":
-                conn.sendall(b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic "
-                             b'realm="r"\r\nContent-Length: 0\r\n\r\n')
-            else:
-                stop.wait(TIME_CAP_S)
-
-    def accept() -> None:
-        with contextlib.suppress(OSError):
-            while not stop.is_set():
-                conn, _ = listener.accept()
-                threading.Thread(target=serve_one, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield f"127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        listener.close()
+def raw_server(kind: str) -> contextlib.AbstractContextManager[str]:
+    """``host:port`` of a misbehaving server (tests/misbehaving.py) that floods with an index
+    page and stays silent for the probe's time cap."""
+    return misbehaving(kind, flood=HTML_FLOOD, silent_s=TIME_CAP_S)
 
 
 @contextlib.contextmanager

@@ -5,13 +5,9 @@ one that drips a byte now and then, one that answers without end."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import socket
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +16,7 @@ from oota.engine import credentials
 from oota.errors import EnvironmentProblem
 from oota.files import NotARegularFile, TooLarge, read_bytes
 from oota.supply.registry import RegistryClient, docker_config_auth
+from tests.misbehaving import misbehaving
 
 
 # -- files -------------------------------------------------------------------------------------
@@ -57,44 +54,6 @@ def test_a_folder_is_a_folder(tmp_path):
 
 
 # -- network -----------------------------------------------------------------------------------
-@contextlib.contextmanager
-def misbehaving(kind: str) -> Iterator[str]:
-    """``host:port`` of a server on loopback that, to every connection: never answers
-    ("silent"), sends a status line and then a byte every 0.3 s ("drip"), or answers 200 with
-    a body without end ("flood")."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    stop = threading.Event()
-
-    def serve(conn: socket.socket) -> None:
-        with contextlib.suppress(OSError), conn:
-            conn.recv(65536)
-            if kind == "drip":
-                conn.sendall(b"HTTP/1.1 200 OK\r\n")
-                while not stop.wait(0.3):
-                    conn.sendall(b"X")
-            elif kind == "flood":
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n")
-                while not stop.is_set():
-                    conn.sendall(b" " * 65536)
-            else:
-                stop.wait(60)
-
-    def accept() -> None:
-        with contextlib.suppress(OSError):
-            while not stop.is_set():
-                conn, _ = listener.accept()
-                threading.Thread(target=serve, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield f"127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        listener.close()
-
-
 @pytest.mark.parametrize("kind", ["silent", "drip"])
 def test_a_stalled_registry_fails_within_the_deadline(kind):
     with misbehaving(kind) as host:
