@@ -12,16 +12,22 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 from invoke.exceptions import Exit, ParseError
+from invoke.parser.argument import Argument
 from invoke.parser.context import ParserContext
 from invoke.program import Program
+from invoke.tasks import Task
 from invoke.util import yaml  # type: ignore[attr-defined]  # invoke's own copy of PyYAML
 
 from oota import __version__
+from oota.api.options import bind
 from oota.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT
+from oota.exits import errors_to_exit
 
 HELP_FLAGS = ("--help", "-h")
 _UNKNOWN = re.compile(r"^No idea what '(?P<token>.*)' is!$")
@@ -82,6 +88,40 @@ def missing_value(argv: list[str], contexts: Mapping[str, ParserContext]
         elif arg is None and token in contexts:
             task, context = token, contexts[token]
     return (task, pending) if pending else None
+
+
+TaskBody = Callable[..., None]
+
+
+class FlagTask(Task[TaskBody]):
+    """invoke's Task, without two habits of invoke 3: its help for a flag was used up by the
+    first parser built (``oota`` builds one to find a repeatable flag left without a value, so
+    ``--help`` then showed none), and a dashed flag could get ``-`` as its short name
+    (``--ca-bundle`` listed as ``--=STRING``)."""
+
+    def arg_opts(self, name: str, default: str, taken_names: set[str]) -> dict[str, Any]:
+        opts: dict[str, Any] = super().arg_opts(name, default, taken_names)
+        opts["names"] = [n for n in opts["names"] if n != "-"]
+        return opts
+
+    def get_arguments(self, ignore_unknown_help: bool | None = None) -> list[Argument]:
+        kept = dict(self.help)
+        try:
+            return super().get_arguments(ignore_unknown_help)
+        finally:
+            self.help = kept
+
+
+def task_of(error_log: Path) -> Callable[[TaskBody], FlagTask]:
+    """The ``@task`` decorator of ``tasks.py``, typed (invoke's own returns a bare Callable,
+    which mypy cannot check): the flags of a body come from oota/api/options.py, checked
+    before it runs, and its errors become our exit codes (the traceback of an unexpected one
+    goes to ``error_log``)."""
+    def task(body: TaskBody) -> FlagTask:
+        bound = bind(body)
+        return FlagTask(errors_to_exit(bound.body, error_log), help=bound.help,
+                        iterable=bound.iterable)
+    return task
 
 
 @contextmanager

@@ -1,6 +1,7 @@
 """The functions behind the tasks, by job: each takes parsed flags, does one job, returns data.
 
-* :mod:`~oota.api.flags`: every flag of every task, checked (a new flag is checked there);
+* :mod:`~oota.api.options`: every flag of every task, its help, default and check, in one table
+  (a new flag is one entry there); :mod:`~oota.api.flags`: the checks;
 * :mod:`~oota.api.cells`: the tasks of the matrix without an Engine (matrix, generate, lint,
   release-check, lock);
 * :mod:`~oota.api.runs`: the tasks that drive Engines (build, verify, publish, pull, hosts,
@@ -8,10 +9,10 @@
 * :mod:`~oota.api.reports` and :mod:`~oota.api.history`: the report, and the history wired in;
 * :mod:`~oota.api.tables`: what ``matrix`` and ``hosts`` print.
 
-Imports go one way: ``flags`` and ``tables`` at the bottom, then ``cells`` and ``history``,
-then ``runs`` and ``reports``. ``tasks.py`` uses the names listed here. Nothing here prints
-results or exits; ``tasks.py`` formats the returned data and maps exceptions
-(:mod:`oota.errors`) to exit codes.
+Imports go one way: ``flags`` and ``tables`` at the bottom, ``options`` on ``flags``, then
+``cells`` and ``history``, then ``runs`` and ``reports``. ``tasks.py`` uses the names listed
+here. Nothing here prints results or exits; ``tasks.py`` formats the returned data and maps
+exceptions (:mod:`oota.errors`) to exit codes.
 """
 
 from __future__ import annotations
@@ -22,112 +23,160 @@ from typing import TYPE_CHECKING, Any
 # The names below are imported when first used (PEP 562), so a task loads only the jobs it
 # runs: `oota matrix` loads neither the SQL toolkit nor the Docker SDK, and every command
 # starts in a fraction of the time (a command line is started hundreds of times by the tests).
+# mypy reads the imports; the table says where each name lives at run time
+# (tests/unit/test_api_names.py holds the two to the same names).
 if TYPE_CHECKING:
     from oota.api.cells import (
-        cells_for,
-        generate,
-        lint,
-        lock,
-        lock_status,
-        matrix_rows,
-        matrix_text,
-        release_check,
+        cells_for as cells_for,
+    )
+    from oota.api.cells import (
+        generate as generate,
+    )
+    from oota.api.cells import (
+        lint as lint,
+    )
+    from oota.api.cells import (
+        lock as lock,
+    )
+    from oota.api.cells import (
+        lock_status as lock_status,
+    )
+    from oota.api.cells import (
+        matrix_rows as matrix_rows,
+    )
+    from oota.api.cells import (
+        matrix_text as matrix_text,
+    )
+    from oota.api.cells import (
+        release_check as release_check,
     )
     from oota.api.flags import (
-        DEFAULT_RESULTS,
-        FORMATS,
-        HISTORY_ACTIONS,
-        HISTORY_FORMATS,
-        MATRIX_FORMATS,
-        MAX_JOBS,
-        build_options,
-        ca_bundle,
-        check_here_flags,
-        check_history_flags,
-        choice,
-        engine_endpoint,
-        folder,
-        hud_runs,
-        index_url,
-        jobs,
-        layers,
-        lock_options,
-        name_list,
-        namespace,
-        registry,
-        registry_auth,
-        registry_ca,
-        registry_mirrors,
-        report_formats,
-        signing_key,
-        since,
+        check_here_flags as check_here_flags,
+    )
+    from oota.api.flags import (
+        check_history_flags as check_history_flags,
+    )
+    from oota.api.flags import (
+        report_formats as report_formats,
+    )
+    from oota.api.flags import (
+        since as since,
     )
     from oota.api.history import (
-        History,
-        Imported,
-        git_revision,
-        history_digest,
-        history_import,
-        history_location,
-        history_query,
-        history_target,
-        hud_source,
-        record_history,
+        History as History,
+    )
+    from oota.api.history import (
+        Imported as Imported,
+    )
+    from oota.api.history import (
+        git_revision as git_revision,
+    )
+    from oota.api.history import (
+        history_digest as history_digest,
+    )
+    from oota.api.history import (
+        history_import as history_import,
+    )
+    from oota.api.history import (
+        history_location as history_location,
+    )
+    from oota.api.history import (
+        history_query as history_query,
+    )
+    from oota.api.history import (
+        history_target as history_target,
+    )
+    from oota.api.history import (
+        hud_source as hud_source,
+    )
+    from oota.api.history import (
+        record_history as record_history,
+    )
+    from oota.api.options import (
+        build_options as build_options,
+    )
+    from oota.api.options import (
+        lock_options as lock_options,
     )
     from oota.api.reports import (
-        Finished,
-        Reported,
-        current_fingerprints,
-        finish_report,
-        report,
-        report_with_history,
+        Finished as Finished,
+    )
+    from oota.api.reports import (
+        Reported as Reported,
+    )
+    from oota.api.reports import (
+        current_fingerprints as current_fingerprints,
+    )
+    from oota.api.reports import (
+        finish_report as finish_report,
+    )
+    from oota.api.reports import (
+        report as report,
+    )
+    from oota.api.reports import (
+        report_with_history as report_with_history,
     )
     from oota.api.runs import (
-        Ran,
-        build,
-        default_torch_image,
-        exit_code_for,
-        hosts,
-        judge,
-        keygen,
-        publish,
-        pull,
-        sign_results,
-        verify_here,
+        Ran as Ran,
+    )
+    from oota.api.runs import (
+        build as build,
+    )
+    from oota.api.runs import (
+        default_torch_image as default_torch_image,
+    )
+    from oota.api.runs import (
+        exit_code_for as exit_code_for,
+    )
+    from oota.api.runs import (
+        hosts as hosts,
+    )
+    from oota.api.runs import (
+        judge as judge,
+    )
+    from oota.api.runs import (
+        keygen as keygen,
+    )
+    from oota.api.runs import (
+        publish as publish,
+    )
+    from oota.api.runs import (
+        pull as pull,
+    )
+    from oota.api.runs import (
+        sign_results as sign_results,
+    )
+    from oota.api.runs import (
+        verify_here as verify_here,
     )
     from oota.api.tables import (
-        format_hosts,
-        format_rows,
-        host_row,
-        hosts_exit_code,
+        format_hosts as format_hosts,
     )
-    from oota.execute import judge as judging
+    from oota.api.tables import (
+        format_rows as format_rows,
+    )
+    from oota.api.tables import (
+        host_row as host_row,
+    )
+    from oota.api.tables import (
+        hosts_exit_code as hosts_exit_code,
+    )
 
 _WHERE: dict[str, str] = {
-    "DEFAULT_RESULTS": "flags",
-    "FORMATS": "flags",
     "Finished": "reports",
-    "HISTORY_ACTIONS": "flags",
-    "HISTORY_FORMATS": "flags",
     "History": "history",
     "Imported": "history",
-    "MATRIX_FORMATS": "flags",
-    "MAX_JOBS": "flags",
     "Ran": "runs",
     "Reported": "reports",
     "build": "runs",
-    "build_options": "flags",
-    "ca_bundle": "flags",
+    "build_options": "options",
     "cells_for": "cells",
     "check_here_flags": "flags",
     "check_history_flags": "flags",
-    "choice": "flags",
     "current_fingerprints": "reports",
     "default_torch_image": "runs",
-    "engine_endpoint": "flags",
     "exit_code_for": "runs",
     "finish_report": "reports",
-    "folder": "flags",
     "format_hosts": "tables",
     "format_rows": "tables",
     "generate": "cells",
@@ -140,37 +189,25 @@ _WHERE: dict[str, str] = {
     "host_row": "tables",
     "hosts": "runs",
     "hosts_exit_code": "tables",
-    "hud_runs": "flags",
     "hud_source": "history",
-    "index_url": "flags",
-    "jobs": "flags",
     "judge": "runs",
     "keygen": "runs",
-    "layers": "flags",
     "lint": "cells",
     "lock": "cells",
-    "lock_options": "flags",
+    "lock_options": "options",
     "lock_status": "cells",
     "matrix_rows": "cells",
     "matrix_text": "cells",
-    "name_list": "flags",
-    "namespace": "flags",
     "publish": "runs",
     "pull": "runs",
     "record_history": "history",
-    "registry": "flags",
-    "registry_auth": "flags",
-    "registry_ca": "flags",
-    "registry_mirrors": "flags",
     "release_check": "cells",
     "report": "reports",
     "report_formats": "flags",
     "report_with_history": "reports",
     "sign_results": "runs",
-    "signing_key": "flags",
     "since": "flags",
     "verify_here": "runs",
-    "judging": "",
 }
 
 
@@ -178,78 +215,9 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = importlib.import_module("oota.execute.judge") if name == "judging" else getattr(
-        importlib.import_module(f"oota.api.{module}"), name)
+    value = getattr(importlib.import_module(f"oota.api.{module}"), name)
     globals()[name] = value
     return value
 
 
-__all__ = [
-    "DEFAULT_RESULTS",
-    "FORMATS",
-    "Finished",
-    "HISTORY_ACTIONS",
-    "HISTORY_FORMATS",
-    "History",
-    "Imported",
-    "MATRIX_FORMATS",
-    "MAX_JOBS",
-    "Ran",
-    "Reported",
-    "build",
-    "build_options",
-    "ca_bundle",
-    "cells_for",
-    "check_here_flags",
-    "check_history_flags",
-    "choice",
-    "current_fingerprints",
-    "default_torch_image",
-    "engine_endpoint",
-    "exit_code_for",
-    "finish_report",
-    "folder",
-    "format_hosts",
-    "format_rows",
-    "generate",
-    "git_revision",
-    "history_digest",
-    "history_import",
-    "history_location",
-    "history_query",
-    "history_target",
-    "host_row",
-    "hosts",
-    "hosts_exit_code",
-    "hud_runs",
-    "hud_source",
-    "index_url",
-    "jobs",
-    "judge",
-    "judging",
-    "keygen",
-    "layers",
-    "lint",
-    "lock",
-    "lock_options",
-    "lock_status",
-    "matrix_rows",
-    "matrix_text",
-    "name_list",
-    "namespace",
-    "publish",
-    "pull",
-    "record_history",
-    "registry",
-    "registry_auth",
-    "registry_ca",
-    "registry_mirrors",
-    "release_check",
-    "report",
-    "report_formats",
-    "report_with_history",
-    "sign_results",
-    "signing_key",
-    "since",
-    "verify_here",
-]
+__all__ = sorted(_WHERE)

@@ -1,6 +1,6 @@
-"""Every flag of every task, checked before the task reads the matrix or contacts Docker: each
-function takes a flag's text and returns its typed value, or raises InputError (exit 2) naming
-the flag. A new flag is checked here and passed on by ``tasks.py``."""
+"""The checks of the flags: each function takes a flag's text and returns its typed value, or
+raises InputError (exit 2) naming the flag. The table of flags (:mod:`oota.api.options`) says
+which check each flag gets; the two ``check_*_flags`` check flags against each other."""
 
 from __future__ import annotations
 
@@ -16,9 +16,7 @@ from oota.engine.base import Endpoint, RegistryAuth
 from oota.errors import (
     InputError,
 )
-from oota.execute import lock as locks
 from oota.execute.bases import parse_mirrors
-from oota.execute.build import BuildOptions
 from oota.files import SMALL_LIMIT, read_text
 from oota.net import find_ca_bundle, redact, redact_text
 from oota.report import hud
@@ -163,14 +161,14 @@ def engine_endpoint(host: str | None) -> Endpoint:
 
 
 def check_here_flags(*, here: bool, python: str | None, cells: list[str] | None,
-                     everything: bool, hosts: str | None = None, jobs: str = "1") -> None:
+                     everything: bool, hosts: str | None = None, jobs: int = 1) -> None:
     """``verify --here`` verifies this environment as the one cell it matches: ``--cell`` and
     ``--all`` make no sense with it, nor do ``--hosts`` and ``--jobs`` (no engine is used),
     and ``--python`` none without it."""
     if here and (cells or everything):
         raise InputError("--cell and --all do not apply with --here: it verifies this "
                          "environment as the vendor's cell it matches")
-    if here and (hosts is not None or jobs != "1"):
+    if here and (hosts is not None or jobs != 1):
         raise InputError("--hosts and --jobs do not apply with --here: it verifies this "
                          "environment, without Docker")
     if not here and python is not None:
@@ -182,20 +180,6 @@ def registry_mirrors(items: list[str] | None) -> tuple[tuple[str, str], ...]:
     return tuple(parse_mirrors(items or []).items())
 
 
-def build_options(*, results: str, layer: str = "", ca_bundle_file: str | None = None,
-                  index: str | None = None, find_links: list[str] | None = None,
-                  no_host_pip_config: bool = False, rebuild: bool = False, verify: bool = True,
-                  registry_mirror: list[str] | None = None,
-                  reverify: bool = False) -> BuildOptions:
-    """The build and verify flags, every one checked (InputError, exit 2)."""
-    return BuildOptions(results_dir=folder("--results", results),
-                        ca_bundle=ca_bundle(ca_bundle_file), index_url=index_url(index),
-                        find_links=tuple(find_links or ()),
-                        use_host_pip_config=not no_host_pip_config, rebuild=rebuild,
-                        verify=verify, layers=layers(layer),
-                        registry_mirrors=registry_mirrors(registry_mirror), reverify=reverify)
-
-
 def jobs(text: str | int) -> int:
     """``--jobs N``: how many cells the local engine runs at once (1 to 64)."""
     value = str(text).strip()
@@ -203,17 +187,6 @@ def jobs(text: str | int) -> int:
         raise InputError(f"--jobs {str(text)[:20]!r}: give a whole number from 1 to "
                          f"{MAX_JOBS}, e.g. --jobs 2")
     return int(value)
-
-
-def lock_options(*, ca_bundle_file: str | None = None, index: str | None = None,
-                 find_links: list[str] | None = None, no_host_pip_config: bool = False,
-                 registry_mirror: list[str] | None = None,
-                 upgrade: bool = False) -> locks.LockOptions:
-    """The lock flags, every one checked (InputError, exit 2)."""
-    return locks.LockOptions(ca_bundle=ca_bundle(ca_bundle_file), index_url=index_url(index),
-                             find_links=tuple(find_links or ()),
-                             use_host_pip_config=not no_host_pip_config,
-                             registry_mirrors=registry_mirrors(registry_mirror), upgrade=upgrade)
 
 
 def report_formats(text: str | None) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oota.api.cells import cells_for
-from oota.api.flags import engine_endpoint, folder, registry_ca
+from oota.api.flags import engine_endpoint, folder
 from oota.api.tables import HostRow, host_row
 from oota.config.hostsfile import HostsFile, load_hosts
 from oota.config.matrix import Matrix, load_matrix
@@ -120,7 +120,7 @@ def _stations(fleet: HostsFile, cells: list[Cell], console: Console, cache: Path
 def publish(matrix_path: str, vendors: list[str] | None, ids: list[str] | None,
             everything: bool, console: Console, *, registry: str, results_dir: Path,
             namespace: str = "oota", auth: RegistryAuth | None = None,
-            key: str | None = None, ca: str | None = None, hosts_file: str | None = None,
+            key: str | None = None, ca: Path | None = None, hosts_file: str | None = None,
             host: str | None = None) -> list[PublishOutcome]:
     """Push the selected cells' verified images to ``registry`` with their SBOM, provenance
     and (with ``key``, the lab's private key) signature; refuse the others. Each image is
@@ -130,7 +130,7 @@ def publish(matrix_path: str, vendors: list[str] | None, ids: list[str] | None,
         raise InputError("--hosts and --host exclude each other: give the hosts file, or one "
                          "Engine")
     signer = Signer(key=signing.load_private(Path(key), signing.password_from_env())
-                    if key else None, auth=auth, ca=registry_ca(ca))
+                    if key else None, auth=auth, ca=ca)
     matrix, cells = cells_for(matrix_path, vendors, ids, everything)
     if not cells:
         console.warn("no cells selected")
@@ -186,7 +186,7 @@ def keygen(out: str) -> signing.KeyFiles:
     return signing.generate(where, signing.password_from_env())
 
 
-def pull(reference: str, *, key: str | None, auth: RegistryAuth | None, ca: str | None,
+def pull(reference: str, *, key: str | None, auth: RegistryAuth | None, ca: Path | None,
          workdir: Path, host: str | None = None) -> Pulled:
     """Check ``reference``'s signature and provenance, pull it by digest, re-verify it on the
     Engine ``host`` names (``--host``: as a hosts.yaml endpoint or context; default: the
@@ -194,7 +194,7 @@ def pull(reference: str, *, key: str | None, auth: RegistryAuth | None, ca: str 
     endpoint = engine_endpoint(host)
     public = signing.load_public(Path(key)) if key else None
     return pull_and_verify(DockerEngine(endpoint), reference, key=public, auth=auth,
-                           ca=registry_ca(ca), workdir=workdir)
+                           ca=ca, workdir=workdir)
 
 
 def exit_code_for(ran: Ran) -> int:

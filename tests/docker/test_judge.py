@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from oota import api
+from oota.execute.judge import Replay
 from oota.results.store import CASES_FILE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,7 +23,7 @@ RANDOM = ("cauchy", "exponential", "randn_like", "empty_like")
 
 
 @pytest.fixture(scope="module")
-def h100(built) -> api.judging.Replay:
+def h100(built) -> Replay:
     return api.judge([str(H100)], python=None, image=built.tag,
                      matrix_path=str(REPO / "matrix.yaml"), check=True)
 

@@ -25,6 +25,7 @@ import docker.errors
 import pytest
 
 from oota import api
+from oota.api import flags
 from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL
@@ -117,7 +118,7 @@ def _publish_signed(verified, secure_registry, engine, tmp_path, monkeypatch, sh
     [default] = select(matrix, plan(matrix, ["cpu"]), ids=[DEFAULT_CELL])
     monkeypatch.setenv(signing.PASSWORD_ENV, SIGNING_PASSWORD)
     keys = api.keygen(str(tmp_path / "keys"))
-    auth = api.registry_auth(str(secure_registry.auth_file))
+    auth = flags.registry_auth(str(secure_registry.auth_file))
     signer = Signer(key=signing.load_private(keys.private, SIGNING_PASSWORD.encode()),
                     auth=auth, ca=secure_registry.ca)
     [pushed] = publish_cells(matrix, [default], engine, Console(shown, live=False),
@@ -188,7 +189,7 @@ def _check_artifacts(server, ref: str, digest: str, results: Path) -> None:
                    if p.ref == ref]
     assert published.signature and published.sbom and published.provenance
     parsed = Reference.parse(ref)
-    client = RegistryClient(parsed.registry, auth=api.registry_auth(str(server.auth_file)),
+    client = RegistryClient(parsed.registry, auth=flags.registry_auth(str(server.auth_file)),
                             ca=server.ca)
     [layer] = cosign.layers_of(client.manifest(parsed.repository,
                                                cosign.artifact_tag(digest, "sbom")))

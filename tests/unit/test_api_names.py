@@ -3,6 +3,7 @@ defines it, and importing the tasks loads neither the SQL toolkit nor the Docker
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
@@ -14,6 +15,15 @@ def test_every_listed_name_resolves_and_only_those_are_lazy() -> None:
     assert set(api.__all__) == set(api._WHERE)  # noqa: SLF001 - the table under test
     for name in api.__all__:
         assert getattr(api, name) is not None, name
+
+
+def test_what_mypy_reads_is_what_the_table_loads() -> None:
+    """The TYPE_CHECKING imports (what mypy sees) name each module and name of the table."""
+    tree = ast.parse((REPO / "oota" / "api" / "__init__.py").read_text())
+    guarded = next(node for node in tree.body if isinstance(node, ast.If))
+    imported = {alias.name: node.module.rsplit(".", 1)[-1] for node in guarded.body
+                if isinstance(node, ast.ImportFrom) and node.module for alias in node.names}
+    assert imported == api._WHERE  # noqa: SLF001 - the table under test
 
 
 def test_importing_the_tasks_loads_no_sql_toolkit_or_docker_sdk() -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from oota import api
+from oota.api import flags
 from oota.config.hostsfile import load_hosts
 from oota.config.matrix import load_matrix
 from oota.console import Console
@@ -321,7 +322,7 @@ def test_a_vendor_no_host_takes_is_refused_before_anything_runs(project, tmp_pat
 @pytest.mark.parametrize("text", ["0", "65", "two", "-1", ""])
 def test_bad_jobs_are_refused(text):
     with pytest.raises(InputError, match=r"--jobs .*: give a whole number from 1 to 64"):
-        api.jobs(text)
+        flags.jobs(text)
 
 
 def test_jobs_and_hosts_do_not_mix(project, tmp_path):

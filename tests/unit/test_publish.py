@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from oota import api
+from oota.api import flags
 from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RegistryAuth
@@ -146,18 +146,18 @@ def test_a_failed_push_is_reported_and_the_result_unchanged(project, tmp_path):
                                    ""])
 def test_bad_registries_are_refused(value):
     with pytest.raises(InputError, match="--registry"):
-        api.registry(value)
-    assert api.registry("registry.lab:5000/my-lab") == "registry.lab:5000/my-lab"
+        flags.registry(value)
+    assert flags.registry("registry.lab:5000/my-lab") == "registry.lab:5000/my-lab"
 
 
 def test_registry_auth_file(tmp_path):
     good = tmp_path / "auth.json"
     good.write_text(json.dumps({"username": "lab", "password": "pw"}))
-    assert api.registry_auth(str(good)) == RegistryAuth(username="lab", password="pw")
+    assert flags.registry_auth(str(good)) == RegistryAuth(username="lab", password="pw")
     bad = tmp_path / "bad.json"
     bad.write_text('{"user": "lab", "password": "hunter2"}')
     with pytest.raises(InputError) as info:
-        api.registry_auth(str(bad))
+        flags.registry_auth(str(bad))
     assert "hunter2" not in str(info.value)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from oota import api
+from oota.api import flags
 from oota.engine.base import Endpoint
 from oota.errors import InputError
 from tests.engines import free_port
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
     ("gpu-a", Endpoint(name="gpu-a", context="gpu-a")),
 ], ids=["default", "unix", "tcp", "ssh", "context"])
 def test_host_is_written_as_hosts_yaml_writes_an_engine(text, endpoint):
-    assert api.engine_endpoint(text) == endpoint
+    assert flags.engine_endpoint(text) == endpoint
 
 
 @pytest.mark.parametrize("text", ["tcp://gpu-a.lab", "http://gpu-a.lab:2375", "gpu a",
@@ -36,7 +36,7 @@ def test_host_is_written_as_hosts_yaml_writes_an_engine(text, endpoint):
                          ids=["no-port", "http", "space", "password", "empty"])
 def test_a_malformed_host_is_bad_input(text):
     with pytest.raises(InputError, match="--host .*give a Docker endpoint as hosts.yaml") as info:
-        api.engine_endpoint(text)
+        flags.engine_endpoint(text)
     assert "hunter2" not in str(info.value)
 
 
