@@ -317,8 +317,9 @@ def test(c: Context, docker: bool, k: str) -> None:
     """Run the test suite: unit tests first, then the browser and Docker tests.
 
     Two pytest sessions (order and clean-up in tests/conftest.py): the unit and browser tests
-    on every CPU (pytest-xdist), then, only when they all passed, the Docker tests, which take
-    minutes and share one Engine's images; neither leaves anything in /tmp."""
+    on every CPU (pytest-xdist), then, only when they all passed, the Docker tests on two
+    workers, one taking the tests on the session's images, the other those that build their
+    own (tests/docker/conftest.py); neither session leaves anything in /tmp."""
     selected = ["-k", k] if k else []   # argv lists: -k text never reaches a shell
     pytest = [sys.executable, "-m", "pytest"]
     passed = (0, NO_TESTS_COLLECTED) if k else (0,)   # -k may select none of a group
@@ -330,6 +331,7 @@ def test(c: Context, docker: bool, k: str) -> None:
                   "first, or run tests/docker alone)", file=sys.stderr)
         raise Exit(code=code)
     if docker:
-        code = subprocess.call([*pytest, "-m", "not network", "tests/docker", *selected])
+        code = subprocess.call([*pytest, "-m", "not network", "-n", "2", "--dist", "loadscope",
+                                "tests/docker", *selected])
         if code not in passed:
             raise Exit(code=code)

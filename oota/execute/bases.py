@@ -10,11 +10,15 @@ with labels saying how it was made; later builds reuse it.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
+import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,11 +110,32 @@ def ensure_base(engine: Engine, image: str, spec: OsSpec, workdir: Path,
                          f"--registry-mirror {split_registry(image)[0]}=MIRROR")
     tag = bootstrap_tag(spec)
     wanted = _bootstrap_labels(spec)
-    labels = engine.image_labels(tag)
-    if labels is not None and all(labels.get(k) == v for k, v in wanted.items()):
-        return Base(ref=tag, how="bootstrapped-earlier", note=f"pull failed: {why}")
-    _debootstrap_and_import(engine, spec, tag, workdir)
+    with _one_bootstrap_at_a_time(tag, workdir):
+        labels = engine.image_labels(tag)
+        if labels is not None and all(labels.get(k) == v for k, v in wanted.items()):
+            return Base(ref=tag, how="bootstrapped-earlier", note=f"pull failed: {why}")
+        _debootstrap_and_import(engine, spec, tag, workdir)
     return Base(ref=tag, how="bootstrapped", note=f"pull failed: {why}")
+
+
+@contextmanager
+def _one_bootstrap_at_a_time(tag: str, workdir: Path) -> Iterator[None]:
+    """Held while ``tag`` is looked for and bootstrapped: two oota runs on one host that need
+    the same base (two vendors' builds at once, two test sessions) wait for the first one's
+    instead of each bootstrapping it and moving the tag under the other's build. The lock file
+    is the host's (/run/lock, where root keeps them; bootstrapping needs root), else in
+    ``workdir``."""
+    folder = Path("/run/lock")
+    if not os.access(folder, os.W_OK):
+        folder = workdir
+        folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"oota-bootstrap-{re.sub(r'[^A-Za-z0-9_.-]', '_', tag)}.lock"
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _debootstrap_and_import(engine: Engine, spec: OsSpec, tag: str, workdir: Path) -> None:

@@ -24,6 +24,7 @@ from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL
 from oota.engine.docker import DockerEngine
+from oota.execute.bases import ensure_base
 from oota.execute.build import BuildOptions
 from oota.execute.fleet import build_cells
 from oota.plan import plan, select
@@ -48,6 +49,40 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # the Ryuk image 
 os.environ.setdefault("OOTA_OPS_BUDGET_S", "0")
 
 
+# ``./oota.sh test`` runs this folder on two pytest-xdist workers (``-n 2 --dist loadscope``,
+# scheduled by :func:`pytest_xdist_make_scheduler`): one takes the files that build their own
+# images on Engines of their own (``OWN_IMAGES``), the other every test on the session's
+# images (``built``, ``reference_built``, ``cuda_built``), in the same minutes: a build or a
+# push mostly keeps one CPU busy. A file listed in the wrong group still passes; it only
+# makes its worker build the session's images too. Each worker's extra Engines take their own
+# slices of the bridge (OOTA_TEST_ENGINE_BASE, 8 apart).
+OWN_IMAGES = frozenset({"test_fleet.py", "test_nightly.py", "test_daily_loop.py",
+                        "test_vendor_from_folder.py"})
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _WORKER.startswith("gw") and _WORKER[2:].isdigit():
+    os.environ["OOTA_TEST_ENGINE_BASE"] = str(
+        int(os.environ.get("OOTA_TEST_ENGINE_BASE", "0") or 0) + 8 * int(_WORKER[2:]))
+
+
+def group_of(nodeid: str) -> str:
+    """The worker's share a Docker test belongs to (see ``OWN_IMAGES``)."""
+    return "own-images" if nodeid.split("::")[0].rsplit("/", 1)[-1] in OWN_IMAGES \
+        else "session-images"
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own scheduler for loadscope
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TwoShares(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return TwoShares(config, log)
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if "tests/docker/" in str(item.path):
@@ -68,6 +103,14 @@ def engine(run_id):
     yield eng
     if not os.environ.get("OOTA_KEEP"):
         eng.cleanup(run_id, images=True)
+
+
+@pytest.fixture(scope="session")
+def debian12_base(engine) -> str:
+    """The bootstrapped Debian 12 base on the first Engine, made if no earlier test (or test
+    session: oota bootstraps one base at a time per host) made it; its tag."""
+    spec = load_matrix(REPO / "matrix.yaml").os["debian12"]
+    return ensure_base(engine, spec.image, spec, REPO / ".oota-cache").ref
 
 
 @pytest.fixture(scope="session")

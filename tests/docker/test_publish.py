@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,14 +45,6 @@ from .conftest import DEFAULT_CELL, NAMESPACE, REPO
 SIGNING_PASSWORD = f"signing-password-{uuid.uuid4().hex}"
 
 
-def _manifest_digest(registry: str, repository: str, tag: str) -> str:
-    request = urllib.request.Request(
-        f"http://{registry}/v2/{repository}/manifests/{tag}", method="HEAD",
-        headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return str(response.headers["Docker-Content-Digest"])
-
-
 @dataclass
 class Verified:
     results: Path
@@ -72,21 +63,25 @@ def verified(built, tmp_path_factory) -> Verified:
     return Verified(results=results, namespace=NAMESPACE)
 
 
-def test_the_verified_image_is_pushed_and_an_unverified_cell_refused(verified, registry, engine,
-                                                                    docker_client):
+def test_the_verified_image_is_pushed_and_an_unverified_cell_refused(verified, secure_registry,
+                                                                    engine, docker_client):
+    """Pushed to the registry the signed publication below uses too (under a namespace of its
+    own): that push finds the layers there and mounts them instead of sending 1.5 GB again."""
     matrix = load_matrix(REPO / "matrix.yaml")
     cpu = plan(matrix, ["cpu"])
     [default] = select(matrix, cpu, ids=[DEFAULT_CELL])
     other = next(c for c in cpu if c.id != DEFAULT_CELL)
     namespace = f"oota-test-{uuid.uuid4().hex[:8]}"
+    auth = flags.registry_auth(str(secure_registry.auth_file))
     pushed, refused = publish_cells(matrix, [default, other], engine, Console(),
-                                    results_dir=verified.results, registry=registry,
+                                    results_dir=verified.results, registry=secure_registry.host,
                                     namespace=namespace, local_namespace=verified.namespace,
-                                    auth=None)
+                                    auth=auth)
     try:
         assert pushed.status == "pushed", pushed.reason
-        assert pushed.ref == f"{registry}/{namespace}/cpu:{DEFAULT_CELL}"
-        assert _manifest_digest(registry, f"{namespace}/cpu", DEFAULT_CELL) == pushed.digest
+        assert pushed.ref == f"{secure_registry.host}/{namespace}/cpu:{DEFAULT_CELL}"
+        client = RegistryClient(secure_registry.host, auth=auth, ca=secure_registry.ca)
+        assert client.resolve(f"{namespace}/cpu", DEFAULT_CELL) == pushed.digest
         recorded = load(verified.results / DEFAULT_CELL / "result.json").image.published
         assert [(p.ref, p.digest) for p in recorded] == [(pushed.ref, pushed.digest)]
         assert json.loads((verified.results / DEFAULT_CELL / "result.json").read_text())[

@@ -3,6 +3,8 @@ then (for an OS's own image) a bootstrap; unit-tested against a fake engine."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -84,3 +86,36 @@ def test_when_nothing_answers_the_error_names_both_and_the_flag(tmp_path: Path):
 def test_bad_mirror_flags_are_input_errors(bad):
     with pytest.raises(InputError, match="write it as REGISTRY=MIRROR"):
         parse_mirrors([bad])
+
+
+def test_two_runs_that_need_one_base_bootstrap_it_once(tmp_path: Path, monkeypatch):
+    """Two oota runs on one host (two vendors' builds, two test sessions) need Debian 12's base
+    at once: the second waits for the first one's bootstrap and takes its image."""
+    from oota.config.matrix import Bootstrap
+    from oota.execute import bases
+
+    spec = OsSpec(key="debian12", image="debian:bookworm-slim", python=(),
+                  bootstrap=Bootstrap(tool="debootstrap", suite="bookworm",
+                                      mirror="http://deb.debian.org/debian"))
+    engine = FakeEngine()
+    labels: dict[str, dict[str, str]] = {}
+    engine.image_labels = labels.get  # type: ignore[method-assign]
+    made: list[str] = []
+    started = threading.Event()
+
+    def bootstrap(engine_: object, spec_: OsSpec, tag: str, workdir: Path) -> None:
+        started.set()
+        time.sleep(0.3)  # the other run asks meanwhile
+        made.append(tag)
+        labels[tag] = bases._bootstrap_labels(spec_)  # noqa: SLF001 - what a bootstrap labels
+
+    monkeypatch.setattr(bases, "_debootstrap_and_import", bootstrap)
+    found: list[str] = []
+    first = threading.Thread(target=lambda: found.append(
+        ensure_base(engine, spec.image, spec, tmp_path).how))
+    first.start()
+    assert started.wait(5)
+    found.append(ensure_base(engine, spec.image, spec, tmp_path).how)
+    first.join(5)
+    assert made == ["oota/base:debian12"]
+    assert sorted(found) == ["bootstrapped", "bootstrapped-earlier"]
