@@ -12,6 +12,7 @@ plain ``invoke`` exits 1 for that.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -225,7 +226,7 @@ def report(c: Context, results: str, out: str, compare: str | None, merge: list[
 
 @task
 def history(c: Context, action: str, dir: list[str] | None, vendor: str | None,
-            cell: str | None, test: str | None, format: str, since: str | None,
+            cell: str | None, test: str | None, format: str, since: dt.timedelta | None,
             history: str | None, matrix: str) -> None:
     """Import, query or digest the history of runs.
 
@@ -238,7 +239,7 @@ def history(c: Context, action: str, dir: list[str] | None, vendor: str | None,
     root = Path(matrix).parent
     where = api.history_location(history, root=root)
     if action == "digest":
-        print(api.history_digest(where, window=api.since(since or "24h"), root=root),
+        print(api.history_digest(where, window=since or api.DEFAULT_SINCE, root=root),
               end="")
         return
     if action == "query":

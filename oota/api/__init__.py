@@ -28,141 +28,66 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from oota.api.cells import (
         cells_for as cells_for,
-    )
-    from oota.api.cells import (
         generate as generate,
-    )
-    from oota.api.cells import (
         lint as lint,
-    )
-    from oota.api.cells import (
         lock as lock,
-    )
-    from oota.api.cells import (
         lock_status as lock_status,
-    )
-    from oota.api.cells import (
         matrix_rows as matrix_rows,
-    )
-    from oota.api.cells import (
         matrix_text as matrix_text,
-    )
-    from oota.api.cells import (
         release_check as release_check,
     )
     from oota.api.flags import (
+        DEFAULT_SINCE as DEFAULT_SINCE,
         check_here_flags as check_here_flags,
-    )
-    from oota.api.flags import (
         check_history_flags as check_history_flags,
-    )
-    from oota.api.flags import (
         report_formats as report_formats,
-    )
-    from oota.api.flags import (
-        since as since,
     )
     from oota.api.history import (
         History as History,
-    )
-    from oota.api.history import (
         Imported as Imported,
-    )
-    from oota.api.history import (
         git_revision as git_revision,
-    )
-    from oota.api.history import (
         history_digest as history_digest,
-    )
-    from oota.api.history import (
         history_import as history_import,
-    )
-    from oota.api.history import (
         history_location as history_location,
-    )
-    from oota.api.history import (
         history_query as history_query,
-    )
-    from oota.api.history import (
         history_target as history_target,
-    )
-    from oota.api.history import (
         hud_source as hud_source,
-    )
-    from oota.api.history import (
         record_history as record_history,
     )
     from oota.api.options import (
         build_options as build_options,
-    )
-    from oota.api.options import (
         lock_options as lock_options,
     )
     from oota.api.reports import (
         Finished as Finished,
-    )
-    from oota.api.reports import (
         Reported as Reported,
-    )
-    from oota.api.reports import (
         current_fingerprints as current_fingerprints,
-    )
-    from oota.api.reports import (
         finish_report as finish_report,
-    )
-    from oota.api.reports import (
         report as report,
-    )
-    from oota.api.reports import (
         report_with_history as report_with_history,
     )
     from oota.api.runs import (
         Ran as Ran,
-    )
-    from oota.api.runs import (
         build as build,
-    )
-    from oota.api.runs import (
         default_torch_image as default_torch_image,
-    )
-    from oota.api.runs import (
         exit_code_for as exit_code_for,
-    )
-    from oota.api.runs import (
         hosts as hosts,
-    )
-    from oota.api.runs import (
         judge as judge,
-    )
-    from oota.api.runs import (
         keygen as keygen,
-    )
-    from oota.api.runs import (
         publish as publish,
-    )
-    from oota.api.runs import (
         pull as pull,
-    )
-    from oota.api.runs import (
         sign_results as sign_results,
-    )
-    from oota.api.runs import (
         verify_here as verify_here,
     )
     from oota.api.tables import (
         format_hosts as format_hosts,
-    )
-    from oota.api.tables import (
         format_rows as format_rows,
-    )
-    from oota.api.tables import (
         host_row as host_row,
-    )
-    from oota.api.tables import (
         hosts_exit_code as hosts_exit_code,
     )
 
 _WHERE: dict[str, str] = {
+    "DEFAULT_SINCE": "flags",
     "Finished": "reports",
     "History": "history",
     "Imported": "history",
@@ -206,7 +131,6 @@ _WHERE: dict[str, str] = {
     "report_formats": "flags",
     "report_with_history": "reports",
     "sign_results": "runs",
-    "since": "flags",
     "verify_here": "runs",
 }
 

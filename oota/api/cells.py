@@ -15,8 +15,7 @@ from oota.errors import (
 from oota.execute import lock as locks
 from oota.lint import lint_project
 from oota.plan import Cell, plan, select
-from oota.releases.command import Outcome as ReleaseOutcome
-from oota.releases.command import run as run_release_check
+from oota.releases.command import Outcome as ReleaseOutcome, run as run_release_check
 from oota.releases.http import REQUEST_TIMEOUT
 from oota.render import (
     Drift,

@@ -32,6 +32,7 @@ MATRIX_FORMATS = (*FORMATS, "github")
 MAX_JOBS = 64
 HISTORY_FORMATS = FORMATS
 HISTORY_ACTIONS = ("import", "query", "digest")
+DEFAULT_SINCE = hud.DEFAULT_SINCE   # the window of `history digest` without --since
 DEFAULT_RESULTS = "results"
 
 
@@ -215,7 +216,7 @@ def since(value: str) -> dt.timedelta:
 
 
 def check_history_flags(action: str, *, dirs: list[str] | None, selection: dict[str, str | None],
-                        fmt: str, window: str | None = None) -> None:
+                        fmt: str, window: dt.timedelta | None = None) -> None:
     """``history ACTION``'s flags: each applies to one action (InputError, exit 2)."""
     choice("history", action, HISTORY_ACTIONS)
     given = [f"--{name}" for name, value in selection.items() if value]

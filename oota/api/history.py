@@ -15,8 +15,7 @@ from oota.api.flags import HISTORY_FORMATS, choice
 from oota.errors import (
     InputError,
 )
-from oota.history import changes as history_changes
-from oota.history import store as history_store
+from oota.history import changes as history_changes, store as history_store
 from oota.history.location import Location, locate
 from oota.history.policy import policy_at
 from oota.history.records import Origin, group_by_run, run_record

@@ -13,6 +13,7 @@ whose flag means something else writes its own entry, ``"task.name"``, found fir
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import inspect
 from collections.abc import Callable, Mapping
@@ -58,11 +59,10 @@ def path_or_none(value: str | None) -> Path | None:
     return Path(value) if value else None
 
 
-def window(value: str | None) -> str | None:
-    """``history --since``: checked here, kept as written (the task says where it applies)."""
-    if value is not None:
-        f.since(value)
-    return value
+def window(value: str | None) -> dt.timedelta | None:
+    """``history --since``: the window, None when not given (``history`` says where it
+    applies, and digests the last ``DEFAULT_SINCE`` without it)."""
+    return None if value is None else f.since(value)
 
 
 def tuple_of(items: list[str] | None) -> tuple[str, ...]:

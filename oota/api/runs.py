@@ -26,14 +26,12 @@ from oota.errors import (
     InputError,
     OotaError,
 )
-from oota.execute import inplace
-from oota.execute import judge as judging
+from oota.execute import inplace, judge as judging
 from oota.execute.attach import Signer
 from oota.execute.bases import Base
 from oota.execute.build import BuildOptions
 from oota.execute.fleet import Down, Station, lost_hosts, run_on_stations
-from oota.execute.publish import Outcome as PublishOutcome
-from oota.execute.publish import publish_cells
+from oota.execute.publish import Outcome as PublishOutcome, publish_cells
 from oota.execute.pull import Pulled, pull_and_verify
 from oota.plan import Cell, plan, select
 from oota.results.jsonfields import ResultFormatError

@@ -35,8 +35,7 @@ from oota.execute.verify import forwarded_env
 from oota.supply import cosign, signing
 from oota.supply.provenance import Checked, StatementProblem, check
 from oota.supply.registry import NotFound, Reference, RegistryClient
-from oota.supply.runflags import LABEL as RUN_FLAGS
-from oota.supply.runflags import RunFlagsError, from_label
+from oota.supply.runflags import LABEL as RUN_FLAGS, RunFlagsError, from_label
 
 RESULTS_IN_CONTAINER = "/tmp/oota-results"
 COMPARISON_HEAD = "Compared with its verification"

@@ -25,9 +25,9 @@ from oota.history.timeline import (
     RunHead,
     Timeline,
     digest,
+    judge as judge_cell,
     shown,
 )
-from oota.history.timeline import judge as judge_cell
 from oota.report.templating import html_environment, markdown_environment
 from oota.vocab import MaybeStatus
 

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from oota.history import store as history_store
-from oota.history import tables
+from oota.history import store as history_store, tables
 from oota.history.location import locate
 from oota.history.records import run_record
 from oota.history.store import HistoryUnavailable, Store, append, open_store, read_runs
