@@ -50,14 +50,17 @@ os.environ.setdefault("OOTA_OPS_BUDGET_S", "0")
 
 
 # ``./oota.sh test`` runs this folder on two pytest-xdist workers (``-n 2 --dist loadscope``,
-# scheduled by :func:`pytest_xdist_make_scheduler`): one takes the files that build their own
-# images on Engines of their own (``OWN_IMAGES``), the other every test on the session's
-# images (``built``, ``reference_built``, ``cuda_built``), in the same minutes: a build or a
-# push mostly keeps one CPU busy. A file listed in the wrong group still passes; it only
-# makes its worker build the session's images too. Each worker's extra Engines take their own
+# scheduled by :func:`pytest_xdist_make_scheduler`), in the same minutes: a build or a push
+# mostly keeps one CPU busy. The second worker takes ``SECOND_SHARE``: the files that build
+# their own images on Engines of their own (fleet, nightly, daily loop, a vendor from a
+# folder), and the CUDA cell, whose build with a cold cache (6 GB of wheels, about 150 s)
+# would otherwise come after the CPU and reference cells' in the first share; test_reference
+# later finds that image in BuildKit's cache. The first worker runs every other test, on the
+# session's images (``built``, ``reference_built``). A file in the wrong share still passes;
+# it only makes its worker build those images too. Each worker's extra Engines take their own
 # slices of the bridge (OOTA_TEST_ENGINE_BASE, 8 apart).
-OWN_IMAGES = frozenset({"test_fleet.py", "test_nightly.py", "test_daily_loop.py",
-                        "test_vendor_from_folder.py"})
+SECOND_SHARE = frozenset({"test_fleet.py", "test_nightly.py", "test_daily_loop.py",
+                          "test_vendor_from_folder.py", "test_cuda_cell.py"})
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _WORKER.startswith("gw") and _WORKER[2:].isdigit():
     os.environ["OOTA_TEST_ENGINE_BASE"] = str(
@@ -65,9 +68,8 @@ if _WORKER.startswith("gw") and _WORKER[2:].isdigit():
 
 
 def group_of(nodeid: str) -> str:
-    """The worker's share a Docker test belongs to (see ``OWN_IMAGES``)."""
-    return "own-images" if nodeid.split("::")[0].rsplit("/", 1)[-1] in OWN_IMAGES \
-        else "session-images"
+    """The worker's share a Docker test belongs to (see ``SECOND_SHARE``)."""
+    return "second" if nodeid.split("::")[0].rsplit("/", 1)[-1] in SECOND_SHARE else "first"
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own scheduler for loadscope
