@@ -36,9 +36,14 @@ from tests.history.conftest import postgres_database, postgres_server  # noqa: F
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CELL = "cpu-torch2.13.0-py3.11-debian12"
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 # Test sessions that run at once on one Engine set OOTA_TEST_NAMESPACE apart: tags are shared
-# by every session of an Engine, run labels are not.
-NAMESPACE = os.environ.get("OOTA_TEST_NAMESPACE", "oota-test")
+# by every session of an Engine, run labels are not. Each pytest-xdist worker tags under its
+# own (``oota-test-gw0``): a worker's session removes the images of its run when it ends, so
+# an image of the same inputs that the other worker found under a shared tag and took as up
+# to date would be gone under that worker's tests. A second worker's build of such an image
+# (the CUDA cell, used in both shares) is BuildKit's cached one.
+NAMESPACE = os.environ.get("OOTA_TEST_NAMESPACE", "oota-test") + (f"-{_WORKER}" if _WORKER else "")
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # the Ryuk image cannot be pulled
 # Every verification here runs the ops layer, on its must-pass operators only (a budget of 0 s):
@@ -54,14 +59,13 @@ os.environ.setdefault("OOTA_OPS_BUDGET_S", "0")
 # mostly keeps one CPU busy. The second worker takes ``SECOND_SHARE``: the files that build
 # their own images on Engines of their own (fleet, nightly, daily loop, a vendor from a
 # folder), and the CUDA cell, whose build with a cold cache (6 GB of wheels, about 150 s)
-# would otherwise come after the CPU and reference cells' in the first share; test_reference
-# later finds that image in BuildKit's cache. The first worker runs every other test, on the
+# would otherwise come after the CPU and reference cells' in the first share; test_reference's
+# build of it later is BuildKit's cached one. The first worker runs every other test, on the
 # session's images (``built``, ``reference_built``). A file in the wrong share still passes;
 # it only makes its worker build those images too. Each worker's extra Engines take their own
 # slices of the bridge (OOTA_TEST_ENGINE_BASE, 8 apart).
 SECOND_SHARE = frozenset({"test_fleet.py", "test_nightly.py", "test_daily_loop.py",
                           "test_vendor_from_folder.py", "test_cuda_cell.py"})
-_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _WORKER.startswith("gw") and _WORKER[2:].isdigit():
     os.environ["OOTA_TEST_ENGINE_BASE"] = str(
         int(os.environ.get("OOTA_TEST_ENGINE_BASE", "0") or 0) + 8 * int(_WORKER[2:]))
