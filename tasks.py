@@ -32,7 +32,8 @@ if TYPE_CHECKING:   # only for annotations: these libraries load when a task use
     from oota.supply.signing import PrivateKey
 
 # Where the traceback of an unexpected error goes, so the user sees one line, not a traceback.
-ERROR_LOG = Path(__file__).resolve().parent / ".oota-cache" / "last-error.log"
+ROOT = Path(__file__).resolve().parent
+ERROR_LOG = ROOT / ".oota-cache" / "last-error.log"
 
 task = task_of(ERROR_LOG)
 
@@ -324,8 +325,19 @@ def test(c: Context, docker: bool, k: str) -> None:
     selected = ["-k", k] if k else []   # argv lists: -k text never reaches a shell
     pytest = [sys.executable, "-m", "pytest"]
     passed = (0, NO_TESTS_COLLECTED) if k else (0,)   # -k may select none of a group
-    code = subprocess.call([*pytest, "-m", "not docker and not network", "-n", "auto",
-                            *selected])
+    # The Docker session's images are built into BuildKit's cache meanwhile (tests/docker/
+    # prewarm.py): with a cold cache those builds mostly wait on downloads.
+    prewarm = subprocess.Popen([sys.executable, "-m", "tests.docker.prewarm"],
+                               cwd=ROOT) if docker and not k else None
+    code = -1
+    try:
+        code = subprocess.call([*pytest, "-m", "not docker and not network", "-n", "auto",
+                                *selected])
+    finally:
+        if prewarm is not None:
+            if code not in passed:
+                prewarm.terminate()   # it stops its builds and removes what it made
+            prewarm.wait()
     if code not in passed:
         if docker:
             print("unit or browser tests failed: the Docker tests were not started (fix those "

@@ -76,7 +76,8 @@ def group_of(nodeid: str) -> str:
     return "second" if nodeid.split("::")[0].rsplit("/", 1)[-1] in SECOND_SHARE else "first"
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own scheduler for loadscope
+# optionalhook: the hook is pytest-xdist's; a run without the plugin (-p no:xdist) still loads.
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before xdist's own loadscope scheduler
 def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadscope":
         return None
