@@ -11,7 +11,10 @@ so ``invoke TASK`` keeps working the same way (except for that exit code).
 from __future__ import annotations
 
 import difflib
+import os
 import re
+import signal
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -104,6 +107,14 @@ class FlagTask(Task[TaskBody]):
         opts["names"] = [n for n in opts["names"] if n != "-"]
         return opts
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # Plain `invoke publish --help` gives '--help' as publish's REGISTRY (`oota` prints the
+        # task's help instead, OotaProgram.parse_tasks): never run a task with it.
+        if any(kwargs.get(name) in HELP_FLAGS for name in self.positional):
+            raise Exit(f"error: a help flag where {self.name} takes a value; `oota {self.name} "
+                       "--help` shows its help", code=EXIT_BAD_INPUT)
+        return super().__call__(*args, **kwargs)
+
     def get_arguments(self, ignore_unknown_help: bool | None = None) -> list[Argument]:
         kept = dict(self.help)
         try:
@@ -132,6 +143,8 @@ def _configuration_read() -> Iterator[None]:
     never invoke's traceback (a HOME that is not readable, a config edited by hand)."""
     try:
         yield
+    except BrokenPipeError:
+        raise   # the reader of stdout went away (`oota --help | head`): main() ends quietly
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         raise Exit(f"error: {where}{exc.strerror or exc}; oota reads invoke's configuration "
@@ -185,6 +198,17 @@ class OotaProgram(Program):
                 raise Exit(code=0)
 
 
+# A reader that closed our standard output early (`oota --list | head -1`) ends the command
+# as it ends a shell tool: no traceback, the status of a process that SIGPIPE stopped.
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+
+
 def main() -> None:
     """The ``oota`` console script (and ``python -m oota``)."""
-    OotaProgram(name="oota", binary="oota", binary_names=["oota"], version=__version__).run()
+    try:
+        OotaProgram(name="oota", binary="oota", binary_names=["oota"], version=__version__).run()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python would report the same error again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(EXIT_BROKEN_PIPE)

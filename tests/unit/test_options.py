@@ -5,6 +5,8 @@ and a bound task checks each flag and fills the table's defaults before its body
 from __future__ import annotations
 
 import inspect
+import os
+import signal
 import subprocess
 import sys
 import typing
@@ -116,3 +118,28 @@ def test_a_bad_flag_is_refused_before_the_task_runs() -> None:
                          cwd=REPO, capture_output=True, text=True)
     assert run.returncode == 2
     assert run.stderr.startswith("error: --format 'yaml' is not one of table, json, github")
+
+
+def test_a_reader_that_closes_the_pipe_ends_the_command_quietly() -> None:
+    """`oota --list | head -1`: the reader is gone before oota writes (a pipe whose read end
+    is closed), so every write fails; no traceback, no configuration error, 128 + SIGPIPE."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        for argv in (["--list"], ["--help"], ["build", "--help"]):
+            run = subprocess.run([sys.executable, "-m", "oota", *argv], cwd=REPO,
+                                 stdout=write_end, stderr=subprocess.PIPE, text=True)
+            assert (run.returncode, run.stderr) == (128 + signal.SIGPIPE, ""), argv
+    finally:
+        os.close(write_end)
+
+
+@pytest.mark.parametrize("task", ["publish", "pull", "judge"])
+def test_plain_invoke_never_runs_a_task_with_help_as_its_value(task: str) -> None:
+    """Plain invoke reads `invoke publish --help` as publish's REGISTRY being '--help' (`oota`
+    prints the help itself): the task refuses it instead of publishing to '--help'."""
+    run = subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), task, "--help"],
+                         cwd=REPO, capture_output=True, text=True)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith(f"error: a help flag where {task} takes a value"), run.stderr
+    assert "refused" not in run.stdout + run.stderr
