@@ -73,6 +73,11 @@ def _tail(text: str, lines: int = 30) -> str:
 
 
 PING_TIMEOUT_S = 5
+# The SDK asks the daemon its API version as it connects, then oota pings it: an Engine that
+# takes the connection and never answers (a hung daemon, an ssh:// host that stalls) is given
+# this long. Later requests (an image's inspect, a container's logs) have REQUEST_TIMEOUT_S.
+CONNECT_TIMEOUT_S = 30
+REQUEST_TIMEOUT_S = 600
 # The variables that point the docker CLI at an engine; an explicit endpoint replaces them.
 
 class DockerEngine:
@@ -88,6 +93,7 @@ class DockerEngine:
         import docker.errors
         import docker.tls
         import docker.utils
+        import requests
 
         self._errors = docker.errors
         self.endpoint = endpoint or Endpoint()
@@ -99,23 +105,24 @@ class DockerEngine:
         try:
             if base_url:
                 self.client = docker.DockerClient(
-                    base_url=base_url, timeout=600, use_ssh_client=base_url.startswith("ssh://"),
-                    tls=sdk_tls(docker, tls))
+                    base_url=base_url, timeout=CONNECT_TIMEOUT_S,
+                    use_ssh_client=base_url.startswith("ssh://"), tls=sdk_tls(docker, tls))
                 self._pinger = docker.APIClient(
                     base_url=base_url, timeout=PING_TIMEOUT_S, tls=sdk_tls(docker, tls),
                     use_ssh_client=base_url.startswith("ssh://"))
             else:
-                self.client = docker.from_env(timeout=600)
+                self.client = docker.from_env(timeout=CONNECT_TIMEOUT_S)
                 self._pinger = docker.APIClient(timeout=PING_TIMEOUT_S,
                                                 **docker.utils.kwargs_from_env())
             self.client.ping()
+            self.client.api.timeout = REQUEST_TIMEOUT_S
         except ValueError as exc:  # the SDK parsing an endpoint it cannot read
             shown = base_url or os.environ.get("DOCKER_HOST", "")
             raise EnvironmentProblem(
                 f"{'DOCKER_HOST ' if not base_url else ''}{redact(shown)[:200]!r} is not a Docker "
                 f"endpoint ({exc}); write it as unix:///PATH, tcp://HOST:PORT or an ssh:// URL"
             ) from None
-        except docker.errors.DockerException as exc:
+        except (docker.errors.DockerException, requests.RequestException) as exc:
             where = "" if self.endpoint.name == "local" and not base_url else \
                 f" at {self.endpoint.where()}" + host_name(self.endpoint)
             raise EnvironmentProblem(

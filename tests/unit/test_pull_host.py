@@ -7,14 +7,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from oota.api import flags
+from oota.engine import docker as docker_engine
 from oota.engine.base import Endpoint
-from oota.errors import InputError
+from oota.errors import EnvironmentProblem, InputError
 from tests.engines import free_port
+from tests.misbehaving import misbehaving
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,3 +61,14 @@ def test_the_command_line_says_which_host_is_wrong_or_silent(tmp_path):
     assert down.returncode == 3, down.stderr
     [line] = down.stderr.strip().splitlines()
     assert line.startswith(f"error: cannot reach a Docker Engine at {silent} (")
+
+
+def test_an_engine_that_takes_the_connection_and_never_answers_is_given_up(monkeypatch):
+    """A hung daemon (or an ssh:// host that stalls) accepts the connection and says nothing:
+    the SDK's first request used to wait its 600 s request timeout; connecting has its own."""
+    monkeypatch.setattr(docker_engine, "CONNECT_TIMEOUT_S", 1)
+    with misbehaving("silent", silent_s=30) as host:
+        started = time.monotonic()
+        with pytest.raises(EnvironmentProblem, match=f"cannot reach a Docker Engine at tcp://{host}"):
+            docker_engine.DockerEngine(Endpoint(name=f"tcp://{host}", url=f"tcp://{host}"))
+        assert time.monotonic() - started < 10
