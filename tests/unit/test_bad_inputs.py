@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -345,29 +344,18 @@ def can_deny() -> bool:
     return os.geteuid() != 0 or shutil.which("setpriv") is not None
 
 
-@pytest.fixture(scope="module")
-def outcomes(pristine: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
-    """Every case, run at once: each in its own damaged copy, the commands side by side (each
-    is a fresh Python importing oota; one after another they would take most of a minute)."""
-    roots = {}
-    for case in CASES:
-        if case.denied and not can_deny():
-            continue
-        roots[case.id] = tmp_path_factory.mktemp(case.id) / "checkout"
-        shutil.copytree(pristine, roots[case.id])
-        if case.damage:
-            case.damage(roots[case.id])
-    before = {name: files(root) for name, root in roots.items()}
-
-    def run(case: Case) -> subprocess.CompletedProcess[str]:
-        env = {name: value.format(root=roots[case.id]) for name, value in case.env}
-        return oota(roots[case.id], *case.args, denied=case.denied, env=env)
-
-    runnable = [case for case in CASES if case.id in roots]
-    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
-        procs = dict(zip(roots, pool.map(run, runnable), strict=True))
-    return {name: Outcome(proc=procs[name], before=before[name], after=files(roots[name]))
-            for name in roots}
+def run_case(case: Case, pristine: Path, tmp_path: Path) -> Outcome:
+    """The case's command in its own damaged copy of the checkout, and the files before and
+    after. Each test runs its own case: with pytest-xdist a module's fixture runs once per
+    worker, and one that ran every case made each worker run all of them (about 50 s each)."""
+    root = tmp_path / "checkout"
+    shutil.copytree(pristine, root)
+    if case.damage:
+        case.damage(root)
+    before = files(root)
+    env = {name: value.format(root=root) for name, value in case.env}
+    proc = oota(root, *case.args, denied=case.denied, env=env)
+    return Outcome(proc=proc, before=before, after=files(root))
 
 
 def oota(root: Path, *args: str, denied: bool = False, module: str = "oota",
@@ -392,11 +380,11 @@ def assert_one_clear_message(stderr: str) -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_bad_input_is_one_clear_line_and_writes_nothing(outcomes: dict[str, Outcome],
+def test_bad_input_is_one_clear_line_and_writes_nothing(pristine: Path, tmp_path: Path,
                                                        case: Case) -> None:
-    if case.id not in outcomes:
+    if case.denied and not can_deny():
         pytest.skip("running as root, and without setpriv a file's mode cannot stop a read")
-    outcome = outcomes[case.id]
+    outcome = run_case(case, pristine, tmp_path)
     assert outcome.proc.returncode == case.code, outcome.proc.stderr
     assert_one_clear_message(outcome.proc.stderr)
     assert case.says in outcome.proc.stderr
