@@ -159,9 +159,16 @@ def test_a_killed_daemons_run_is_cleaned_up_when_the_engine_answers_again(pair, 
     with subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True,
                           env={**os.environ, "SLEEP": SLEEP}) as run:
         deadline = time.monotonic() + 60
-        while not _sleeping() and time.monotonic() < deadline:
+        while not _sleeping() and time.monotonic() < deadline and run.poll() is None:
             time.sleep(0.5)
-        assert _sleeping(), "the run's container never started"
+        if not _sleeping():
+            run.kill()  # else leaving the block waits out the run's 600 s
+            _, err = run.communicate(timeout=60)
+            log = (extra.root / "dockerd.log").read_text(errors="replace").splitlines()[-15:]
+            pytest.fail("the run's container never started on e5\nthe run said: "
+                        f"{err.strip()}\ne5's containers: "
+                        f"{extra.docker('ps', '-a', check=False).stdout.strip()}\n"
+                        "e5's dockerd.log ends:\n" + "\n".join(log))
         extra.kill_daemon()
         _, err = run.communicate(timeout=120)
     assert "could not remove the containers of run lost-run on host e5" in err
