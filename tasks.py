@@ -32,8 +32,7 @@ if TYPE_CHECKING:   # only for annotations: these libraries load when a task use
     from oota.supply.signing import PrivateKey
 
 # Where the traceback of an unexpected error goes, so the user sees one line, not a traceback.
-ROOT = Path(__file__).resolve().parent
-ERROR_LOG = ROOT / ".oota-cache" / "last-error.log"
+ERROR_LOG = Path(__file__).resolve().parent / ".oota-cache" / "last-error.log"
 
 task = task_of(ERROR_LOG)
 
@@ -319,32 +318,21 @@ def test(c: Context, docker: bool, k: str) -> None:
     """Run the test suite: unit tests first, then the browser and Docker tests.
 
     Two pytest sessions (order and clean-up in tests/conftest.py): the unit and browser tests
-    on every CPU (pytest-xdist), then, only when they all passed, the Docker tests on two
-    workers, one taking the tests on the session's images, the other those that build their
-    own (tests/docker/conftest.py); neither session leaves anything in /tmp."""
+    on every CPU (pytest-xdist), then, only when they all passed, the Docker tests on three
+    workers, each taking one share of the files (tests/docker/conftest.py); neither session
+    leaves anything in /tmp."""
     selected = ["-k", k] if k else []   # argv lists: -k text never reaches a shell
     pytest = [sys.executable, "-m", "pytest"]
     passed = (0, NO_TESTS_COLLECTED) if k else (0,)   # -k may select none of a group
-    # The Docker session's images are built into BuildKit's cache meanwhile (tests/docker/
-    # prewarm.py): with a cold cache those builds mostly wait on downloads.
-    prewarm = subprocess.Popen([sys.executable, "-m", "tests.docker.prewarm"],
-                               cwd=ROOT) if docker and not k else None
-    code = -1
-    try:
-        code = subprocess.call([*pytest, "-m", "not docker and not network", "-n", "auto",
-                                *selected])
-    finally:
-        if prewarm is not None:
-            if code not in passed:
-                prewarm.terminate()   # it stops its builds and removes what it made
-            prewarm.wait()
+    code = subprocess.call([*pytest, "-m", "not docker and not network", "-n", "auto",
+                            *selected])
     if code not in passed:
         if docker:
             print("unit or browser tests failed: the Docker tests were not started (fix those "
                   "first, or run tests/docker alone)", file=sys.stderr)
         raise Exit(code=code)
     if docker:
-        code = subprocess.call([*pytest, "-m", "not network", "-n", "2", "--dist", "loadscope",
+        code = subprocess.call([*pytest, "-m", "not network", "-n", "3", "--dist", "loadscope",
                                 "tests/docker", *selected])
         if code not in passed:
             raise Exit(code=code)

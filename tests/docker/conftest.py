@@ -54,26 +54,31 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # the Ryuk image 
 os.environ.setdefault("OOTA_OPS_BUDGET_S", "0")
 
 
-# ``./oota.sh test`` runs this folder on two pytest-xdist workers (``-n 2 --dist loadscope``,
-# scheduled by :func:`pytest_xdist_make_scheduler`), in the same minutes: a build or a push
-# mostly keeps one CPU busy. The second worker takes ``SECOND_SHARE``: the files that build
-# their own images on Engines of their own (fleet, nightly, daily loop, a vendor from a
-# folder), and the CUDA cell, whose build with a cold cache (6 GB of wheels, about 150 s)
-# would otherwise come after the CPU and reference cells' in the first share; test_reference's
-# build of it later is BuildKit's cached one. The first worker runs every other test, on the
-# session's images (``built``, ``reference_built``). A file in the wrong share still passes;
-# it only makes its worker build those images too. Each worker's extra Engines take their own
-# slices of the bridge (OOTA_TEST_ENGINE_BASE, 8 apart).
-SECOND_SHARE = frozenset({"test_fleet.py", "test_nightly.py", "test_daily_loop.py",
-                          "test_vendor_from_folder.py", "test_cuda_cell.py"})
+# ``./oota.sh test`` runs this folder on three pytest-xdist workers (``-n 3 --dist loadscope``,
+# scheduled by :func:`pytest_xdist_make_scheduler`), each taking one share of the files (SHARES):
+# a build, a push or a verification mostly keeps one CPU busy and often waits on the network,
+# so three at once keep the 2-core machine busy. "cpu": the tests on the session's CPU image
+# (``built``). "reference": the tests on the reference and CUDA images, which are built at once
+# (``reference_built``, ``cuda_built``: refdev compiles while the CUDA wheels download). "own":
+# the files that build their own images on Engines of their own (fleet, nightly, daily loop, a
+# vendor from a folder). A file missing here goes to "cpu"; a file in the wrong share still
+# passes, it only makes its worker build that share's images too. Each worker's extra Engines
+# take their own slices of the bridge (OOTA_TEST_ENGINE_BASE, 8 apart).
+SHARES = {   # and "cpu": every other file; tasks.py's test gives -n one worker a share
+    "reference": frozenset({"test_history_runs.py", "test_judge.py", "test_reference.py",
+                            "test_workload.py", "test_cuda_cell.py", "test_getstarted_install.py"}),
+    "own": frozenset({"test_fleet.py", "test_nightly.py", "test_daily_loop.py",
+                      "test_vendor_from_folder.py"}),
+}
 if _WORKER.startswith("gw") and _WORKER[2:].isdigit():
     os.environ["OOTA_TEST_ENGINE_BASE"] = str(
         int(os.environ.get("OOTA_TEST_ENGINE_BASE", "0") or 0) + 8 * int(_WORKER[2:]))
 
 
 def group_of(nodeid: str) -> str:
-    """The worker's share a Docker test belongs to (see ``SECOND_SHARE``)."""
-    return "second" if nodeid.split("::")[0].rsplit("/", 1)[-1] in SECOND_SHARE else "first"
+    """The worker's share a Docker test belongs to (see ``SHARES``)."""
+    name = nodeid.split("::")[0].rsplit("/", 1)[-1]
+    return next((share for share, files in SHARES.items() if name in files), "cpu")
 
 
 # optionalhook: the hook is pytest-xdist's; a run without the plugin (-p no:xdist) still loads.
@@ -173,27 +178,40 @@ def built(engine, run_id, marker_ca, tmp_path_factory) -> Built:
                  options=options)
 
 
-def build_default(engine, run_id, tmp_path_factory, vendor: str, **extra) -> Built:
-    """Build and verify ``vendor``'s default cell of the repository's matrix, for real."""
-    results_dir = tmp_path_factory.mktemp(f"results-{vendor}")
+def build_defaults(engine, run_id, tmp_path_factory, vendors: list[str]) -> dict[str, Built]:
+    """Build and verify each vendor's default cell of the repository's matrix, for real, all at
+    once (one job each)."""
+    results_dir = tmp_path_factory.mktemp("results-" + "-".join(vendors))
     options = BuildOptions(results_dir=results_dir, run_id=run_id, namespace=NAMESPACE,
-                           extra_labels=(("oota.test", "true"), (RUN_LABEL, run_id)), **extra)
+                           extra_labels=(("oota.test", "true"), (RUN_LABEL, run_id)))
     matrix = load_matrix(REPO / "matrix.yaml")
-    cells = select(matrix, plan(matrix, [vendor]))
-    assert len(cells) == 1, [c.id for c in cells]
-    results = [r.to_json() for r in build_cells(matrix, cells, engine, Console(), options)]
-    return Built(results=results, results_dir=results_dir, tag=options.tag_for(cells[0]),
-                 options=options)
+    cells = [cell for vendor in vendors for cell in select(matrix, plan(matrix, [vendor]))]
+    assert len(cells) == len(vendors), [c.id for c in cells]
+    results = build_cells(matrix, cells, engine, Console(), options, jobs=len(cells))
+    by_cell = {result.cell.id: result.to_json() for result in results}
+    return {cell.vendor.name: Built(results=[by_cell[cell.id]], results_dir=results_dir,
+                                    tag=options.tag_for(cell), options=options)
+            for cell in cells}
 
 
 @pytest.fixture(scope="session")
-def reference_built(engine, run_id, tmp_path_factory) -> Built:
-    return build_default(engine, run_id, tmp_path_factory, "reference")
+def _reference_and_cuda(request, engine, run_id, tmp_path_factory) -> dict[str, Built]:
+    """The reference and CUDA vendors' default cells, each built and verified once for the
+    session, both at once when the session's tests need both (two jobs of one run: with a cold
+    cache refdev compiles while the CUDA cell's 6 GB of wheels download)."""
+    vendors = [vendor for vendor in ("reference", "cuda")
+               if any(f"{vendor}_built" in item.fixturenames for item in request.session.items)]
+    return build_defaults(engine, run_id, tmp_path_factory, vendors or ["reference", "cuda"])
 
 
 @pytest.fixture(scope="session")
-def cuda_built(engine, run_id, tmp_path_factory) -> Built:
-    return build_default(engine, run_id, tmp_path_factory, "cuda")
+def reference_built(_reference_and_cuda) -> Built:
+    return _reference_and_cuda["reference"]
+
+
+@pytest.fixture(scope="session")
+def cuda_built(_reference_and_cuda) -> Built:
+    return _reference_and_cuda["cuda"]
 
 
 @pytest.fixture(scope="session")
