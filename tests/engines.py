@@ -158,8 +158,9 @@ class ExtraEngine:
     def slice_of(self, network: ipaddress.IPv4Network) -> str:
         """This engine's share of the bridge's subnet for its containers: the upper half split
         in 64, away from the first engine's low addresses (a /16 gives each a /23). Test
-        sessions that run at once on one machine set ``OOTA_TEST_ENGINE_BASE`` apart (0, 16,
-        32, ...), so that their engines never hand out the same addresses."""
+        sessions that run at once on one machine set ``OOTA_TEST_ENGINE_BASE`` apart (0, 24,
+        48: each of a session's three Docker workers adds 8), so that their engines never hand
+        out the same addresses."""
         upper = list(network.subnets(prefixlen_diff=1))[1]
         base = int(os.environ.get("OOTA_TEST_ENGINE_BASE", "0") or 0)
         return str(list(upper.subnets(prefixlen_diff=6))[(base + self.index) % 64])
