@@ -64,7 +64,8 @@ os.environ.setdefault("OOTA_OPS_BUDGET_S", "0")
 # vendor from a folder). A file missing here goes to "cpu"; a file in the wrong share still
 # passes, it only makes its worker build that share's images too. Each worker's extra Engines
 # take their own slices of the bridge (OOTA_TEST_ENGINE_BASE, 8 apart).
-SHARES = {   # and "cpu": every other file; tasks.py's test gives -n one worker a share
+# tasks.py's test task starts one worker per share ("-n 3"): SHARES and "cpu".
+SHARES = {
     "reference": frozenset({"test_history_runs.py", "test_judge.py", "test_reference.py",
                             "test_workload.py", "test_cuda_cell.py", "test_getstarted_install.py"}),
     "own": frozenset({"test_fleet.py", "test_nightly.py", "test_daily_loop.py",
@@ -201,7 +202,7 @@ def _reference_and_cuda(request, engine, run_id, tmp_path_factory) -> dict[str, 
     cache refdev compiles while the CUDA cell's 6 GB of wheels download)."""
     vendors = [vendor for vendor in ("reference", "cuda")
                if any(f"{vendor}_built" in item.fixturenames for item in request.session.items)]
-    return build_defaults(engine, run_id, tmp_path_factory, vendors or ["reference", "cuda"])
+    return build_defaults(engine, run_id, tmp_path_factory, vendors)
 
 
 @pytest.fixture(scope="session")
