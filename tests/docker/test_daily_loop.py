@@ -191,5 +191,7 @@ def _containers(extra: ExtraEngine, run_id: str) -> list[str]:
 
 def _sleeping() -> bool:
     """Does the lost run's container still run (its process is on this machine)?"""
-    found = subprocess.run(["pgrep", "-f", TOKEN], capture_output=True, text=True)
+    # Anchored: `docker create ... sh -c "sleep 600; : TOKEN"` holds the token in its command
+    # line too, and matching it took a container not yet started for one that runs.
+    found = subprocess.run(["pgrep", "-f", f"^sh -c {SLEEP}$"], capture_output=True, text=True)
     return bool(found.stdout.strip())
