@@ -37,12 +37,12 @@ if TYPE_CHECKING:
         release_check as release_check,
     )
     from oota.api.flags import (
-        DEFAULT_SINCE as DEFAULT_SINCE,
         check_here_flags as check_here_flags,
         check_history_flags as check_history_flags,
         report_formats as report_formats,
     )
     from oota.api.history import (
+        DEFAULT_SINCE as DEFAULT_SINCE,
         History as History,
         Imported as Imported,
         git_revision as git_revision,
@@ -87,7 +87,7 @@ if TYPE_CHECKING:
     )
 
 _WHERE: dict[str, str] = {
-    "DEFAULT_SINCE": "flags",
+    "DEFAULT_SINCE": "history",
     "Finished": "reports",
     "History": "history",
     "Imported": "history",

@@ -8,21 +8,23 @@ import datetime as dt
 import json
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from oota.config.hostsfile import endpoint_of
 from oota.config.yamlsrc import did_you_mean
 from oota.engine.base import Endpoint, RegistryAuth
 from oota.errors import (
     InputError,
 )
-from oota.execute.bases import parse_mirrors
 from oota.files import SMALL_LIMIT, read_text
 from oota.net import find_ca_bundle, redact, redact_text
-from oota.report import hud
-from oota.report.write import EXTRA_FORMATS
-from oota.supply import signing
 from oota.vocab import LAYERS
+
+# The checks that need a large module (the hosts file's schema, the HUD, the report writer,
+# signing, base images) import it when they run: every command line loads this table, and
+# the tests start hundreds of them.
+if TYPE_CHECKING:
+    from oota.supply.signing import PrivateKey
 
 # Output formats of `matrix` and `hosts`.
 FORMATS = ("table", "json")
@@ -32,7 +34,6 @@ MATRIX_FORMATS = (*FORMATS, "github")
 MAX_JOBS = 64
 HISTORY_FORMATS = FORMATS
 HISTORY_ACTIONS = ("import", "query", "digest")
-DEFAULT_SINCE = hud.DEFAULT_SINCE   # the window of `history digest` without --since
 DEFAULT_RESULTS = "results"
 
 
@@ -146,9 +147,11 @@ def registry_ca(path: str | None) -> Path | None:
     return Path(path)
 
 
-def signing_key(path: str | None) -> signing.PrivateKey | None:
+def signing_key(path: str | None) -> PrivateKey | None:
     """``--key FILE`` of build and verify: the lab's private key (its password in
     OOTA_SIGNING_PASSWORD), loaded before the run (InputError, exit 2, when it is not one)."""
+    from oota.supply import signing
+
     return signing.load_private(Path(path), signing.password_from_env()) if path else None
 
 
@@ -157,6 +160,8 @@ def engine_endpoint(host: str | None) -> Endpoint:
     context (InputError otherwise); None: the environment's engine."""
     if host is None:
         return Endpoint()
+    from oota.config.hostsfile import endpoint_of
+
     url, context = endpoint_of(host, "--host")
     return Endpoint(name=host, url=url, context=context)
 
@@ -178,6 +183,8 @@ def check_here_flags(*, here: bool, python: str | None, cells: list[str] | None,
 
 def registry_mirrors(items: list[str] | None) -> tuple[tuple[str, str], ...]:
     """``--registry-mirror REGISTRY=MIRROR`` flags, validated (InputError, exit code 2)."""
+    from oota.execute.bases import parse_mirrors
+
     return tuple(parse_mirrors(items or []).items())
 
 
@@ -191,13 +198,18 @@ def jobs(text: str | int) -> int:
 
 
 def report_formats(text: str | None) -> tuple[str, ...]:
-    """``--format crcr``: the extra outputs (a comma list of :data:`EXTRA_FORMATS`)."""
+    """``--format crcr``: the extra outputs (a comma list of
+    :data:`oota.report.write.EXTRA_FORMATS`)."""
+    from oota.report.write import EXTRA_FORMATS
+
     names = tuple(dict.fromkeys(x.strip() for x in (text or "").split(",") if x.strip()))
     return tuple(choice("--format", name, EXTRA_FORMATS) for name in names)
 
 
 def hud_runs(value: str | int) -> int:
     """``--hud-runs N``: how many runs the HUD shows (a whole number, 1 or more)."""
+    from oota.report import hud
+
     text = str(value).strip()
     if not text.isdigit() or len(text) > 9 or int(text) < 1:
         raise InputError(f"--hud-runs {str(value)[:20]!r} is not a number of runs; give 1 or "
@@ -207,6 +219,8 @@ def hud_runs(value: str | int) -> int:
 
 def since(value: str) -> dt.timedelta:
     """``--since 24h``, ``3d`` or ``1w``: the digest's window."""
+    from oota.report import hud
+
     try:
         return hud.parse_since(value)
     except ValueError:

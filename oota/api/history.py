@@ -25,6 +25,7 @@ from oota.report.hud import HudInput
 from oota.results.model import Result
 from oota.results.store import load_all
 
+DEFAULT_SINCE = hud.DEFAULT_SINCE   # the window of `history digest` without --since
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class History:

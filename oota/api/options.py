@@ -19,11 +19,13 @@ import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oota.api import flags as f
-from oota.execute.build import BuildOptions
-from oota.execute.lock import LockOptions
+
+if TYPE_CHECKING:   # imported by the two functions that make them (Docker SDK and all)
+    from oota.execute.build import BuildOptions
+    from oota.execute.lock import LockOptions
 
 REQUIRED: Any = inspect.Parameter.empty   # no default: invoke takes it positionally as well
 Check = Callable[[Any], Any]
@@ -280,6 +282,8 @@ def build_options(*, results: Path, layer: tuple[str, ...], ca_bundle: str | Non
                   registry_mirror: tuple[tuple[str, str], ...] = (),
                   reverify: bool = False) -> BuildOptions:
     """The build and verify flags, checked, as the options of a run."""
+    from oota.execute.build import BuildOptions
+
     return BuildOptions(results_dir=results, ca_bundle=ca_bundle, index_url=index_url,
                         find_links=find_links, use_host_pip_config=not no_host_pip_config,
                         rebuild=rebuild, verify=not no_verify, layers=layer,
@@ -290,6 +294,8 @@ def lock_options(*, ca_bundle: str | None, index_url: str | None, find_links: tu
                  no_host_pip_config: bool, registry_mirror: tuple[tuple[str, str], ...],
                  upgrade: bool) -> LockOptions:
     """The lock flags, checked, as the options of a lock."""
+    from oota.execute.lock import LockOptions
+
     return LockOptions(ca_bundle=ca_bundle, index_url=index_url, find_links=find_links,
                        use_host_pip_config=not no_host_pip_config,
                        registry_mirrors=registry_mirror, upgrade=upgrade)

@@ -37,7 +37,8 @@ def _received(flag: Flag) -> Any:
     if flag.check is not None:
         if isinstance(flag.check, type):
             return flag.check
-        return typing.get_type_hints(flag.check)["return"]
+        # NAMES: what a check's module imports for its annotations only (TYPE_CHECKING).
+        return typing.get_type_hints(flag.check, localns=NAMES)["return"]
     if flag.repeatable:
         return list[str] | None
     if flag.default is None:
