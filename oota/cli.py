@@ -99,12 +99,13 @@ TaskBody = Callable[..., None]
 class FlagTask(Task[TaskBody]):
     """invoke's Task, without two habits of invoke 3: its help for a flag was used up by the
     first parser built (``oota`` builds one to find a repeatable flag left without a value, so
-    ``--help`` then showed none), and a dashed flag could get ``-`` as its short name
-    (``--ca-bundle`` listed as ``--=STRING``)."""
+    ``--help`` then showed none), a dashed flag could get ``-`` as its short name
+    (``--ca-bundle`` listed as ``--=STRING``), and a flag beginning with h took ``-h``
+    (``oota pull -h`` was ``--host``, not help): ``-h`` is help everywhere."""
 
     def arg_opts(self, name: str, default: str, taken_names: set[str]) -> dict[str, Any]:
         opts: dict[str, Any] = super().arg_opts(name, default, taken_names)
-        opts["names"] = [n for n in opts["names"] if n != "-"]
+        opts["names"] = [n for n in opts["names"] if n not in ("-", "h")]
         return opts
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

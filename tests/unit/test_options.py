@@ -114,6 +114,19 @@ def test_help_lists_every_flag_with_its_text() -> None:
     assert "--=" not in run.stdout
 
 
+def test_dash_h_is_help_for_every_task() -> None:
+    """invoke gives a flag the first free letter of its name as its short form, so `--host`,
+    `--hosts`, `--here` and `--history` each took `-h`: `oota pull -h` pulled from a host
+    named by the next word instead of showing the help."""
+    for name, task in TASKS.items():
+        names = {n for argument in task.get_arguments() for n in argument.names}
+        assert "h" not in names, name
+    run = subprocess.run([sys.executable, "-m", "oota", "pull", "-h"], cwd=REPO,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "--host=STRING" in run.stdout and "Usage: oota" in run.stdout
+
+
 def test_a_bad_flag_is_refused_before_the_task_runs() -> None:
     run = subprocess.run([sys.executable, "-m", "oota", "matrix", "--format", "yaml"],
                          cwd=REPO, capture_output=True, text=True)
