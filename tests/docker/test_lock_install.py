@@ -1,6 +1,11 @@
 """The committed lock of the default CPU cell installs with --require-hashes in that cell's own
 builder stage (the session's build, by its hashes), a tampered hash is refused in that builder,
-and re-locking in the container gives the same pins."""
+and re-locking in the container gives the same pins.
+
+The relock asks the real PyPI (pip-compile resolves there and takes every file's hash from it),
+so it is opt-in like the other tests that do (``-m network``): its outcome follows PyPI's
+current files (a wheel uploaded later for a pinned version changes that pin's hashes) and its
+time the network's (82 to 236 s on three runs of 2026-11-26), neither of which is oota's."""
 
 from __future__ import annotations
 
@@ -104,6 +109,7 @@ def test_a_tampered_hash_is_refused(engine, default_cell, builder, options, tmp_
     assert "DO NOT MATCH THE HASHES" in outcome.output_tail
 
 
+@pytest.mark.network
 def test_relocking_in_the_builder_gives_the_committed_pins(engine, default_cell, options,
                                                            tmp_path):
     matrix, cell = default_cell
