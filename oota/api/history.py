@@ -27,6 +27,7 @@ from oota.results.store import load_all
 
 DEFAULT_SINCE = hud.DEFAULT_SINCE   # the window of `history digest` without --since
 
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class History:
     """Where a run is appended (``location`` None: ``--no-history``), as what, and the project

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from oota.api import flags as f
 
-if TYPE_CHECKING:   # imported by the two functions that make them (Docker SDK and all)
+if TYPE_CHECKING:   # large modules: the two functions that make these import them
     from oota.execute.build import BuildOptions
     from oota.execute.lock import LockOptions
 
