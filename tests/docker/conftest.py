@@ -60,16 +60,17 @@ os.environ.setdefault("OOTA_OPS_BUDGET_S", "0")
 # so three at once keep the 2-core machine busy. "cpu": the tests on the session's CPU image
 # (``built``). "reference": the tests on the reference and CUDA images, which are built at once
 # (``reference_built``, ``cuda_built``: refdev compiles while the CUDA wheels download). "own":
-# the files that build their own images on Engines of their own (fleet, nightly, daily loop, a
-# vendor from a folder). A file missing here goes to "cpu"; a file in the wrong share still
-# passes, it only makes its worker build that share's images too. Each worker's extra Engines
+# files that build their own images (the fleet on Engines of its own, the nightly, a vendor
+# from a folder). The daily loop (a tiny image on its own two Engines, e4 and e5) is in "cpu",
+# which was the shortest share once the relock became an opt-in network test. A file missing
+# here goes to "cpu"; a file in the wrong share still passes, it only makes its worker build
+# that share's images too. Each worker's extra Engines
 # take their own slices of the bridge (OOTA_TEST_ENGINE_BASE, 8 apart).
 # tasks.py's test task starts one worker per share ("-n 3"): SHARES and "cpu".
 SHARES = {
     "reference": frozenset({"test_history_runs.py", "test_judge.py", "test_reference.py",
                             "test_workload.py", "test_cuda_cell.py", "test_getstarted_install.py"}),
-    "own": frozenset({"test_fleet.py", "test_nightly.py", "test_daily_loop.py",
-                      "test_vendor_from_folder.py"}),
+    "own": frozenset({"test_fleet.py", "test_nightly.py", "test_vendor_from_folder.py"}),
 }
 if _WORKER.startswith("gw") and _WORKER[2:].isdigit():
     os.environ["OOTA_TEST_ENGINE_BASE"] = str(
