@@ -64,8 +64,8 @@ os.environ.setdefault("OOTA_OPS_BUDGET_S", "0")
 # from a folder). The daily loop (a tiny image on its own two Engines, e4 and e5) is in "cpu",
 # which was the shortest share once the relock became an opt-in network test. A file missing
 # here goes to "cpu"; a file in the wrong share still passes, it only makes its worker build
-# that share's images too. Each worker's extra Engines
-# take their own slices of the bridge (OOTA_TEST_ENGINE_BASE, 8 apart).
+# that share's images too. Each worker's extra Engines take their own slices of the bridge
+# (OOTA_TEST_ENGINE_BASE, 8 apart).
 # tasks.py's test task starts one worker per share ("-n 3"): SHARES and "cpu".
 SHARES = {
     "reference": frozenset({"test_history_runs.py", "test_judge.py", "test_reference.py",
