@@ -1,21 +1,26 @@
 """Docker integration tests: real Engine, real BuildKit builds, real containers.
 
-One session build of the repository's default CPU cell (Debian 12, Python 3.11, the real torch
-CPU wheel) is shared by the tests. Its images go to the ``oota-test`` namespace with a
-per-session ``oota.run`` label (an extra label: oota itself keeps run ids out of images, so
-that rebuilds repeat), and are removed when the session ends (set OOTA_KEEP=1 to keep
-them for debugging). The bootstrapped base image ``oota/base:*`` is a cache and is kept.
+One build and verification of the repository's default CPU cell (Debian 12, Python 3.11, the
+real torch CPU wheel) serves every test of the run, whichever pytest-xdist worker runs it
+(``built``: the first worker to ask makes it, the others wait for it and read it back). Images
+go to ``oota-test`` namespaces with an ``oota.run`` label (an extra label: oota itself keeps
+run ids out of images, so that rebuilds repeat), and are removed when the run ends (set
+OOTA_KEEP=1 to keep them for debugging). The bootstrapped base image ``oota/base:*`` is a cache
+and is kept.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import pickle
 import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import docker
 import pytest
@@ -44,6 +49,13 @@ _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 # to date would be gone under that worker's tests. A second worker's build of such an image
 # (the CUDA cell, used in both shares) is BuildKit's cached one.
 NAMESPACE = os.environ.get("OOTA_TEST_NAMESPACE", "oota-test") + (f"-{_WORKER}" if _WORKER else "")
+# What the workers of one run share (``shared``): the CPU image of ``built``, under a namespace
+# and a run label of the run's own. The process that starts the workers sets the run's id before
+# it starts them (they inherit it) and removes that image once they have all ended
+# (``pytest_sessionfinish``): no worker can take it from under another's tests.
+SHARED_RUN = os.environ.setdefault("OOTA_TEST_SHARED_RUN", f"test-{uuid.uuid4().hex[:10]}")
+SHARED_NAMESPACE = os.environ.get("OOTA_TEST_NAMESPACE", "oota-test") + "-shared"
+T = TypeVar("T")
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # the Ryuk image cannot be pulled
 # Every verification here runs the ops layer, on its must-pass operators only (a budget of 0 s):
@@ -127,11 +139,51 @@ def debian12_base(engine) -> str:
     return ensure_base(engine, spec.image, spec, REPO / ".oota-cache").ref
 
 
+def shared_root(base: Path) -> Path:
+    """Where the workers of a run keep what they share: beside their own temporary folders
+    (a worker's is ``<run>/popen-gwN``), or in the session's own without pytest-xdist."""
+    return (base.parent if _WORKER else base) / "shared"
+
+
+def shared(tmp_path_factory, name: str, make: Callable[[Path], T]) -> T:
+    """``make(folder)``'s value, made once for the whole run: the first worker to ask makes it
+    (the others wait on a lock meanwhile) and keeps it in ``folder``; every later call, in any
+    worker, reads it back. A make that raised leaves nothing, so the next caller tries again."""
+    folder = shared_root(tmp_path_factory.getbasetemp()) / name
+    folder.mkdir(parents=True, exist_ok=True)
+    kept = folder / "value.pickle"
+    with (folder / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not kept.exists():
+            value = make(folder)
+            kept.with_suffix(".part").write_bytes(pickle.dumps(value))
+            kept.with_suffix(".part").rename(kept)
+        value = pickle.loads(kept.read_bytes())
+    return value  # type: ignore[no-any-return]
+
+
+def pytest_sessionfinish(session) -> None:
+    """In the process that started the workers (or the only one), once every test is done:
+    the shared images go. Nothing to do when no test made them."""
+    if _WORKER or os.environ.get("OOTA_KEEP") or not session.config.option.basetemp:
+        return
+    if not (shared_root(Path(session.config.option.basetemp)) / "built" / "value.pickle").exists():
+        return
+    try:
+        DockerEngine().cleanup(SHARED_RUN, images=True)
+    except Exception:  # noqa: BLE001 - no Engine left to clean: nothing of ours remains
+        pass
+
+
 @pytest.fixture(scope="session")
 def marker_ca(tmp_path_factory) -> tuple[Path, str]:
     """The host's CA bundle plus a freshly made self-signed certificate with a unique name:
-    the build must work with it, and not one byte of it may reach the image."""
-    folder = tmp_path_factory.mktemp("ca")
+    the build must work with it, and not one byte of it may reach the image. One for the run,
+    like the image ``built`` makes with it."""
+    return shared(tmp_path_factory, "ca", _make_marker_ca)
+
+
+def _make_marker_ca(folder: Path) -> tuple[Path, str]:
     marker = f"oota-marker-{uuid.uuid4().hex}"
     cert = folder / "marker.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
@@ -163,21 +215,24 @@ def copy_project(dest: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def built(engine, run_id, marker_ca, tmp_path_factory) -> Built:
-    """The default CPU cell, built and verified once for the session. Its build is forced
-    (``rebuild=True``; with BuildKit's cache of unchanged inputs it takes seconds): an image of
-    the same inputs left under the session's tag (OOTA_KEEP=1 of an earlier session) would
-    otherwise be taken as up to date, with no build log and no build that saw this session's
-    CA bundle, which test_cpu_cell.py checks."""
-    results_dir = tmp_path_factory.mktemp("results")
-    options = BuildOptions(results_dir=results_dir, ca_bundle=str(marker_ca[0]), run_id=run_id,
-                           namespace=NAMESPACE, rebuild=True,
-                           extra_labels=(("oota.test", "true"), (RUN_LABEL, run_id)))
-    matrix = load_matrix(REPO / "matrix.yaml")
-    cells = select(matrix, plan(matrix, ["cpu"]), ids=[DEFAULT_CELL])
-    results = [r.to_json() for r in build_cells(matrix, cells, engine, Console(), options)]
-    return Built(results=results, results_dir=results_dir, tag=options.tag_for(cells[0]),
-                 options=options)
+def built(engine, marker_ca, tmp_path_factory) -> Built:
+    """The default CPU cell, built and verified once for the whole run (``shared``): under the
+    run's shared namespace and run id, so it lives until every worker is done. A test that
+    changes its results copies them first. Its build is forced (``rebuild=True``; with
+    BuildKit's cache of unchanged inputs it takes seconds): an image of the same inputs left
+    under the tag (OOTA_KEEP=1 of an earlier run) would otherwise be taken as up to date, with
+    no build log and no build that saw this run's CA bundle, which test_cpu_cell.py checks."""
+    def make(folder: Path) -> Built:
+        options = BuildOptions(results_dir=folder / "results", ca_bundle=str(marker_ca[0]),
+                               run_id=SHARED_RUN, namespace=SHARED_NAMESPACE, rebuild=True,
+                               extra_labels=(("oota.test", "true"), (RUN_LABEL, SHARED_RUN)))
+        matrix = load_matrix(REPO / "matrix.yaml")
+        cells = select(matrix, plan(matrix, ["cpu"]), ids=[DEFAULT_CELL])
+        results = [r.to_json() for r in build_cells(matrix, cells, engine, Console(), options)]
+        return Built(results=results, results_dir=options.results_dir,
+                     tag=options.tag_for(cells[0]), options=options)
+
+    return shared(tmp_path_factory, "built", make)
 
 
 def build_defaults(engine, run_id, tmp_path_factory, vendors: list[str]) -> dict[str, Built]:

@@ -23,7 +23,7 @@ from oota.history.store import append, open_store, read_timeline
 from oota.history.timeline import CellState, states
 from oota.plan import plan, select
 from oota.results.model import Result
-from tests.docker.conftest import DEFAULT_CELL, NAMESPACE, REPO, copy_project
+from tests.docker.conftest import DEFAULT_CELL, REPO, Built, copy_project
 from tests.history.helpers import invoke
 
 REFERENCE_CELL = "reference-torch2.13.0-py3.11-debian12"
@@ -33,19 +33,23 @@ BLAME = "requirement torch==2.13.0+cpu -> torch==2.12.0+cpu"
 
 
 class Lab:
-    """A copy of the project whose runs go to both histories."""
+    """A copy of the project whose runs go to both histories. A vendor's cell is the image of
+    ``images[vendor]`` (the run's ``built`` and ``reference_built``): the same tag and run label,
+    so the lab finds that image up to date instead of building another."""
 
-    def __init__(self, root: Path, engine, run_id: str, urls: list[str]) -> None:
+    def __init__(self, root: Path, engine, run_id: str, urls: list[str],
+                 images: dict[str, Built]) -> None:
         self.matrix_file = copy_project(root / "project")
-        self.engine, self.run_id, self.urls = engine, run_id, urls
+        self.engine, self.run_id, self.urls, self.images = engine, run_id, urls, images
         self.results_dir = root / "results"
         self.runs = 0
 
     def run(self, vendor: str, *, build: bool = True, layers: tuple[str, ...] = ()) -> Result:
         self.runs += 1
+        image = self.images[vendor].options
         options = BuildOptions(results_dir=self.results_dir, run_id=f"{self.run_id}-h{self.runs}",
-                               namespace=NAMESPACE, layers=layers,
-                               extra_labels=(("oota.test", "true"), (RUN_LABEL, self.run_id)))
+                               namespace=image.namespace, layers=layers,
+                               extra_labels=(("oota.test", "true"), (RUN_LABEL, image.run_id)))
         matrix = load_matrix(self.matrix_file)
         cells = select(matrix, plan(matrix, [vendor]))
         results = build_cells(matrix, cells, self.engine, Console(io.StringIO(), live=False),
@@ -72,14 +76,14 @@ class Lab:
 def test_a_broken_pin_is_blamed_and_a_slowed_operator_flagged_after_two_runs(
         built, reference_built, engine, run_id, tmp_path, monkeypatch, postgres_database):
     urls = [f"sqlite:///{tmp_path / 'history.db'}", postgres_database]
-    lab = Lab(tmp_path, engine, run_id, urls)
+    lab = Lab(tmp_path, engine, run_id, urls, {"cpu": built, "reference": reference_built})
     vendor_yaml = lab.matrix_file.parent / "vendors" / "cpu" / "vendor.yaml"
     pinned = vendor_yaml.read_text(encoding="utf-8")
     assert PIN in pinned
 
-    # Run 1 is the session's verified image as it is: with the session's result in the lab's
-    # results folder its verification holds (reused, every test's outcome kept), so the suite
-    # does not run a second time.
+    # Run 1 is the run's verified image as it is: with its result in the lab's results folder
+    # its verification holds (reused, every test's outcome kept), so the suite does not run a
+    # second time.
     shutil.copytree(built.results_dir / DEFAULT_CELL, lab.results_dir / DEFAULT_CELL)
     first = lab.run("cpu")
     assert first.status == "passed" and "reused" in first.stages["verify"].detail

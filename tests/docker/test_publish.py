@@ -48,7 +48,7 @@ SIGNING_PASSWORD = f"signing-password-{uuid.uuid4().hex}"
 @dataclass
 class Verified:
     results: Path
-    namespace: str  # where the image is tagged locally: NAMESPACE/cpu:<cell>, the session's
+    namespace: str  # where the image is tagged locally: <namespace>/cpu:<cell>, the run's
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def verified(built, tmp_path_factory) -> Verified:
     assert built.results[0]["status"] == "passed", built.results[0].get("message")
     results = tmp_path_factory.mktemp("publish-results")
     shutil.copytree(built.results_dir / DEFAULT_CELL, results / DEFAULT_CELL)
-    return Verified(results=results, namespace=NAMESPACE)
+    return Verified(results=results, namespace=built.options.namespace)
 
 
 def test_the_verified_image_is_pushed_and_an_unverified_cell_refused(verified, secure_registry,
