@@ -472,3 +472,46 @@ def test_a_control_character_is_located(project):
     exc = load_error(project, BASE + 'extra: "a\0b"\n')
     assert exc.problems == [f"matrix.yaml:{BASE.count(chr(10)) + 1}:10: a control character "
                             "YAML does not allow (U+0000); remove it"]
+
+
+def _shape(node) -> object:
+    """A composed node as plain data: kind, tag, value or children, and where it starts."""
+    where = (node.start_mark.line, node.start_mark.column, node.end_mark.line,
+             node.end_mark.column)
+    if isinstance(node, yamlsrc.yaml.ScalarNode):
+        return ("scalar", node.tag, node.value, node.style or None, where)  # plain: None or ""
+    if isinstance(node, yamlsrc.yaml.SequenceNode):
+        return ("seq", node.tag, [_shape(n) for n in node.value], where)
+    return ("map", node.tag, [(_shape(k), _shape(v)) for k, v in node.value], where)
+
+
+AWKWARD = [
+    BASE,
+    BASE + "anchors:\n  a: &x {k: [1, 2.50, '3.10']}\n  b: *x\n  c: {<<: *x, k: 4}\n",
+    "# only a comment\n",
+    "---\na: 1\n---\nb: 2\n",
+    "\ufeffa: é\nb: |\n  two\n  lines\nc: >-\n  folded\n",
+    "a: !!str 1\nb: ~\nc: yes\nd: 0x1F\ne: 1_000\nf: .inf\n",
+    "a: [1, 2\n",                 # malformed: the pure composer's message
+    'extra: "a\0b"\n',             # a control character
+    "[" * 120 + "]" * 120 + "\n",  # past MAX_DEPTH
+]
+
+
+@pytest.mark.skipif(yamlsrc._FAST_LOADER is None, reason="PyYAML without libyaml here")
+@pytest.mark.parametrize("text", AWKWARD + [
+    p.read_text(encoding="utf-8") for p in sorted(Path(yamlsrc.__file__).parents[2].glob(
+        "**/*.yaml")) if ".venv" not in p.parts and "node_modules" not in p.parts])
+def test_libyaml_composes_what_the_pure_composer_does_or_leaves_it_to_it(text):
+    """The fast path (libyaml) gives the very nodes, tags and marks of the pure composer, or
+    gives way to it (None): so every value, location and error is the same either way."""
+    fast = yamlsrc._compose_fast(text)
+    try:
+        pure = list(yamlsrc.yaml.compose_all(text, Loader=yamlsrc.yaml.SafeLoader))
+    except (yamlsrc.yaml.YAMLError, RecursionError):
+        assert fast is None
+        return
+    if fast is not None:
+        assert [_shape(n) for n in fast] == [_shape(n) for n in pure]
+    elif text.count("[") < yamlsrc.MAX_DEPTH:
+        pytest.fail("a well-formed document of ordinary depth did not take the fast path")
