@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import tarfile
 from pathlib import Path
 
@@ -95,6 +96,22 @@ def test_abi_mismatch_is_caught_by_the_compat_layer(reference_built, cuda_built,
     assert loading and "built against torch 2.13.0" in loading[0], failed
 
 
+# Operators of the must-pass list that run beside the broken tanh: a matmul, elementwise
+# arithmetic, reductions and activations (sigmoid and softmax are tanh's neighbours in the
+# models; none of them calls tanh).
+BESIDE_TANH = frozenset({"mm", "add", "mul", "neg", "exp", "sum", "softmax", "sigmoid",
+                         "nn.functional.relu"})
+
+
+def must_pass_of(names: set[str] | frozenset[str]) -> str:
+    """verify/ops-must-pass.yaml with only the entries of ``names`` (each must be there)."""
+    text = (REPO / "verify" / "ops-must-pass.yaml").read_text()
+    entries = {m.group(1): m.group(0)
+               for m in re.finditer(r"^- op: (\S+)\n  reason: .*\n", text, re.M)}
+    assert names <= entries.keys(), names - entries.keys()
+    return "".join(entry for name, entry in entries.items() if name in names)
+
+
 def _verify_refdev(docker_client, reference_built, folder, command: str,
                    environment: dict[str, str], volumes: dict | None = None) -> list[dict]:
     """oota-verify in the reference image with refdev's fault switches; its tests.json."""
@@ -111,10 +128,14 @@ def test_ops_layer_catches_an_operator_broken_on_purpose(reference_built, docker
                                                         tmp_path):
     """refdev with tanh made wrong (REFDEV_WRONG_OP): the ops layer fails tanh in every dtype,
     and tanhshrink, which calls it (added to the must-pass list here so that a budget of 0 s
-    runs it), says it fails through tanh; nothing else fails. The run's recording judged again
-    gives the same verdicts."""
+    runs it), says it fails through tanh; none of the other operators run beside them fails.
+    The run's recording judged again gives the same verdicts.
+
+    The must-pass list is cut to tanh and the operators of ``BESIDE_TANH`` (with tanhshrink):
+    the whole list takes twice as long on refdev (49 s against 24 s, idle), and it already
+    runs, unbroken, in the session's verification of the reference cell."""
     must = tmp_path / "must-pass.yaml"
-    must.write_text((REPO / "verify" / "ops-must-pass.yaml").read_text()
+    must.write_text(must_pass_of(BESIDE_TANH | {"tanh"})
                     + "- op: nn.functional.tanhshrink\n  reason: built on tanh (this test)\n")
     must.chmod(0o644)
     tests = _verify_refdev(
