@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -292,14 +293,8 @@ def _compose_fast(text: str) -> list[yaml.Node] | None:
     if _FAST_LOADER is None or yaml.reader.Reader.NON_PRINTABLE.search(text):
         return None
     try:
-        depth = 0
-        for event in yaml.parse(text, Loader=_FAST_LOADER):
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    return None
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
+        if _past_max_depth(yaml.parse(text, Loader=_FAST_LOADER)) is not None:
+            return None
         return list(yaml.compose_all(text, Loader=_FAST_LOADER))
     except yaml.YAMLError:
         return None
@@ -351,19 +346,28 @@ def _build(doc: Doc, root: yaml.Node, text: str) -> Any:
 def _too_deep(text: str, name: str) -> MatrixError:
     """The error for a document nested past MAX_DEPTH, located by walking the event stream
     (the parser keeps its own stack, so this does not recurse)."""
-    depth = 0
     try:
-        for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    return _too_deep_at(name, event.start_mark)
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
+        event = _past_max_depth(yaml.parse(text, Loader=yaml.SafeLoader))
     except yaml.YAMLError:
-        pass
+        event = None
+    if event is not None:
+        return _too_deep_at(name, event.start_mark)
     return MatrixError([f"{name}: the document nests too deeply to be read (more than "
                         f"{MAX_DEPTH} levels, counting what its aliases expand to); flatten it"])
+
+
+def _past_max_depth(events: Iterator[yaml.Event]) -> yaml.Event | None:
+    """The event that opens a collection past MAX_DEPTH, if any (a YAMLError from the parser
+    goes to the caller)."""
+    depth = 0
+    for event in events:
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return event
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+    return None
 
 
 def _too_deep_at(name: str, mark: _Mark | None) -> MatrixError:
