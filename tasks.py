@@ -238,12 +238,12 @@ def history(c: Context, action: str, dir: list[str] | None, vendor: str | None,
                             window=since)
     root = Path(matrix).parent
     where = api.history_location(history, root=root)
-    if action == "digest":
-        print(api.history_digest(where, window=since or api.DEFAULT_SINCE, root=root),
-              end="")
-        return
-    if action == "query":
-        print(api.history_query(where, vendor=vendor, cell=cell, test=test, fmt=format))
+    if action in ("digest", "query"):
+        shown = (api.history_digest(where, window=since or api.DEFAULT_SINCE, root=root)
+                 if action == "digest" else
+                 api.history_query(where, vendor=vendor, cell=cell, test=test, fmt=format))
+        print(shown.text, end="" if action == "digest" else "\n")
+        _stderr(list(shown.warnings))
         return
     done = api.history_import(where, dir)
     for run in done.appended:

@@ -9,12 +9,27 @@ from __future__ import annotations
 import sys
 import threading
 import time
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
+# Characters a terminal acts on or hides: controls (ESC starts a sequence that can rewrite the
+# screen), format characters (a right-to-left override reverses what follows), line breaks.
+_UNSEEN = frozenset(("Cc", "Cf", "Zl", "Zp"))
+
 MARKS = {"ok": "ok  ", "cached": "hit ", "fail": "FAIL", "skip": "skip", "info": "    ",
          "warn": "warn"}
+
+
+def inert(value: object) -> str:
+    """``value`` as one line of plain text a terminal shows as it is: every control, format
+    or line-break character written as its escape (``\\x1b``, ``\\u202e``, ``\\n``). The
+    text output's counterpart of the pages' HTML escaping, for values read from results."""
+    text = str(value)
+    if all(unicodedata.category(c) not in _UNSEEN for c in text):
+        return text
+    return "".join(ascii(c)[1:-1] if unicodedata.category(c) in _UNSEEN else c for c in text)
 
 
 class Console:

@@ -13,6 +13,8 @@ from typing import Any
 
 import jsonschema
 
+from oota import times
+
 SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schema"
 
 
@@ -23,8 +25,19 @@ def load(name: str) -> Mapping[str, Any]:
     return MappingProxyType(loaded)
 
 
+@functools.cache
+def _formats() -> jsonschema.FormatChecker:
+    """The ``format`` keywords enforced, not only annotated (jsonschema's default): a
+    ``date-time`` must be a time :mod:`oota.times` accepts."""
+    checker = jsonschema.FormatChecker(formats=())
+    checker.checks("date-time", raises=times.BadTime)(times.valid_or_raise)
+    return checker
+
+
 def errors(name: str, data: Mapping[str, object]) -> list[str]:
-    """Every way ``data`` breaks ``schema/<name>``, as 'path: message', in path order."""
-    validator = jsonschema.Draft202012Validator(load(name))
-    return [f"{'/'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}"
+    """Every way ``data`` breaks ``schema/<name>``, as 'path: message', in path order; its
+    formats are checked (:func:`_formats`)."""
+    validator = jsonschema.Draft202012Validator(load(name), format_checker=_formats())
+    return [f"{'/'.join(str(p) for p in e.absolute_path) or '<root>'}: "
+            f"{e.cause if e.validator == 'format' and e.cause else e.message}"
             for e in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))]

@@ -87,18 +87,26 @@ def git_revision(root: Path) -> str | None:
 def hud_source(location: Location | None, runs: int, root: Path,
                now: dt.datetime | None = None) -> tuple[HudInput | None, str]:
     """The history the HUD shows, or None and why not (a line for stderr; "" with
-    ``--no-history``). A history file that does not exist is not created by reading it."""
+    ``--no-history``). A history file that does not exist is not created by reading it. Runs
+    the store cannot read are left out, and the line names them."""
     if location is None:
         return None, ""
     try:
         timeline = _timeline(location)
     except history_store.HistoryUnavailable as exc:
         return None, f"no HUD: {exc}"
+    left_out = _left_out(location, timeline.left_out if timeline else ())
     if timeline is None or not timeline.runs:
         return None, (f"no HUD: the history {location.shown} holds no run yet (build, verify "
-                      "or `./oota.sh history import` add runs)")
+                      "or `./oota.sh history import` add runs)" + (f"\n{left_out}" if left_out
+                                                                    else ""))
     return HudInput(timeline=timeline, policy=policy_at(root), runs=runs,
-                    now=now or dt.datetime.now(dt.timezone.utc)), ""
+                    now=now or dt.datetime.now(dt.timezone.utc)), left_out
+
+
+def _left_out(location: Location, lines: Sequence[str]) -> str:
+    """A warning line per run left out, as one text."""
+    return "\n".join(f"warning: history {location.shown}: {line}" for line in lines)
 
 
 def _timeline(location: Location) -> Timeline | None:
@@ -108,8 +116,16 @@ def _timeline(location: Location) -> Timeline | None:
     return history_store.read_timeline(history_store.open_store(location))
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Shown:
+    """What a ``history`` action prints: its text (stdout) and warnings (stderr)."""
+
+    text: str
+    warnings: tuple[str, ...] = ()
+
+
 def history_digest(location: Location | None, *, window: dt.timedelta, root: Path,
-                   now: dt.datetime | None = None) -> str:
+                   now: dt.datetime | None = None) -> Shown:
     """``history digest``: the Markdown digest of the last ``window`` (hud.md's text)."""
     if location is None:
         raise InputError("history digest with --no-history has nothing to read")
@@ -117,7 +133,8 @@ def history_digest(location: Location | None, *, window: dt.timedelta, root: Pat
     if source is None:
         raise history_store.HistoryUnavailable(why.removeprefix("no HUD: "))
     page = hud.build(replace(source, since=window), {})
-    return hud.to_markdown(page.digest, page.regressions)
+    return Shown(text=hud.to_markdown(page.digest, page.regressions),
+                 warnings=(why,) if why else ())
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -151,15 +168,16 @@ def history_import(location: Location | None, folders: list[str] | None) -> Impo
 
 
 def history_query(location: Location | None, *, vendor: str | None, cell: str | None,
-                  test: str | None, fmt: str) -> str:
+                  test: str | None, fmt: str) -> Shown:
     """Every run where the selection changed outcome, newest first, with what changed in
     its inputs: a table, or JSON (``fmt`` is one of :data:`HISTORY_FORMATS`)."""
     if location is None:
         raise InputError("history query with --no-history has nothing to read")
     choice("--format", fmt, HISTORY_FORMATS)
     store = history_store.open_store(location)
-    found = history_changes.changes(history_store.outcomes(store, vendor=vendor, cell=cell,
-                                                           test=test))
+    points, left_out = history_store.outcomes(store, vendor=vendor, cell=cell, test=test)
+    found = history_changes.changes(points)
+    warnings = (_left_out(location, left_out),) if left_out else ()
     if fmt == "json":
-        return json.dumps([c.to_json() for c in found], indent=2)
-    return history_changes.table(found)
+        return Shown(text=json.dumps([c.to_json() for c in found], indent=2), warnings=warnings)
+    return Shown(text=history_changes.table(found), warnings=warnings)

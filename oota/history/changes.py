@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from oota.console import inert
 from oota.history.records import Inputs
 from oota.results.jsonfields import JSONObject
 from oota.vocab import Status
@@ -69,12 +70,14 @@ def changes(points: Iterable[Point]) -> list[Change]:
 
 
 def table(found: list[Change]) -> str:
-    """``history query``'s table: a line per change, newest first."""
+    """``history query``'s table: a line per change, newest first, every value shown inert
+    (:func:`~oota.console.inert`: it came from a result, which anyone may have written)."""
     if not found:
         return "no change of outcome in the history for this selection"
-    rows = [(c.when[:19].replace("T", " "), c.run_key[:16], c.cell_id, c.test_id or "-",
-             f"{c.before} -> {c.after}",
-             "; ".join(c.changed) or "no recorded input changed") for c in found]
+    rows = [tuple(inert(v) for v in (
+        c.when[:19].replace("T", " "), c.run_key[:16], c.cell_id, c.test_id or "-",
+        f"{c.before} -> {c.after}", "; ".join(c.changed) or "no recorded input changed"))
+        for c in found]
     headers = ("when", "run", "cell", "test", "outcome", "what changed")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers[:-1])]
     lines = ["  ".join([*(h.ljust(w) for h, w in zip(headers, widths, strict=False)),

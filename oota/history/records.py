@@ -16,6 +16,7 @@ from typing import Literal
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from oota import times
 from oota.results.jsonfields import JSON
 from oota.results.model import CellRef, Result, TestOutcome
 from oota.vocab import Status
@@ -178,8 +179,8 @@ def run_record(results: Sequence[Result], origin: Origin, git_revision: str | No
                               if places.count((r.cell.id, p)) > 1 else p)
                   for r, (_, p) in zip(results, places, strict=True))
     return RunRecord(key=run_key(results), origin=origin,
-                     started_at=min(r.started_at for r in results),
-                     finished_at=max(r.finished_at for r in results),
+                     started_at=min(times.utc(r.started_at) for r in results),
+                     finished_at=max(times.utc(r.finished_at) for r in results),
                      oota_version=results[0].oota_version, git_revision=git_revision,
                      hosts=tuple(sorted({p for _, p in places})), cells=cells)
 
@@ -190,8 +191,8 @@ def cell_record(result: Result, host: str | None = None) -> CellRecord:
         cell=result.cell, status=result.status,
         message=result.message, host=host or place(result), engine=result.host.text("engine"),
         engine_id=result.host.text("engine_id"),
-        hostname=result.host.text("hostname"), started_at=result.started_at,
-        finished_at=result.finished_at, image_tag=image.tag if image else None,
+        hostname=result.host.text("hostname"), started_at=times.utc(result.started_at),
+        finished_at=times.utc(result.finished_at), image_tag=image.tag if image else None,
         image_id=image.id if image else None, image_digest=image.digest if image else None,
         base_ref=image.base.ref if image and image.base else None, inputs=inputs_of(result),
         tests=tuple(sorted({t.id: replace(t, data={}) for t in reversed(result.tests)}.values(),

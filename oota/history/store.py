@@ -30,6 +30,8 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
+from oota import times
+from oota.console import inert
 from oota.errors import EnvironmentProblem
 from oota.history import tables as t
 from oota.history.changes import Point
@@ -355,8 +357,9 @@ def _packages(conn: Connection, result_ids: list[int] | Select[tuple[int]]
 
 
 def outcomes(store: Store, *, vendor: str | None = None, cell: str | None = None,
-             test: str | None = None) -> list[Point]:
-    """The selected cells' (or, with ``test``, that test's) outcomes, oldest run first."""
+             test: str | None = None) -> tuple[list[Point], list[str]]:
+    """The selected cells' (or, with ``test``, that test's) outcomes, oldest run first, and a
+    line for each run left out because its time cannot be read."""
     r, runs = t.results, t.runs
     status, message = (t.tests.c.status, t.tests.c.message) if test else (r.c.status,
                                                                           r.c.message)
@@ -374,41 +377,69 @@ def outcomes(store: Store, *, vendor: str | None = None, cell: str | None = None
     with _reading(store) as conn:
         rows = conn.execute(query).all()
         packages = _packages(conn, query.with_only_columns(r.c.id).order_by(None))
-    return [Point(run_key=row.run_key, origin=row.origin, started_at=row.run_started,
+    found: list[tuple[str, Row[Any]]] = []
+    left_out: dict[str, None] = {}
+    for row in rows:
+        when, why = _when(row.run_key, row.origin, row.run_started)
+        if why:
+            left_out[why] = None
+        else:
+            found.append((when, row))
+    found.sort(key=lambda pair: pair[0])  # stable: the store's order within one moment
+    return [Point(run_key=row.run_key, origin=row.origin, started_at=when,
                   cell_id=row.cell_id, test_id=test, status=_status(row.outcome),
                   message=row.outcome_message,
                   inputs=_inputs(row, row.oota_version, packages.get(row.id, NO_PACKAGES)))
-            for row in rows]
+            for when, row in found], list(left_out)
 
 
 # -- the HUD's reading: the whole history in one query per table ------------------------------
 
 def read_timeline(store: Store, *, metrics_layer: str = WORKLOAD_LAYER) -> Timeline:
-    """Every cell's outcomes run by run, and the figures of its ``metrics_layer`` tests."""
+    """Every cell's outcomes run by run, and the figures of its ``metrics_layer`` tests. A run
+    whose time cannot be read is left out (a line in ``left_out`` names it), not the history."""
     with _reading(store) as conn:
-        heads = {row.id: (RunHead(id=row.id, key=row.run_key, origin=row.origin,
-                                  started_at=row.started_at), row.oota_version)
-                 for row in conn.execute(select(t.runs.c.id, t.runs.c.run_key, t.runs.c.origin,
-                                                t.runs.c.started_at, t.runs.c.oota_version))}
-        rows = conn.execute(select(t.results).order_by(t.results.c.id)).all()
+        heads: dict[int, tuple[RunHead, str]] = {}
+        left_out: list[str] = []
+        for row in conn.execute(select(t.runs.c.id, t.runs.c.run_key, t.runs.c.origin,
+                                       t.runs.c.started_at, t.runs.c.oota_version)):
+            when, why = _when(row.run_key, row.origin, row.started_at)
+            if why:
+                left_out.append(why)
+                continue
+            heads[row.id] = (RunHead(id=row.id, key=row.run_key, origin=row.origin,
+                                     started_at=when), row.oota_version)
+        rows = [r for r in conn.execute(select(t.results).order_by(t.results.c.id))
+                if r.run_id in heads]
         packages = _packages(conn, select(t.results.c.id))
         failed: dict[int, list[str]] = {}
         for result_id, test_id in conn.execute(
                 select(t.tests.c.result_id, t.tests.c.test_id)
                 .where(t.tests.c.status.in_(sorted(BAD))).order_by(t.tests.c.test_id)):
             failed.setdefault(result_id, []).append(test_id)
-        figures = conn.execute(
+        figures = [f for f in conn.execute(
             select(t.results.c.cell_id, t.results.c.host, t.results.c.engine_id,
                    t.results.c.run_id, t.figures.c.test_id, t.figures.c.name,
                    t.figures.c.number, t.tests.c.status)
             .join(t.tests, (t.tests.c.result_id == t.figures.c.result_id)
                   & (t.tests.c.test_id == t.figures.c.test_id))
             .join(t.results, t.results.c.id == t.figures.c.result_id)
-            .where(t.tests.c.layer == metrics_layer, t.figures.c.number.is_not(None))).all()
+            .where(t.tests.c.layer == metrics_layer, t.figures.c.number.is_not(None)))
+            if f.run_id in heads]
     order = sorted(heads.values(), key=lambda h: (h[0].started_at, h[0].id))
     return Timeline(runs=tuple(h for h, _ in order),
                     cells=_series(rows, heads, packages, failed),
-                    metrics=_metric_series(figures, heads))
+                    metrics=_metric_series(figures, heads), left_out=tuple(left_out))
+
+
+def _when(run_key: str, origin: str, started_at: object) -> tuple[str, str]:
+    """A run's start in UTC (the form the history writes, which sorts as text), or '' and
+    the line that says why the run is left out."""
+    try:
+        return times.utc(str(started_at)), ""
+    except times.BadTime as exc:
+        return "", (f"run {inert(run_key)} ({inert(origin)}) left out of what is read: its "
+                    f"started_at {exc}")
 
 
 def _series(rows: Sequence[Row[Any]], heads: dict[int, tuple[RunHead, str]],

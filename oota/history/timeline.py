@@ -14,6 +14,7 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from oota import times
 from oota.history.records import Inputs
 from oota.results.model import CellRef
 from oota.vocab import BAD, Status, worst
@@ -78,6 +79,7 @@ class Timeline:
     runs: tuple[RunHead, ...]  # oldest first
     cells: tuple[CellSeries, ...]  # by vendor, then cell id
     metrics: tuple[MetricSeries, ...]
+    left_out: tuple[str, ...] = ()  # a line per run of the store that could not be read
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -134,9 +136,8 @@ class CellState:
 
 
 def moment(text: str) -> dt.datetime:
-    """An ISO 8601 time of the history (UTC when it carries no offset)."""
-    when = dt.datetime.fromisoformat(text)
-    return when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+    """A time of the history (RFC 3339, checked by the store as it reads it), in UTC."""
+    return times.parse(text)
 
 
 def shown(outcome: Outcome) -> str:
