@@ -88,7 +88,8 @@ class Cell:
             where = f"vendors/{self.vendor.name}/vendor.yaml {what} '{text}'"
             if name in self.vendor.companions:
                 raise InputError(f"{where}: no {name} paired with torch {self.torch} in "
-                                 f"companions.{name}; add the torch series it pairs with") from None
+                                 f"vendors/companions.yaml or companions.{name}: run "
+                                 "./oota.sh release-check --update") from None
             raise InputError(f"{where}: unknown name {{{name}}}; known: "
                              + ", ".join(sorted(variables))) from None
         except (IndexError, ValueError) as exc:

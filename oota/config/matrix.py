@@ -48,12 +48,13 @@ Every problem is reported at once, located as ``file:line:column: yaml.path: mes
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from packaging.version import Version
 
+from oota.config.companions import CompanionCache, cache_path, load_cache, resolve
 from oota.config.fields import Fields, parse_version
 from oota.config.names import NAME_RULE, image_problem, name_problem
 from oota.config.vendors import Vendor, discover, load_vendor
@@ -186,7 +187,54 @@ def load_matrix(file: Path | str) -> Matrix:
         vendors[name] = _load_vendor_matrix(doc, path, value, vendor, oses)
     doc.problems.extend(problems_from_vendor_files)
     doc.raise_if_problems()
+    vendors = _with_companions(doc, vendors, root / "vendors")
+    doc.raise_if_problems()
     return Matrix(file=file, root=root, os=oses, vendors=vendors, doc=doc)
+
+
+def torch_releases(vm: VendorMatrix) -> tuple[Version, ...]:
+    """Every torch release a vendor's cells may have: its torch axis and the torch of its
+    include entries (channels have no release)."""
+    texts = [v for axis, values in vm.axes if axis == "torch" for v in values]
+    texts += [v for rule in vm.include for k, v in rule if k == "torch"]
+    found = []
+    for text in dict.fromkeys(texts):
+        try:
+            found.append(Version(text))
+        except ValueError:  # a channel's name
+            continue
+    return tuple(found)
+
+
+def _with_companions(doc: Doc, vendors: dict[str, VendorMatrix], vendors_dir: Path
+                     ) -> dict[str, VendorMatrix]:
+    """Each vendor with its companions paired for every torch release of its cells, from
+    the companions cache (oota/config/companions.py); a typed pair the index's metadata
+    contradicts is a problem located at the vendor's torch axis."""
+    if not any(vm.vendor.companions for vm in vendors.values()):
+        return vendors
+    cache = _companion_cache(doc, vendors_dir)
+    out = {}
+    for name, vm in vendors.items():
+        if not vm.vendor.companions:
+            out[name] = vm
+            continue
+        resolved = resolve(name, vm.vendor.companions, torch_releases(vm), cache)
+        for problem in resolved.problems:
+            doc.error(vm.path + ("torch",), problem)
+        out[name] = replace(vm, vendor=replace(vm.vendor, companions=resolved.pairs))
+    return out
+
+
+def _companion_cache(doc: Doc, vendors_dir: Path) -> CompanionCache | None:
+    file = cache_path(vendors_dir)
+    if not file.is_file():
+        return None
+    try:
+        return load_cache(file, f"vendors/{file.name}")
+    except MatrixError as exc:
+        doc.problems.extend(exc.problems)
+        return None
 
 
 def project_root(file: Path) -> Path:

@@ -97,6 +97,8 @@ def describe(error: ValidationError, root: Mapping[str, Any]) -> list[Problem]:
     validator = str(error.validator)
     if validator == "additionalProperties":
         return _unknown_keys(path, instance, schema)
+    if validator in ("oneOf", "anyOf"):
+        return _branch_problems(path, error, schema, root)
     if validator == "required":
         return [Problem(path=path, message=f"missing required key '{key}'", missing=key)
                 for key in schema.get("required", ()) if key not in instance]
@@ -117,6 +119,25 @@ def describe(error: ValidationError, root: Mapping[str, Any]) -> list[Problem]:
         return [Problem(path=path, message=f"lists {_first_repeat(instance)!r} more than "
                         "once", suggestion="remove the repeated entry")]
     return [Problem(path=path, message=error.message)]
+
+
+def _branch_problems(path: Path_, error: ValidationError, schema: Mapping[str, Any],
+                     root: Mapping[str, Any]) -> list[Problem]:
+    """A value that fits none of its alternatives: the problems of the alternative of its own
+    type (a list checked as the list form), else what the alternatives are."""
+    branches = [_resolve(b, root) for b in schema.get(str(error.validator), ())]
+    mine = [i for i, b in enumerate(branches) if _is_type(error.instance, b.get("type"))]
+    if len(mine) == 1:
+        inner = [e for e in error.context or () if e.relative_schema_path[0] == mine[0]]
+        return [p for e in inner for p in describe(e, root)]
+    titles = [str(b.get("title") or _TYPE_NOUNS.get(str(b.get("type")), "")) for b in branches]
+    return [Problem(path=path, message=f"expected {' or '.join(t for t in titles if t)}, "
+                    f"got {kind(error.instance)}")]
+
+
+def _is_type(value: Any, name: Any) -> bool:
+    wanted = {"object": dict, "array": list, "string": str}.get(str(name))
+    return wanted is not None and isinstance(value, wanted)
 
 
 def _unknown_keys(path: Path_, instance: Any, schema: Mapping[str, Any]) -> list[Problem]:

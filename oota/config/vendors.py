@@ -235,7 +235,8 @@ class Vendor:
     verify: VerifySpec                # what the in-image suite checks
     facts: Facts = field(default_factory=Facts)   # what release-check reads
     ci: CiSpec = field(default_factory=CiSpec)    # where CI runs the cells
-    # Packages whose release follows torch's, e.g. torchvision: name -> torch series -> version.
+    # Packages whose release follows torch's, e.g. torchvision: name -> torch release or series
+    # -> version (from vendors/companions.yaml, oota/config/companions.py, or typed by hand).
     # Each becomes a format variable of the requirements ("torchvision=={torchvision}").
     companions: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
     # The requirements' {local}: a local version such as "+cu{cuda_nodot}", left empty for the
@@ -319,9 +320,16 @@ def _build(data: dict[str, Any], folder: Path) -> Vendor:
         verify=_verify(data.get("verify", _DEFAULT_VERIFY)),
         facts=_facts(data.get("facts", {})),
         ci=CiSpec(runs_on=tuple(data.get("ci", {}).get("runs-on", HOSTED_RUNNER))),
-        companions=_nested(data.get("companions", {})),
+        companions=_companions(data.get("companions", {})),
         local_version=data.get("local_version", ""),
     )
+
+
+def _companions(value: list[str] | dict[str, dict[str, str]]
+                ) -> Mapping[str, Mapping[str, str]]:
+    """A list of names (pairs from the companions cache, filled in by the matrix loader) or
+    hand-typed pairs."""
+    return _nested({name: {} for name in value} if isinstance(value, list) else value)
 
 
 def _nested(table: dict[str, dict[str, str]]) -> Mapping[str, Mapping[str, str]]:

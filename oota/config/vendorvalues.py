@@ -45,7 +45,7 @@ def format_names(data: dict[str, Any]) -> dict[str, str]:
     else:
         del names["toolkit_version"]
     companions = data.get("companions")
-    if isinstance(companions, dict):
+    if isinstance(companions, (dict, list)):
         names.update({str(name): "0.28.0" for name in companions})
     return names
 
@@ -259,7 +259,10 @@ def _within(text: str, top: float) -> bool:
 
 def _companions(check: _Checker) -> None:
     toolkit = _dict(check.data.get("toolkit"))
-    for name in _dict(check.data.get("companions")):
+    companions = check.data.get("companions")
+    for name in companions if isinstance(companions, (dict, list)) else ():
+        if not isinstance(name, str):
+            continue
         if name == toolkit.get("axis") or name == f"{toolkit.get('axis')}_nodot":
             check.doc.error(("companions", name), f"'{name}' is also the toolkit axis's "
                             "format variable", "name the companion after its distribution")

@@ -25,9 +25,11 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from oota.config.companions import CompanionCache
 from oota.config.matrix import Matrix
 from oota.config.yamlsrc import did_you_mean
 from oota.errors import InputError
+from oota.releases.companions import check_companions
 from oota.releases.errors import BadAnswer, IndexProblem, NotOnIndex
 from oota.releases.facts import Pairing, VendorFacts, vendor_facts
 from oota.releases.http import Http
@@ -122,6 +124,8 @@ class ReleaseCheck:
     torch: tuple[TorchRelease, ...]
     rows: tuple[Row, ...]
     notes: tuple[str, ...] = field(default=())
+    companions: CompanionCache | None = None     # read from the index now (None: none named)
+    companion_drift: tuple[str, ...] = ()        # where vendors/companions.yaml differs
 
     @property
     def gaps(self) -> tuple[Row, ...]:
@@ -192,9 +196,11 @@ def release_check(matrix: Matrix, *, index_url: str = DEFAULT_INDEX, torch: str 
         current, previous = newest_and_previous(known)
     releases = tuple(torch_release(index, v) for v in (current, previous) if v is not None)
     rows = [row for rel in releases for f in facts for row in check_vendor(index, f, rel, known)]
+    fresh, drift = check_companions(matrix, names, index, (current, previous))
     return ReleaseCheck(index=index.display, current=current, previous=previous,
                         detected=torch is None, torch=releases, rows=tuple(rows),
-                        notes=tuple(dict.fromkeys([*index.notes, *index.http.notes])))
+                        notes=tuple(dict.fromkeys([*index.notes, *index.http.notes])),
+                        companions=fresh, companion_drift=drift)
 
 
 def checked_vendors(matrix: Matrix, vendors: list[str] | None) -> list[str]:

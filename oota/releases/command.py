@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from oota.config.companions import CompanionCache, cache_path, dump_cache
 from oota.config.matrix import load_matrix
 from oota.errors import InputError
+from oota.files import write_atomic
 from oota.net import redact
 from oota.releases.check import checked_vendors, release_check
 from oota.releases.http import REQUEST_TIMEOUT, Http
@@ -35,7 +37,20 @@ def run(matrix_path: str | Path, *, torch: str | None = None, index_url: str = D
     check = release_check(matrix, index_url=index_url, torch=torch, vendors=vendors,
                           http=Http(timeout=seconds))
     result = update_matrix(matrix, check) if update else None
-    return Outcome(text=format_check(check, fmt, result), gaps=len(check.gaps))
+    text = format_check(check, fmt, result)
+    if update and check.companions is not None and fmt != "json":
+        text += "\n" + write_companions(matrix.root / "vendors", check.companions)
+    return Outcome(text=text, gaps=len(check.gaps) + len(check.companion_drift))
+
+
+def write_companions(vendors_dir: Path, cache: CompanionCache) -> str:
+    """Write vendors/companions.yaml (atomically) when it changed; say what was done."""
+    file = cache_path(vendors_dir)
+    text = dump_cache(cache)
+    if file.is_file() and file.read_text(encoding="utf-8") == text:
+        return f"vendors/{file.name}: already up to date"
+    write_atomic(file, text)
+    return f"updated vendors/{file.name} (read {cache.read} from {cache.index})"
 
 
 def parse_timeout(value: float | str) -> float:

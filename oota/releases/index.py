@@ -50,6 +50,7 @@ class _Entry:
     requires_python: str
     metadata_url: str = ""
     metadata_sha256: str = ""
+    uploaded: str = ""               # PEP 700 upload-time / the JSON API's upload_time_iso_8601
 
 
 class _LinkParser(HTMLParser):
@@ -200,7 +201,7 @@ class PackageIndex:
 def _fields(entry: _Entry) -> dict[str, Any]:
     return {"filename": entry.filename, "url": entry.url, "yanked": entry.yanked,
             "requires_python": entry.requires_python, "metadata_url": entry.metadata_url,
-            "metadata_sha256": entry.metadata_sha256}
+            "metadata_sha256": entry.metadata_sha256, "uploaded": entry.uploaded}
 
 
 # -- reading answers -------------------------------------------------------------------------
@@ -232,7 +233,8 @@ def _optional_text(item: Mapping[str, Any], key: str) -> str:
 
 def _entry_from_json(item: Any, base: str) -> _Entry | str:
     """A PEP 691 file entry, or why it is unusable."""
-    entry = _entry_from_api(item, base, requires_python="requires-python")
+    entry = _entry_from_api(item, base, requires_python="requires-python",
+                            uploaded="upload-time")
     if isinstance(entry, str):
         return entry
     meta = item.get("core-metadata", item.get("dist-info-metadata", False))
@@ -241,8 +243,8 @@ def _entry_from_json(item: Any, base: str) -> _Entry | str:
                    metadata_sha256=sha if isinstance(sha, str) else "")
 
 
-def _entry_from_api(item: Any, base: str, *, requires_python: str = "requires_python"
-                    ) -> _Entry | str:
+def _entry_from_api(item: Any, base: str, *, requires_python: str = "requires_python",
+                    uploaded: str = "upload_time_iso_8601") -> _Entry | str:
     """A file of the JSON API's ``releases`` (or the common part of a PEP 691 entry, whose key
     for the Python range is spelt ``requires-python``), or why it is unusable."""
     if not isinstance(item, Mapping):
@@ -251,7 +253,8 @@ def _entry_from_api(item: Any, base: str, *, requires_python: str = "requires_py
     if not isinstance(filename, str) or not isinstance(href, str):
         return "'filename' and 'url' must be strings"
     return _Entry(filename=filename, url=urljoin(base, href), yanked=bool(item.get("yanked")),
-                  requires_python=_optional_text(item, requires_python))
+                  requires_python=_optional_text(item, requires_python),
+                  uploaded=_optional_text(item, uploaded))
 
 
 def _entry_from_html(link: Mapping[str, str | None], base: str) -> _Entry | None:

@@ -48,8 +48,21 @@ def _table(check: ReleaseCheck) -> str:
               r.origins, r.detail) for r in check.rows]
     widths = [max([len(h)] + [len(row[i]) for row in table]) for i, h in enumerate(headers)]
     out = _header(check) + ["", _line(headers, widths)] + [_line(row, widths) for row in table]
-    out += ["", gaps_line(check, "the GAP rows above")] + [f"note: {n}" for n in check.notes]
+    out += ["", gaps_line(check, "the GAP rows above")] + companion_lines(check)
+    out += [f"note: {n}" for n in check.notes]
     return "\n".join(out)
+
+
+def companion_lines(check: ReleaseCheck) -> list[str]:
+    """The companions cache against the index: one line per difference, or one that says it
+    agrees."""
+    if check.companions is None:
+        return []
+    if not check.companion_drift:
+        names = ", ".join(sorted(check.companions.companions))
+        return [f"companions ({names}): vendors/companions.yaml agrees with {check.index}"]
+    return [f"companions: {line} (update it: release-check --update)"
+            for line in check.companion_drift]
 
 
 def gaps_line(check: ReleaseCheck, where: str) -> str:
@@ -74,6 +87,8 @@ def _markdown(check: ReleaseCheck) -> str:
     out += [f"| {r.vendor} | {r.torch} | {r.python} | {r.platform} | {'✓' if r.ok else '✗'} | "
             f"{r.origins} | {_cell(r.detail)} |" for r in check.rows]
     out += ["", gaps_line(check, "the ✗ rows above")]
+    if check.companions is not None:
+        out += ["", "### Companions", ""] + [f"- {line}" for line in companion_lines(check)]
     if check.notes:
         out += ["", "### Notes", ""] + [f"- {n}" for n in check.notes]
     return "\n".join(out) + "\n"
@@ -92,7 +107,17 @@ def as_dict(check: ReleaseCheck) -> dict[str, Any]:
                        "wheels": {plat.name: [str(p) for p in pys] for plat, pys in t.wheels}}
                       for t in check.torch],
             "rows": [_row(r) for r in check.rows],
-            "gaps": [r.sentence for r in check.gaps], "notes": list(check.notes)}
+            "gaps": [r.sentence for r in check.gaps], "notes": list(check.notes),
+            "companions": _companions(check)}
+
+
+def _companions(check: ReleaseCheck) -> dict[str, Any] | None:
+    if check.companions is None:
+        return None
+    return {"drift": list(check.companion_drift), "read": check.companions.read,
+            "pairs": {name: {torch: {"version": p.version, "why": p.why}
+                             for torch, p in c.pairs.items()}
+                      for name, c in check.companions.companions.items()}}
 
 
 def _row(row: Row) -> dict[str, Any]:

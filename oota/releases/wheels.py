@@ -88,6 +88,7 @@ class DistFile:
     metadata_url: str               # PEP 658 ``<url>.metadata``; "" when not offered
     metadata_sha256: str            # its hash when the index gives one
     tags: frozenset[Tag]            # empty for an sdist
+    uploaded: str = ""              # ISO 8601 upload time where the index gives it (PEP 700)
 
     @property
     def is_wheel(self) -> bool:
@@ -114,7 +115,7 @@ class DistFile:
 
 
 def dist_file(project: str, *, filename: str, url: str, yanked: bool, requires_python: str,
-              metadata_url: str, metadata_sha256: str) -> DistFile | None:
+              metadata_url: str, metadata_sha256: str, uploaded: str = "") -> DistFile | None:
     """A DistFile, or None for files that are not wheels/sdists of ``project``."""
     try:
         if filename.endswith(".whl"):
@@ -128,7 +129,7 @@ def dist_file(project: str, *, filename: str, url: str, yanked: bool, requires_p
         return None
     return DistFile(filename=filename, url=url, version=version, yanked=yanked,
                     requires_python=requires_python, metadata_url=metadata_url,
-                    metadata_sha256=metadata_sha256, tags=frozenset(tags))
+                    metadata_sha256=metadata_sha256, tags=frozenset(tags), uploaded=uploaded)
 
 
 # -- core metadata ---------------------------------------------------------------------------

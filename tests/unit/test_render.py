@@ -378,8 +378,8 @@ def test_companion_versions_follow_torch(project):
         rendered()
     assert str(info.value) == ("vendors/cpu/vendor.yaml test_requirements "
                                "'torchvision=={torchvision}+cpu': no torchvision paired with torch "
-                               "2.14.0 in companions.torchvision; add the torch series it pairs "
-                               "with")
+                               "2.14.0 in vendors/companions.yaml or companions.torchvision: run "
+                               "./oota.sh release-check --update")
 
 
 # --- template errors: every one is exit 2 at a template line ------------------------------

@@ -198,9 +198,13 @@ BAD = {
     "facts-typo": ("xpu", ("  torch_index: pypi", "  torch_idnex: pypi"),
                    "facts.torch_idnex: unknown key 'torch_idnex'; did you mean 'torch_index'?",
                    True),
-    "companion-named-torch": ("cuda", ('  torchvision: {"2.15"', '  torch: {"2.15"'),
-                              "companions.torch: key 'torch' is not a companion name of its own",
+    "companion-named-torch": ("cuda", ("companions: [torchvision]", "companions: [torch]"),
+                              "companions[0]: 'torch' is not a companion name of its own",
                               True),
+    "typed-companion-named-torch": ("cuda", ("companions: [torchvision]",
+                                             'companions: {torch: {"2.15": "0.29.2"}}'),
+                                    "companions.torch: key 'torch' is not a companion name of "
+                                    "its own", True),
 }
 
 
