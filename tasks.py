@@ -1,18 +1,17 @@
-"""Invoke tasks: take the checked flags, call one function of oota.api, print what it returns,
-map errors to exit codes.
+"""Invoke tasks: each takes its typed request (the checked flags), calls one job of oota.api,
+prints what it returns, and maps errors to exit codes.
 
-A task's parameters are its flags; their help, defaults and checks are one table,
-``oota/api/options.py`` (add a flag there, then take it here as a parameter of the type its
-check returns). Exit codes: 0 all selected cells passed; 1 a cell failed or generated files
-are stale; 2 bad input (matrix, vendor, cell, flag); 3 environment (Docker, BuildKit, host
-tool); 5 `pull` refused an image (signature or provenance); 130 interrupted. See README.md.
-Run through ``oota`` (oota/cli.py) a command line that cannot be parsed is exit 2 as well;
-plain ``invoke`` exits 1 for that.
+A task's flags are the fields of its request in ``oota/api/requests.py`` (help, default and
+check; add a flag there); each body imports the job it calls, so a command line loads only
+the modules of its own task. Exit codes: 0 all selected cells passed; 1 a cell failed or
+generated files are stale; 2 bad input (matrix, vendor, cell, flag); 3 environment (Docker,
+BuildKit, host tool); 5 `pull` refused an image (signature or provenance); 130 interrupted.
+See README.md. Run through ``oota`` (oota/cli.py) a command line that cannot be parsed is
+exit 2 as well; plain ``invoke`` exits 1 for that.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import subprocess
 import sys
@@ -22,13 +21,30 @@ from typing import TYPE_CHECKING
 from invoke.context import Context
 from invoke.exceptions import Exit
 
-from oota import api
+from oota.api.requests import (
+    BuildRequest,
+    GenerateRequest,
+    HistoryRequest,
+    HostsRequest,
+    JudgeRequest,
+    KeygenRequest,
+    LintRequest,
+    LockRequest,
+    MatrixRequest,
+    PublishRequest,
+    PullRequest,
+    ReleaseCheckRequest,
+    ReportRequest,
+    TestRequest,
+    VerifyRequest,
+)
 from oota.cli import task_of
 from oota.console import Console
 from oota.errors import EXIT_FAILED
 
-if TYPE_CHECKING:   # only for annotations: these libraries load when a task uses them
-    from oota.engine.base import RegistryAuth
+if TYPE_CHECKING:   # only for annotations: these load when a task uses them
+    from oota.api.history import History
+    from oota.api.runs import Ran
     from oota.supply.signing import PrivateKey
 
 # Where the traceback of an unexpected error goes, so the user sees one line, not a traceback.
@@ -40,15 +56,19 @@ NO_TESTS_COLLECTED = 5   # pytest's exit code when a -k selects no test of a ses
 
 
 @task
-def matrix(c: Context, vendor: list[str] | None, matrix: str, format: str, all: bool) -> None:
+def matrix(c: Context, r: MatrixRequest) -> None:
     """List the expanded cells of the matrix, or the GitHub Actions job matrix."""
-    print(api.matrix_text(matrix, vendor, format, everything=all))
+    from oota.api.cells import matrix_text
+
+    print(matrix_text(r.matrix, r.vendor, r.format, everything=r.all))
 
 
 @task
-def generate(c: Context, vendor: list[str] | None, matrix: str, check: bool) -> None:
+def generate(c: Context, r: GenerateRequest) -> None:
     """Render images/<vendor>/<cell>/Dockerfile for every cell."""
-    written, drift = api.generate(matrix, vendor, check_only=check)
+    from oota.api.cells import generate
+
+    written, drift = generate(r.matrix, r.vendor, check_only=r.check)
     if drift is not None:
         if not drift.clean:
             sys.stdout.write(drift.stale_diff)
@@ -66,73 +86,67 @@ def _stderr(lines: list[str]) -> None:
         print(line, file=sys.stderr)
 
 
-def _finish(ran: api.Ran, results: str | Path, history: api.History,
+def _finish(ran: Ran, results: str | Path, history: History,
             key: PrivateKey | None = None) -> None:
+    from oota.api.history import record_history
+    from oota.api.reports import finish_report
+    from oota.api.runs import exit_code_for, sign_results
+
     # Each cell's outcome first: a report that cannot be written must not hide them.
     for r in ran.results:
         print(f"{r.status:>16}  {r.cell.id}" + (f"  ({r.message})" if r.message else ""))
     for lost in ran.lost:
         print(f"{'host lost':>16}  {lost}")
-    _stderr(api.sign_results(ran.results, str(results), key))
-    _stderr(api.record_history(history, ran.results))
-    done = api.finish_report(str(results), history)
+    _stderr(sign_results(ran.results, str(results), key))
+    _stderr(record_history(history, ran.results))
+    done = finish_report(str(results), history)
     _stderr(list(done.notes))
     hud = ", reports/hud.html" if done.hud else ""
     print(f"report: reports/matrix.md, reports/index.html{hud} ({done.cells} cells)"
           if done.cells is not None else "report: reports/ left as it was (see the note)")
-    code = api.exit_code_for(ran)
+    code = exit_code_for(ran)
     if code:
         raise Exit(code=code)
 
 
 @task
-def build(c: Context, vendor: list[str] | None, cell: list[str] | None, matrix: str, all: bool,
-          ca_bundle: str | None, index_url: str | None, find_links: tuple[str, ...],
-          no_host_pip_config: bool, rebuild: bool, results: Path, layer: tuple[str, ...],
-          no_verify: bool, registry_mirror: tuple[tuple[str, str], ...], hosts: str | None,
-          jobs: int, reverify: bool, history: str | None, no_history: bool,
-          key: PrivateKey | None) -> None:
+def build(c: Context, r: BuildRequest) -> None:
     """Build each selected cell's image with BuildKit, verify it, and write the report."""
-    kept = api.history_target(history, no_history, "build", Path(matrix).parent)
-    options = api.build_options(results=results, layer=layer, ca_bundle=ca_bundle,
-                                index_url=index_url, find_links=find_links,
-                                no_host_pip_config=no_host_pip_config, rebuild=rebuild,
-                                no_verify=no_verify, registry_mirror=registry_mirror,
-                                reverify=reverify)
-    out = api.build(matrix, vendor, cell, all, options, Console(), hosts_file=hosts, jobs=jobs)
-    _finish(out, results, kept, key)
+    from oota.api.history import history_target
+    from oota.api.runs import build
+
+    kept = history_target(r.history, r.no_history, "build", Path(r.matrix).parent)
+    out = build(r.matrix, r.vendor, r.cell, r.all, r.options(), Console(), hosts_file=r.hosts,
+                jobs=r.jobs)
+    _finish(out, r.results, kept, r.key)
 
 
 @task
-def verify(c: Context, vendor: list[str] | None, cell: list[str] | None, matrix: str, all: bool,
-           results: Path, layer: tuple[str, ...], here: bool, python: str | None,
-           hosts: str | None, jobs: int, history: str | None, no_history: bool,
-           key: PrivateKey | None) -> None:
+def verify(c: Context, r: VerifyRequest) -> None:
     """Verify already built images (no build), or the current environment with --here."""
-    kept = api.history_target(history, no_history, "verify", Path(matrix).parent)
-    api.check_here_flags(here=here, python=python, cells=cell, everything=all, hosts=hosts,
-                         jobs=jobs)
-    if here:
-        out = api.Ran(results=[api.verify_here(matrix, vendor, results, layer, python)])
+    from oota.api.history import history_target
+    from oota.api.runs import Ran, build, verify_here
+
+    kept = history_target(r.history, r.no_history, "verify", Path(r.matrix).parent)
+    if r.here:
+        out = Ran(results=[verify_here(r.matrix, r.vendor, r.results, r.layer, r.python)])
     else:
-        options = api.build_options(results=results, layer=layer)
-        out = api.build(matrix, vendor, cell, all, options, Console(), build_images=False,
-                        hosts_file=hosts, jobs=jobs)
-    _finish(out, results, kept, key)
+        out = build(r.matrix, r.vendor, r.cell, r.all, r.options(), Console(),
+                    build_images=False, hosts_file=r.hosts, jobs=r.jobs)
+    _finish(out, r.results, kept, r.key)
 
 
 @task
-def publish(c: Context, registry: str, vendor: list[str] | None, cell: list[str] | None,
-            matrix: str, all: bool, results: Path, registry_auth: RegistryAuth | None,
-            namespace: str, key: str | None, registry_ca: Path | None, hosts: str | None,
-            host: str | None) -> None:
+def publish(c: Context, r: PublishRequest) -> None:
     """Push verified images, with SBOM, provenance and signature, to a registry.
 
     Only images whose last verification passed and still holds are pushed, each from the
     Engine that verified it; every other cell is refused with the reason."""
-    out = api.publish(matrix, vendor, cell, all, Console(), registry=registry,
-                      results_dir=results, namespace=namespace, auth=registry_auth, key=key,
-                      ca=registry_ca, hosts_file=hosts, host=host)
+    from oota.api.runs import publish
+
+    out = publish(r.matrix, r.vendor, r.cell, r.all, Console(), registry=r.registry,
+                  results_dir=r.results, namespace=r.namespace, auth=r.registry_auth,
+                  key=r.key, ca=r.registry_ca, hosts_file=r.hosts, host=r.host)
     for o in out:
         where = f"{o.ref}@{o.digest}" if o.status == "pushed" else o.reason
         signed = ("signed" if o.signed else "UNSIGNED") if o.status == "pushed" else ""
@@ -142,9 +156,11 @@ def publish(c: Context, registry: str, vendor: list[str] | None, cell: list[str]
 
 
 @task
-def keygen(c: Context, out: str) -> None:
+def keygen(c: Context, r: KeygenRequest) -> None:
     """Make the lab's signing key pair (ECDSA P-256); set OOTA_SIGNING_PASSWORD to encrypt it."""
-    files = api.keygen(out)
+    from oota.api.runs import keygen
+
+    files = keygen(r.out)
     print(f"private key: {files.private} (keep it secret; encrypted: "
           f"{'yes' if os.environ.get('OOTA_SIGNING_PASSWORD') else 'no'})")
     print(f"public key:  {files.public} (give it to users: ./oota.sh pull --key "
@@ -152,15 +168,15 @@ def keygen(c: Context, out: str) -> None:
 
 
 @task
-def pull(c: Context, ref: str, key: str | None, registry_auth: RegistryAuth | None,
-         registry_ca: Path | None, workdir: Path | None, host: str | None,
-         matrix: str) -> None:
+def pull(c: Context, r: PullRequest) -> None:
     """Check a published image's signature, provenance and SBOM, then pull and re-verify it.
 
     The image is pulled by digest into an Engine (this host's, or --host's) and its suite runs
     there with the device flags it carries; exit 5 when the image is refused."""
-    out = api.pull(ref, key=key, auth=registry_auth, ca=registry_ca,
-                   workdir=workdir or Path(matrix).parent / ".oota-cache" / "pull", host=host)
+    from oota.api.runs import pull
+
+    out = pull(r.ref, key=r.key, auth=r.registry_auth, ca=r.registry_ca,
+               workdir=r.workdir or Path(r.matrix).parent / ".oota-cache" / "pull", host=r.host)
     print(f"image:       {out.ref} -> {out.digest}")
     print(f"signature:   {out.signature}")
     print(f"provenance:  cell {out.provenance.cell}, fingerprint "
@@ -174,35 +190,38 @@ def pull(c: Context, ref: str, key: str | None, registry_auth: RegistryAuth | No
 
 
 @task
-def hosts(c: Context, vendor: list[str] | None, matrix: str, format: str,
-          hosts: str | None) -> None:
+def hosts(c: Context, r: HostsRequest) -> None:
     """Probe each Docker host for each vendor's driver, devices and container runtime."""
-    rows = api.hosts(matrix, vendor, Console(), hosts)
-    print(api.format_hosts(rows, format))
-    code = api.hosts_exit_code(rows)
+    from oota.api.runs import hosts
+    from oota.api.tables import format_hosts, hosts_exit_code
+
+    rows = hosts(r.matrix, r.vendor, Console(), r.hosts)
+    print(format_hosts(rows, r.format))
+    code = hosts_exit_code(rows)
     if code:
         silent = sorted({row.host for row in rows if not row.answered})
         raise Exit(f"error: {', '.join(silent)}: did not answer (see above)", code=code)
 
 
 @task
-def report(c: Context, results: str, out: str, compare: str | None, merge: list[str] | None,
-           format: str | None, artifact_url: str | None, history: str | None,
-           no_history: bool, hud_runs: int, key: list[str] | None, replace: bool,
-           matrix: str) -> None:
+def report(c: Context, r: ReportRequest) -> None:
     """Write reports/ from result files and the history.
 
     matrix.md, results.json, index.html, cells/, start/ (get started per vendor) and the
     history's HUD (hud.html, hud.md)."""
-    root = Path(matrix).parent
-    kept = api.history_target(history, no_history, "merge", root, used=bool(merge))
-    shown = api.history_location(history, off=no_history, root=root)
-    done = api.report_with_history(results, out, compare, merge=merge, formats=format,
-                                   artifact_url=artifact_url, env=os.environ, target=kept,
-                                   shown=shown, hud_runs=hud_runs, keys=key,
-                                   replace=replace, matrix=matrix)
+    from oota.api.flags import report_formats
+    from oota.api.history import history_location, history_target
+    from oota.api.reports import report_with_history
+
+    root, out = Path(r.matrix).parent, r.out
+    kept = history_target(r.history, r.no_history, "merge", root, used=bool(r.merge))
+    shown = history_location(r.history, off=r.no_history, root=root)
+    done = report_with_history(r.results, out, r.compare, merge=r.merge, formats=r.format,
+                               artifact_url=r.artifact_url, env=os.environ, target=kept,
+                               shown=shown, hud_runs=r.hud_runs, keys=r.key,
+                               replace=r.replace, matrix=r.matrix)
     rep = done.report
-    extra = "".join(f", {out}/{name}.json" for name in api.report_formats(format))
+    extra = "".join(f", {out}/{name}.json" for name in report_formats(r.format))
     extra += f", {out}/hud.html, {out}/hud.md" if done.hud else ""
     print(f"{out}/matrix.md, {out}/results.json, {out}/index.html, {out}/cells/, "
           f"{out}/start/ (get started per vendor){extra}: "
@@ -225,61 +244,55 @@ def report(c: Context, results: str, out: str, compare: str | None, merge: list[
 
 
 @task
-def history(c: Context, action: str, dir: list[str] | None, vendor: str | None,
-            cell: str | None, test: str | None, format: str, since: dt.timedelta | None,
-            history: str | None, matrix: str) -> None:
+def history(c: Context, r: HistoryRequest) -> None:
     """Import, query or digest the history of runs.
 
     `import --dir results`; `query [--vendor V] [--cell ID] [--test ID]`: every run where an
     outcome changed, newest first, with what changed; `digest [--since 24h]`: what broke, was
     fixed, is past 72 h or was flaky, with blame."""
-    api.check_history_flags(action, dirs=dir, selection={"vendor": vendor, "cell": cell,
-                                                         "test": test}, fmt=format,
-                            window=since)
-    root = Path(matrix).parent
-    where = api.history_location(history, root=root)
-    if action in ("digest", "query"):
-        shown = (api.history_digest(where, window=since or api.DEFAULT_SINCE, root=root)
-                 if action == "digest" else
-                 api.history_query(where, vendor=vendor, cell=cell, test=test, fmt=format))
-        print(shown.text, end="" if action == "digest" else "\n")
+    from oota.api import history as runs
+
+    root = Path(r.matrix).parent
+    where = runs.history_location(r.history, root=root)
+    if r.action in ("digest", "query"):
+        shown = (runs.history_digest(where, window=r.since or runs.DEFAULT_SINCE, root=root)
+                 if r.action == "digest" else
+                 runs.history_query(where, vendor=r.vendor, cell=r.cell, test=r.test,
+                                    fmt=r.format))
+        print(shown.text, end="" if r.action == "digest" else "\n")
         _stderr(list(shown.warnings))
         return
-    done = api.history_import(where, dir)
+    done = runs.history_import(where, r.dir)
     for run in done.appended:
         print(f"run {run.run_key}: {run.added} cell(s) added, {run.already} already there")
     _stderr([f"warning: {problem}" for problem in done.problems])
 
 
 @task
-def release_check(c: Context, vendor: list[str] | None, matrix: str, torch: str | None,
-                  format: str, index_url: str, update: bool, timeout: str | None,
-                  fail_on_gap: bool) -> None:
+def release_check(c: Context, r: ReleaseCheckRequest) -> None:
     """For torch N and N-1: which vendors and Python versions have a working stack, and why not."""
-    outcome = api.release_check(matrix, torch=torch, index_url=index_url, fmt=format,
-                                update=update, vendors=vendor, timeout=timeout)
+    from oota.api.cells import release_check
+
+    outcome = release_check(r.matrix, torch=r.torch, index_url=r.index_url, fmt=r.format,
+                            update=r.update, vendors=r.vendor, timeout=r.timeout)
     print(outcome.text)
-    if fail_on_gap and outcome.gaps:
+    if r.fail_on_gap and outcome.gaps:
         raise Exit(f"{outcome.gaps} gap(s) found (--fail-on-gap)", code=EXIT_FAILED)
 
 
 @task
-def lock(c: Context, vendor: list[str] | None, cell: list[str] | None, matrix: str, all: bool,
-         check: bool, ca_bundle: str | None, index_url: str | None,
-         find_links: tuple[str, ...], no_host_pip_config: bool,
-         registry_mirror: tuple[tuple[str, str], ...], upgrade: bool) -> None:
+def lock(c: Context, r: LockRequest) -> None:
     """Write hash-pinned locks/<vendor>/<cell>.txt (pip-compile inside each cell's builder)."""
-    if check:
-        rows = api.lock_status(matrix, vendor)
+    from oota.api.cells import lock, lock_status
+
+    if r.check:
+        rows = lock_status(r.matrix, r.vendor)
         for cell_id, status, path in rows:
             print(f"{status:>8}  {cell_id}  {path}")
         if any(status == "stale" for _, status, _ in rows):
             raise Exit("stale lock(s): run `./oota.sh lock`", code=EXIT_FAILED)
         return
-    options = api.lock_options(ca_bundle=ca_bundle, index_url=index_url, find_links=find_links,
-                               no_host_pip_config=no_host_pip_config,
-                               registry_mirror=registry_mirror, upgrade=upgrade)
-    out = api.lock(matrix, vendor, cell, all, Console(), options)
+    out = lock(r.matrix, r.vendor, r.cell, r.all, Console(), r.options())
     for o in out:
         print(f"{o.status:>9}  {o.cell}  {o.path}" + (f"  ({o.message})" if o.message else ""))
     if any(o.status == "failed" for o in out):
@@ -287,25 +300,28 @@ def lock(c: Context, vendor: list[str] | None, cell: list[str] | None, matrix: s
 
 
 @task
-def judge(c: Context, path: str, python: str | None, image: str | None, check: bool,
-          quiet: bool, matrix: str) -> None:
+def judge(c: Context, r: JudgeRequest) -> None:
     """Judge recorded cases again, without an accelerator.
 
     One verdict a line; exit 1 when a case fails, or with --check when a verdict moved from the
     recorded one."""
-    out = api.judge([path], python=python, image=image, matrix_path=matrix, check=check)
+    from oota.api.runs import judge
+
+    out = judge([r.path], python=r.python, image=r.image, matrix_path=r.matrix, check=r.check)
     for case in out.cases:
-        if not quiet or case.status == "failed" or case.moved:
+        if not r.quiet or case.status == "failed" or case.moved:
             print(case.line())
     _stderr([out.summary()])
-    if out.count("failed") or (check and out.moved):
+    if out.count("failed") or (r.check and out.moved):
         raise Exit(code=EXIT_FAILED)
 
 
 @task
-def lint(c: Context, matrix: str) -> None:
+def lint(c: Context, r: LintRequest) -> None:
     """hadolint every generated Dockerfile and the templates' current output (.hadolint.yaml)."""
-    problems = api.lint(matrix)
+    from oota.api.cells import lint
+
+    problems = lint(r.matrix)
     for line in problems:
         print(line)
     if problems:
@@ -314,24 +330,24 @@ def lint(c: Context, matrix: str) -> None:
 
 
 @task
-def test(c: Context, docker: bool, k: str) -> None:
+def test(c: Context, r: TestRequest) -> None:
     """Run the test suite: unit tests first, then the browser and Docker tests.
 
     Two pytest sessions (order and clean-up in tests/conftest.py): the unit and browser tests
     on every CPU (pytest-xdist), then, only when they all passed, the Docker tests on three
     workers, each taking one share of the files (tests/docker/conftest.py); neither session
     leaves anything in /tmp."""
-    selected = ["-k", k] if k else []   # argv lists: -k text never reaches a shell
+    selected = ["-k", r.k] if r.k else []   # argv lists: -k text never reaches a shell
     pytest = [sys.executable, "-m", "pytest"]
-    passed = (0, NO_TESTS_COLLECTED) if k else (0,)   # -k may select none of a group
+    passed = (0, NO_TESTS_COLLECTED) if r.k else (0,)   # -k may select none of a group
     code = subprocess.call([*pytest, "-m", "not docker and not network", "-n", "auto",
                             *selected])
     if code not in passed:
-        if docker:
+        if r.docker:
             print("unit or browser tests failed: the Docker tests were not started (fix those "
                   "first, or run tests/docker alone)", file=sys.stderr)
         raise Exit(code=code)
-    if docker:
+    if r.docker:
         code = subprocess.call([*pytest, "-m", "not network", "-n", "3", "--dist", "loadscope",
                                 "tests/docker", *selected])
         if code not in passed:

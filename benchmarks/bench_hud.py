@@ -34,7 +34,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from oota import api  # noqa: E402 - the repository root is on the path now
+from oota.api.history import History  # noqa: E402 - the repository root is on the path now
+from oota.api.reports import report_with_history  # noqa: E402
 from oota.history.location import locate  # noqa: E402
 from oota.history.policy import policy_at  # noqa: E402
 from oota.history.records import CellRecord, Figure, Inputs, RunRecord  # noqa: E402
@@ -142,8 +143,8 @@ def main() -> None:
             hud.to_markdown(page.digest, page.regressions)
 
         def whole_report() -> None:
-            target = api.History(location=None, origin="merge", root=REPO)
-            api.report_with_history(str(results), str(root / "reports"), None, merge=None,
+            target = History(location=None, origin="merge", root=REPO)
+            report_with_history(str(results), str(root / "reports"), None, merge=None,
                                     formats=None, artifact_url=None, env={}, target=target,
                                     shown=location, hud_runs=hud.DEFAULT_RUNS)
 

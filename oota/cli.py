@@ -11,12 +11,15 @@ so ``invoke TASK`` keeps working the same way (except for that exit code).
 from __future__ import annotations
 
 import difflib
+import functools
+import inspect
 import os
-import re
 import signal
 import sys
+import typing
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,69 +31,114 @@ from invoke.tasks import Task
 from invoke.util import yaml  # type: ignore[attr-defined]  # invoke's own copy of PyYAML
 
 from oota import __version__
-from oota.api.options import bind
+from oota.api.requests import flags_of, parse
 from oota.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT
 from oota.exits import errors_to_exit
 
 HELP_FLAGS = ("--help", "-h")
-_UNKNOWN = re.compile(r"^No idea what '(?P<token>.*)' is!$")
-# invoke names a flag by its Argument's repr: <Argument: ca_bundle (c)>.
-_FLAG = re.compile(r"^Flag <Argument: (?P<name>[\w-]+)[^>]*> (?P<what>needed value|doesn't take)")
+
+
+def _split(token: str, context: ParserContext | None) -> list[str]:
+    """``token`` as invoke's parser splits it: ``--flag=value`` and ``-fvalue`` (a short flag
+    taking a value) in two, ``-qv`` (short switches) in one token each."""
+    if not token.startswith("-") or token == "-":
+        return [token]
+    if "=" in token:
+        name, _, value = token.partition("=")
+        return [name, value]
+    if token.startswith("--") or len(token) <= 2:
+        return [token]
+    head = token[:2]
+    arg = context.flags.get(head) if context is not None else None
+    if arg is not None and arg.takes_value:
+        return [head, token[2:]]
+    return [f"-{c}" for c in token[1:]]
+
+
+@dataclass
+class _Walk:
+    """Where a walk over the command line is: the task whose flags apply, its positional
+    flags still to come, and a flag waiting for its value (with whether it is repeatable)."""
+    task: str = ""
+    context: ParserContext | None = None
+    positional: list[str] = field(default_factory=list)
+    pending: Argument | None = None
+
+    def flag_name(self, arg: Argument) -> str:
+        return "--" + str(arg.name).replace("_", "-")
+
+    def where(self) -> str:
+        return f"`oota {self.task} --help` lists its flags" if self.task \
+            else "`oota --help` lists the flags"
+
+
+def command_line_problem(argv: list[str], contexts: Mapping[str, ParserContext],
+                         initial: ParserContext | None = None) -> str | None:
+    """What is wrong with the tasks' part of a command line, as one line, or None: an unknown
+    task or flag (with a did-you-mean), a flag without its value, a word that is neither a
+    task nor a value. Read from the tasks' flags themselves, the way invoke's parser reads
+    them; it also refuses a repeatable flag left without a value (``--vendor`` last, before
+    another flag, or ``--vendor=``), which invoke keeps as an empty list: an empty
+    ``--vendor`` means every vendor, a build of everything for a value left out."""
+    walk = _Walk()
+    for raw in argv:
+        if raw == "--":  # the rest goes to the task as it is
+            break
+        for i, token in enumerate(_split(raw, walk.context if walk.pending is None else None)):
+            problem = _step(walk, token, contexts, initial, split=i > 0)
+            if problem:
+                return f"error: {problem}"
+    if walk.pending is not None:
+        return f"error: {walk.flag_name(walk.pending)} needs a value ({walk.where()})"
+    return None
+
+
+def _step(walk: _Walk, token: str, contexts: Mapping[str, ParserContext],
+          initial: ParserContext | None, *, split: bool) -> str | None:
+    context = walk.context
+    known = context is not None and (token in context.flags or token in context.inverse_flags)
+    core = initial is not None and token in initial.flags
+    if walk.pending is not None:
+        arg, walk.pending = walk.pending, None
+        refused = (known or core) if arg.kind is not list else token.startswith("-") or \
+            (split and not token)
+        if refused:
+            return f"{walk.flag_name(arg)} needs a value ({walk.where()})"
+        return None
+    if known and context is not None:
+        arg = context.flags.get(token) or context.flags[context.inverse_flags[token]]
+        walk.positional = [n for n in walk.positional if n != arg.name]
+        if arg.takes_value and token in context.flags:
+            walk.pending = arg
+        return None
+    if token.startswith("-") and not split and not core:
+        flags = list(context.flags) if context is not None else []
+        close = difflib.get_close_matches(token, flags, n=1, cutoff=0.6)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        return f"unknown flag '{token}' ({hint}{walk.where()})"
+    if core and initial is not None:
+        arg = initial.flags[token]
+        walk.pending = arg if arg.takes_value and arg.name != "help" else None
+        return None
+    if walk.positional:
+        walk.positional.pop(0)
+        return None
+    if token in contexts:
+        walk.task, walk.context = token, contexts[token]
+        walk.positional = [str(a.name) for a in walk.context.positional_args]
+        return None
+    if walk.task:
+        return (f"'{token}' is neither a task nor a value of a flag of {walk.task} "
+                f"({walk.where()})")
+    return f"unknown task '{token}' (`oota --list` lists the tasks)"
 
 
 def parse_error_message(exc: ParseError) -> str:
-    """One line for a command line invoke could not parse, with a did-you-mean for a
-    misspelled flag and where to find the valid ones."""
+    """One line for a command line invoke could not parse that :func:`command_line_problem`
+    let through (a required value missing, a core flag's), pointing to the help."""
     task = getattr(exc.context, "name", None)
-    text, hint = str(exc), ""
     where = f"`oota {task} --help` lists its flags" if task else "`oota --help` lists the flags"
-    flag = _FLAG.match(text)
-    if flag:
-        name = "--" + flag.group("name").replace("_", "-")
-        text = f"{name} needs a value" if flag.group("what") == "needed value" \
-            else f"{name} takes no value"
-    unknown = _UNKNOWN.match(text)
-    if unknown and unknown.group("token").startswith("-"):
-        token = unknown.group("token").split("=")[0]
-        text = f"unknown flag '{token}'"
-        flags = list(exc.context.flags) if exc.context is not None else []
-        close = difflib.get_close_matches(token, flags, n=1, cutoff=0.6)
-        hint = f"did you mean '{close[0]}'? " if close else ""
-    elif unknown:
-        token = unknown.group("token")
-        text = f"'{token}' is neither a task nor a value of a flag of {task}" if task \
-            else f"unknown task '{token}'"
-        where = where if task else "`oota --list` lists the tasks"
-    return f"error: {text} ({hint}{where})"
-
-
-def missing_value(argv: list[str], contexts: Mapping[str, ParserContext]
-                  ) -> tuple[str, str] | None:
-    """(task, flag) of the first repeatable flag given no value (``--vendor`` last, or followed
-    by another flag, or ``--vendor=``), else None. invoke's parser refuses a missing value for
-    other flags, but a repeatable one silently stays empty, and an empty ``--vendor`` means
-    every vendor: a build of everything for a value left out."""
-    task, context, pending = "", None, None   # pending: a flag whose value comes next
-    for token in argv:
-        if token == "--":  # the rest goes to the task as it is
-            break
-        if pending is not None:
-            if pending and token.startswith("-"):
-                return task, pending
-            pending = None
-            continue
-        name, eq, value = token.partition("=")
-        arg = context.flags.get(name) if context is not None else None
-        if arg is not None and arg.takes_value:
-            repeatable = arg.kind is list
-            shown = "--" + str(arg.name).replace("_", "-")
-            if eq and repeatable and not value:
-                return task, shown
-            if not eq:  # "": another flag's value, which invoke checks itself
-                pending = shown if repeatable else ""
-        elif arg is None and token in contexts:
-            task, context = token, contexts[token]
-    return (task, pending) if pending else None
+    return f"error: {exc} ({where})"
 
 
 TaskBody = Callable[..., None]
@@ -124,15 +172,48 @@ class FlagTask(Task[TaskBody]):
             self.help = kept
 
 
+def request_of(body: TaskBody) -> type | None:
+    """The request class a task body takes: the annotation of its second parameter (None: a
+    task without flags, ``def boom(c)``)."""
+    params = list(inspect.signature(body).parameters)
+    request: type | None = typing.get_type_hints(body)[params[1]] if len(params) > 1 else None
+    return request
+
+
+def bind(body: TaskBody) -> TaskBody:
+    """The task ``body`` (``def build(c: Context, r: BuildRequest)``) with the signature
+    invoke reads: one parameter per flag of its request (:mod:`oota.api.requests`), with the
+    flag's default; called by invoke, it builds the request (each flag checked) and calls
+    ``body(c, request)``."""
+    request = request_of(body)
+    if request is None:
+        return body
+    context = next(iter(inspect.signature(body).parameters.values()))
+    signature = inspect.Signature([
+        context.replace(annotation=inspect.Parameter.empty),
+        *(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=spec.default)
+          for name, spec in flags_of(request))])
+
+    @functools.wraps(body)
+    def checked(*args: Any, **kwargs: Any) -> None:
+        values = dict(signature.bind(*args, **kwargs).arguments)
+        body(values.pop(context.name), parse(request, **values))
+
+    checked.__signature__ = signature  # type: ignore[attr-defined]  # read by invoke
+    return checked
+
+
 def task_of(error_log: Path) -> Callable[[TaskBody], FlagTask]:
     """The ``@task`` decorator of ``tasks.py``, typed (invoke's own returns a bare Callable,
-    which mypy cannot check): the flags of a body come from oota/api/options.py, checked
-    before it runs, and its errors become our exit codes (the traceback of an unexpected one
-    goes to ``error_log``)."""
+    which mypy cannot check): the flags of a body are the fields of the request it takes,
+    checked before it runs, and its errors become our exit codes (the traceback of an
+    unexpected one goes to ``error_log``)."""
     def task(body: TaskBody) -> FlagTask:
-        bound = bind(body)
-        return FlagTask(errors_to_exit(bound.body, error_log), help=bound.help,
-                        iterable=bound.iterable)
+        request = request_of(body)
+        specs = flags_of(request) if request is not None else []
+        return FlagTask(errors_to_exit(bind(body), error_log),
+                        help={name: spec.help for name, spec in specs},
+                        iterable=[name for name, spec in specs if spec.repeatable])
     return task
 
 
@@ -182,11 +263,10 @@ class OotaProgram(Program):
             raise Exit(parse_error_message(exc), code=EXIT_BAD_INPUT) from None
 
     def parse_tasks(self) -> None:
-        missing = missing_value(self.core.unparsed, self._make_parser().contexts)
-        if missing is not None:
-            task, flag = missing
-            raise Exit(f"error: {flag} needs a value (`oota {task} --help` lists its flags)",
-                       code=EXIT_BAD_INPUT)
+        parser = self._make_parser()
+        problem = command_line_problem(self.core.unparsed, parser.contexts, parser.initial)
+        if problem is not None:
+            raise Exit(problem, code=EXIT_BAD_INPUT)
         try:
             super().parse_tasks()
         except ParseError as exc:

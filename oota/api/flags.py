@@ -1,5 +1,5 @@
 """The checks of the flags: each function takes a flag's text and returns its typed value, or
-raises InputError (exit 2) naming the flag. The table of flags (:mod:`oota.api.options`) says
+raises InputError (exit 2) naming the flag. The requests (:mod:`oota.api.requests`) say
 which check each flag gets; the two ``check_*_flags`` check flags against each other."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from oota import api
+from oota.api.runs import judge
 from oota.execute.judge import Replay
 from oota.results.store import CASES_FILE
 
@@ -24,7 +24,7 @@ RANDOM = ("cauchy", "exponential", "randn_like", "empty_like")
 
 @pytest.fixture(scope="module")
 def h100(built) -> Replay:
-    return api.judge([str(H100)], python=None, image=built.tag,
+    return judge([str(H100)], python=None, image=built.tag,
                      matrix_path=str(REPO / "matrix.yaml"), check=True)
 
 
@@ -79,7 +79,7 @@ def test_refdev_records_what_it_judged_and_the_replay_agrees(reference_built) ->
     (result,) = reference_built.results
     recording = reference_built.results_dir / result["cell"]["id"] / CASES_FILE
     assert recording.is_file()
-    replay = api.judge([str(recording)], python=None, image=reference_built.tag,
+    replay = judge([str(recording)], python=None, image=reference_built.tag,
                        matrix_path=str(REPO / "matrix.yaml"), check=True)
     assert replay.cases and replay.moved == 0
     assert {c.status for c in replay.cases} == {"passed"}

@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 import yaml
 
-from oota.api import History, record_history
+from oota.api.history import History, record_history
 from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL

@@ -23,8 +23,8 @@ from pathlib import Path
 import docker.errors
 import pytest
 
-from oota import api
 from oota.api import flags
+from oota.api.runs import keygen
 from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL
@@ -112,7 +112,7 @@ def _publish_signed(verified, secure_registry, engine, tmp_path, monkeypatch, sh
     matrix = load_matrix(REPO / "matrix.yaml")
     [default] = select(matrix, plan(matrix, ["cpu"]), ids=[DEFAULT_CELL])
     monkeypatch.setenv(signing.PASSWORD_ENV, SIGNING_PASSWORD)
-    keys = api.keygen(str(tmp_path / "keys"))
+    keys = keygen(str(tmp_path / "keys"))
     auth = flags.registry_auth(str(secure_registry.auth_file))
     signer = Signer(key=signing.load_private(keys.private, SIGNING_PASSWORD.encode()),
                     auth=auth, ca=secure_registry.ca)

@@ -8,7 +8,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from oota import api
+from oota.api.runs import judge
 from oota.results.store import CASES_FILE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -158,7 +158,7 @@ def test_ops_layer_catches_an_operator_broken_on_purpose(reference_built, docker
     assert "tanh" in shrink["data"]["calls"]  # the report: "fails through tanh"
     passed = [t for t in tests if t["status"] == "passed" and "test_op_matches_cpu" in t["id"]]
     assert len(passed) > 30  # the other must-pass operators still match
-    replay = api.judge([str(tmp_path / "out" / CASES_FILE)], python=None,
+    replay = judge([str(tmp_path / "out" / CASES_FILE)], python=None,
                        image=reference_built.tag, matrix_path=str(REPO / "matrix.yaml"),
                        check=True)
     assert replay.moved == 0

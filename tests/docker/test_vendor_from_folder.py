@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from oota import api
+from oota.api.cells import generate
 from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL
@@ -89,7 +89,7 @@ def add_vendor(root: Path) -> Path:
 def test_a_vendor_folder_builds_and_verifies_without_engine_changes(engine, run_id,
                                                                    tmp_path):
     matrix_file = add_vendor(tmp_path / "project")
-    written, _ = api.generate(str(matrix_file), [NAME], check_only=False)
+    written, _ = generate(str(matrix_file), [NAME], check_only=False)
     generated = tmp_path / "project" / "images" / NAME / CELL
     assert {p.name for p in written} == {"Dockerfile", "cell.json"}
     assert json.loads((generated / "cell.json").read_text())["toolkit_version"] == "1.0"

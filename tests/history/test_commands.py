@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import tasks
-from oota import api
+from oota.api.history import history_target
+from oota.api.runs import Ran
 from oota.history.location import locate
 from oota.history.store import open_store, read_runs
 from tests.history.helpers import MATMUL, invoke, result, typed
@@ -110,9 +111,9 @@ def test_a_run_whose_history_cannot_be_written_keeps_its_exit_code(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     url = f"postgresql://oota:s3cret@127.0.0.1:{closed_port()}/history"
-    kept = api.history_target(url, False, "build", tmp_path)
+    kept = history_target(url, False, "build", tmp_path)
     write_results(tmp_path / "results", [result("run-1", 20)])
-    tasks._finish(api.Ran(results=typed(result("run-1", 20))), "results", kept)  # no Exit: 0
+    tasks._finish(Ran(results=typed(result("run-1", 20))), "results", kept)  # no Exit: 0
     err = capsys.readouterr().err
     assert "warning: history postgresql+psycopg://oota:***@127.0.0.1:" in err
     assert "s3cret" not in err and "./oota.sh history import" in err
@@ -123,8 +124,8 @@ def test_build_and_verify_append_their_run(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.chdir(tmp_path)
     write_results(tmp_path / "results", [result("run-1", 20)])
     for origin in ("build", "verify"):
-        kept = api.history_target(None, False, origin, tmp_path, env={})
-        tasks._finish(api.Ran(results=typed(result("run-1", 20))), "results", kept)
+        kept = history_target(None, False, origin, tmp_path, env={})
+        tasks._finish(Ran(results=typed(result("run-1", 20))), "results", kept)
     assert "history: run run-1 (verify, 1 cell(s) added) in sqlite:///" in capsys.readouterr().err
     runs = read_runs(open_store(locate(None, {}, tmp_path)))
     assert [(r.key, r.origin) for r in runs] == [("run-1", "build"), ("run-1", "verify")]
@@ -138,8 +139,8 @@ def test_build_and_verify_append_their_run(tmp_path: Path, monkeypatch: pytest.M
 def test_no_history_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     write_results(tmp_path / "results", [result("run-1", 20)])
-    kept = api.history_target(None, True, "build", tmp_path, env={})
-    tasks._finish(api.Ran(results=typed(result("run-1", 20))), "results", kept)
+    kept = history_target(None, True, "build", tmp_path, env={})
+    tasks._finish(Ran(results=typed(result("run-1", 20))), "results", kept)
     assert not (tmp_path / "history.db").exists()
     assert not (tmp_path / "reports" / "hud.html").exists()
 

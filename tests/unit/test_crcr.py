@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from oota import api
+from oota.api.reports import report
 from oota.errors import InputError
 from oota.report import crcr
 from oota.report.data import build_report
@@ -144,9 +144,9 @@ def test_the_schema_cites_the_rfc_and_rejects_what_the_relay_would() -> None:
 def test_unknown_format_and_lone_artifact_url_are_bad_input(tmp_path: Path) -> None:
     results = write_results(tmp_path / "results", [with_status("passed")])
     with pytest.raises(InputError, match="--format 'html' is not one of crcr"):
-        api.report(str(results), str(tmp_path / "reports"), formats="html")
+        report(str(results), str(tmp_path / "reports"), formats="html")
     with pytest.raises(InputError, match="add --format crcr"):
-        api.report(str(results), str(tmp_path / "reports"), artifact_url="https://x.example/")
+        report(str(results), str(tmp_path / "reports"), artifact_url="https://x.example/")
 
 
 def test_format_crcr_through_the_command(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from oota import api
 from oota.api import flags
+from oota.api.runs import Ran, build, exit_code_for
 from oota.config.hostsfile import load_hosts
 from oota.config.matrix import load_matrix
 from oota.console import Console
@@ -119,7 +119,7 @@ def test_a_host_that_dies_loses_its_cell_to_another_host_once(project, tmp_path)
     assert [r.host.text("retried_after") for r in retried] == ["host a stopped answering"]
     [lost] = lost_hosts(stations)
     assert lost.startswith("a: host a stopped answering during build (docker build of ")
-    assert api.exit_code_for(api.Ran(results=results, lost=tuple(lost_hosts(stations)))) == 4
+    assert exit_code_for(Ran(results=results, lost=tuple(lost_hosts(stations)))) == 4
 
 
 def test_without_another_host_the_cells_end_in_error_saying_why(project, tmp_path):
@@ -134,7 +134,7 @@ def test_without_another_host_the_cells_end_in_error_saying_why(project, tmp_pat
     assert second.message.startswith("schedule: no host of vendor cpu is left to run it (a: "
                                      "host a stopped answering during build")
     assert (tmp_path / "results" / cells[1].id / "result.json").is_file()
-    assert api.exit_code_for(api.Ran(results=results, lost=tuple(lost_hosts(stations)))) == 1
+    assert exit_code_for(Ran(results=results, lost=tuple(lost_hosts(stations)))) == 1
 
 
 def test_a_run_that_verified_nothing_keeps_the_earlier_pass(project, tmp_path):
@@ -315,7 +315,7 @@ def test_a_vendor_no_host_takes_is_refused_before_anything_runs(project, tmp_pat
     hosts.write_text("hosts:\n  lab: {endpoint: 'tcp://127.0.0.1:1', vendors: [other]}\n")
     options = BuildOptions(results_dir=tmp_path / "results")
     with pytest.raises(InputError, match=r"no host takes the cells of cpu; add the vendor"):
-        api.build(str(project.matrix), ["cpu"], None, True, options, Console(io.StringIO()),
+        build(str(project.matrix), ["cpu"], None, True, options, Console(io.StringIO()),
                   hosts_file=str(hosts))
 
 
@@ -329,7 +329,7 @@ def test_jobs_and_hosts_do_not_mix(project, tmp_path):
     hosts = tmp_path / "hosts.yaml"
     hosts.write_text("hosts:\n  lab: {endpoint: 'tcp://127.0.0.1:1', vendors: [cpu]}\n")
     with pytest.raises(InputError, match="--jobs is for the local engine"):
-        api.build(str(project.matrix), ["cpu"], None, True,
+        build(str(project.matrix), ["cpu"], None, True,
                   BuildOptions(results_dir=tmp_path / "r"), Console(io.StringIO()),
                   hosts_file=str(hosts), jobs=2)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from oota import api
+from oota.api.reports import current_fingerprints, report
 from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import BuildRequest
@@ -269,18 +269,18 @@ def test_image_digest_is_not_offered_as_a_pull() -> None:
 def test_invoke_report_judges_staleness_against_todays_matrix(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch
                                                                ) -> None:
-    today = api.current_fingerprints(REPO / "matrix.yaml")
+    today = current_fingerprints(REPO / "matrix.yaml")
     fresh_id, stale_id = "cpu-torch2.13.0-py3.11-debian12", "cpu-torch2.13.0-py3.13-debian13"
     assert today is not None and fresh_id in today and stale_id in today
     fresh = _cpu("2.13.0")
     fresh["cell"]["fingerprint"] = today[fresh_id]
     stale = make_result("cpu", python="3.13", os_key="debian13", tests=TESTS)  # other inputs
     monkeypatch.chdir(REPO)
-    api.report(str(write_results(tmp_path / "results", [fresh, stale])), str(tmp_path / "out"))
+    report(str(write_results(tmp_path / "results", [fresh, stale])), str(tmp_path / "out"))
     assert "Stale: this verification is older than the cell's inputs" in block(
         tmp_path / "out", "cpu", stale_id)
     assert "Stale" not in block(tmp_path / "out", "cpu", fresh_id)
-    assert api.current_fingerprints(tmp_path / "matrix.yaml") is None
+    assert current_fingerprints(tmp_path / "matrix.yaml") is None
 
 
 class _Labelled(FakeEngine):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from oota import api
+from oota.api import runs
 from oota.engine.base import RunOutcome, RunRequest
 from oota.errors import EnvironmentProblem, InputError
 from oota.execute import judge
@@ -55,7 +55,7 @@ def recording(tmp_path: Path) -> Path:
 def test_a_python_with_torch_judges_the_files_of_a_folder(tmp_path: Path,
                                                           recording: Path) -> None:
     python = stand_in(tmp_path, CASES)
-    replay = api.judge([str(recording)], python=str(python), image=None,
+    replay = runs.judge([str(recording)], python=str(python), image=None,
                        matrix_path="matrix.yaml", check=True)
     argv = (tmp_path / "argv").read_text().split()
     assert argv == [str(judge.JUDGE), "--json", "--check", str(recording / "cases.pt")]
@@ -70,7 +70,7 @@ def test_a_file_that_is_not_a_recording_is_bad_input(tmp_path: Path, recording: 
     python = stand_in(tmp_path, [], code=2,
                       stderr="oota_judge: x.pt: not an oota recording (no format 'oota.cases')")
     with pytest.raises(InputError, match=r"^x.pt: not an oota recording"):
-        api.judge([str(recording)], python=str(python), image=None, matrix_path="m",
+        runs.judge([str(recording)], python=str(python), image=None, matrix_path="m",
                   check=False)
 
 
@@ -90,13 +90,13 @@ def test_an_empty_folder_is_bad_input(tmp_path: Path) -> None:
 
 def test_python_and_image_together_are_refused(recording: Path) -> None:
     with pytest.raises(InputError, match="--python and --image name two places"):
-        api.judge([str(recording)], python="python3", image="oota/cpu:x", matrix_path="m",
+        runs.judge([str(recording)], python="python3", image="oota/cpu:x", matrix_path="m",
                   check=False)
 
 
 def test_a_python_without_torch_is_named(recording: Path) -> None:
     with pytest.raises(InputError, match="--python /bin/false: it cannot import torch"):
-        api.judge([str(recording)], python="/bin/false", image=None, matrix_path="m",
+        runs.judge([str(recording)], python="/bin/false", image=None, matrix_path="m",
                   check=False)
 
 
@@ -142,7 +142,7 @@ def test_without_torch_and_without_the_image_it_says_what_to_do(recording: Path)
 
 
 def test_the_default_image_is_the_cpu_vendors_default_cell() -> None:
-    assert api.default_torch_image(str(REPO / "matrix.yaml")) == \
+    assert runs.default_torch_image(str(REPO / "matrix.yaml")) == \
         "oota/cpu:cpu-torch2.13.0-py3.11-debian12"
 
 

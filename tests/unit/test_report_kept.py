@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from oota import api
+from oota.api.history import History
+from oota.api.reports import finish_report
 from tests.unit.test_report import case, make_result, refresh, write_results
 from tests.unit.test_results_checked import oota, write_raw
 
@@ -73,7 +74,7 @@ def test_a_verify_into_another_folder_leaves_the_main_report_alone(tmp_path, mon
     before = reported(tmp_path)
     write_results(tmp_path / "other", [cell("3.11")])
     monkeypatch.chdir(tmp_path)
-    done = api.finish_report("other", api.History(location=None, origin="verify",
+    done = finish_report("other", History(location=None, origin="verify",
                                                   root=tmp_path))
     assert done.cells is None
     assert done.notes[0].startswith("note: reports/ left as it was: reports/ shows 2 result(s) "

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from oota import api
 from oota.api import flags
+from oota.api.runs import sign_results
 from oota.console import Console
 from oota.execute.publish import publish_cells
 from oota.results.jsonfields import ResultFormatError
@@ -184,7 +184,7 @@ def test_build_signs_only_this_runs_results(tmp_path, lab):
     older = Result.from_json(honest("3.13"))
     save(results / older.cell.id, older)
     newer = Result.from_json({**older.to_json(), "started_at": "2026-11-22T00:00:00+00:00"})
-    lines = api.sign_results([mine, newer], str(results), flags.signing_key(str(lab.private)))
+    lines = sign_results([mine, newer], str(results), flags.signing_key(str(lab.private)))
     assert lines[0].startswith("signed 1 result(s) with key ")
     assert (results / mine.cell.id / SIGNATURE_FILE).is_file()
     assert not (results / older.cell.id / SIGNATURE_FILE).exists()

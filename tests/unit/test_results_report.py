@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from oota import api
+from oota.api.runs import Ran, exit_code_for
 from oota.errors import InputError
 from oota.report import write as report_write
 from oota.report.data import build_report
@@ -69,12 +69,12 @@ def test_an_interrupted_cell_is_shown_as_interrupted() -> None:
 
 def test_an_interrupted_cell_fails_the_run() -> None:
     passed, stopped = typed([make_result("cpu"), interrupted_result()])
-    assert api.exit_code_for(api.Ran(results=[passed])) == 0
-    assert api.exit_code_for(api.Ran(results=[passed, stopped])) == 1
-    assert api.exit_code_for(api.Ran(results=[])) == 1
+    assert exit_code_for(Ran(results=[passed])) == 0
+    assert exit_code_for(Ran(results=[passed, stopped])) == 1
+    assert exit_code_for(Ran(results=[])) == 1
     # Every cell passed, but a host was lost on the way: the run says so.
-    assert api.exit_code_for(api.Ran(results=[passed], lost=("gpu-b: stopped answering",))) == 4
-    assert api.exit_code_for(api.Ran(results=[passed, stopped],
+    assert exit_code_for(Ran(results=[passed], lost=("gpu-b: stopped answering",))) == 4
+    assert exit_code_for(Ran(results=[passed, stopped],
                                      lost=("gpu-b: stopped answering",))) == 1
 
 
