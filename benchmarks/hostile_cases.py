@@ -357,6 +357,18 @@ ENVIRONMENT = [
     Case("hosts-only-host-dead", ("hosts", "--vendor", "cpu", "--hosts", "h.yaml"), 3,
          "dead: did not answer", write("h.yaml", "hosts:\n  dead:\n    endpoint: "
                                        "tcp://127.0.0.1:9\n    vendors: [cpu]\n")),
+    Case("engine-drips-build", ("build", "--vendor", "cpu"), 3,
+         "(DOCKER_HOST) gave no complete answer to GET /version within 30 s",
+         env=(("DOCKER_HOST", "tcp://{drip}"),)),
+    Case("engine-drips-hosts", ("hosts", "--vendor", "cpu"), 3,
+         "(DOCKER_HOST) gave no complete answer to GET /version within 30 s",
+         env=(("DOCKER_HOST", "tcp://{drip}"),)),
+    Case("docker-context-missing", ("hosts", "--vendor", "cpu"), 3,
+         "DOCKER_CONTEXT names the docker context 'nope', which does not exist",
+         env=(("DOCKER_HOST", ""), ("DOCKER_CONTEXT", "nope"))),
+    Case("docker-context-missing-build", ("build", "--vendor", "cpu"), 3,
+         "unset DOCKER_CONTEXT or create the context",
+         env=(("DOCKER_HOST", ""), ("DOCKER_CONTEXT", "nope"))),
 ]
 NETWORK = [
     Case("index-drips", ("release-check", "--index-url", "http://{drip}", "--timeout", "2"), 3,

@@ -18,8 +18,9 @@ def misbehaving(kind: str, *, flood: tuple[bytes, bytes] = JSON_FLOOD,
                 silent_s: float = 60) -> Iterator[str]:
     """``host:port`` of a server that, to every connection: never answers ("silent", for
     ``silent_s``), sends a status line and then a byte every 0.3 s ("drip"), answers 200 with
-    ``flood``'s body without end ("flood"), redirects to file:///etc/passwd ("redirect"), or
-    challenges for Basic auth ("challenge")."""
+    ``flood``'s body without end ("flood"), redirects to file:///etc/passwd ("redirect"),
+    challenges for Basic auth ("challenge"), or answers a Docker client's first requests (its
+    ``/version`` and ``/_ping``) as an Engine does and drips to every later one ("engine")."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(32)
@@ -27,8 +28,11 @@ def misbehaving(kind: str, *, flood: tuple[bytes, bytes] = JSON_FLOOD,
 
     def serve(conn: socket.socket) -> None:
         with contextlib.suppress(OSError), conn:
-            conn.recv(65536)
-            if kind == "drip":
+            asked = conn.recv(65536)
+            while kind == "engine" and _engine_answer(asked):
+                conn.sendall(_engine_answer(asked))
+                asked = conn.recv(65536)
+            if kind in ("drip", "engine"):
                 conn.sendall(b"HTTP/1.1 200 OK\r\n")
                 while not stop.wait(0.3):
                     conn.sendall(b"X")
@@ -57,3 +61,19 @@ def misbehaving(kind: str, *, flood: tuple[bytes, bytes] = JSON_FLOOD,
     finally:
         stop.set()
         listener.close()
+
+
+ENGINE_VERSION = b'{"ApiVersion": "1.41", "Version": "20.10.24", "MinAPIVersion": "1.12"}'
+
+
+def _engine_answer(request: bytes) -> bytes:
+    """What an Engine answers to a client's first requests (keep-alive), b'' to the rest."""
+    line = request.split(b"\r\n", 1)[0]
+    path = line.split(b" ")[1] if line.count(b" ") >= 2 else b""
+    body = ENGINE_VERSION if path.endswith(b"/version") else b"OK" if path.endswith(
+        b"/_ping") else b""
+    if not body:
+        return b""
+    kind = b"application/json" if body.startswith(b"{") else b"text/plain"
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: " + kind + b"\r\nContent-Length: "
+            + str(len(body)).encode() + b"\r\n\r\n" + body)

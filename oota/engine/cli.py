@@ -9,12 +9,14 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 from oota.engine.base import DeviceAccess, Endpoint, Mount, RunRequest, TlsFiles
 from oota.errors import EnvironmentProblem
+from oota.files import SMALL_LIMIT, read_text
 
 if TYPE_CHECKING:
     from docker.tls import TLSConfig
@@ -108,9 +110,9 @@ def _quiet(argv: list[str]) -> bool:
         return False
 
 
-def _output(argv: list[str]) -> str | None:
+def _output(argv: list[str], env: Mapping[str, str] | None = None) -> str | None:
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=20, env=env)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None
@@ -122,10 +124,15 @@ POINTING_VARIABLES = ("DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_TLS_VERIFY", "DOC
 
 def cli_flags(endpoint: Endpoint) -> tuple[tuple[str, ...], str, TlsFiles | None]:
     """(the CLI's global flags, the SDK's base URL, TLS files) for ``endpoint``; a docker
-    context is resolved to its endpoint for the SDK (the CLI is given its name)."""
+    context is resolved to its endpoint for the SDK (the CLI is given its name). The
+    environment's engine is the one the docker CLI would pick, context included
+    (:func:`environment_context`): the SDK alone would ignore a context."""
     if endpoint.context:
         return ("--context", endpoint.context), *_context_endpoint(endpoint.context)
     if not endpoint.url:
+        context, named_by = environment_context(os.environ)
+        if context:
+            return ("--context", context), *_context_endpoint(context, named_by)
         return (), "", None
     flags = ["-H", endpoint.url]
     if endpoint.tls is not None:
@@ -134,18 +141,48 @@ def cli_flags(endpoint: Endpoint) -> tuple[tuple[str, ...], str, TlsFiles | None
     return tuple(flags), endpoint.url, endpoint.tls
 
 
-def _context_endpoint(name: str) -> tuple[str, TlsFiles | None]:
+def environment_context(env: Mapping[str, str]) -> tuple[str, str]:
+    """The docker context the docker CLI uses when no flag names one, and what named it:
+    none when DOCKER_HOST is set (it wins), else DOCKER_CONTEXT, else the ``currentContext``
+    of its config.json (``docker context use``). ('', '') for the default context."""
+    if env.get("DOCKER_HOST"):
+        return "", ""
+    if env.get("DOCKER_CONTEXT"):
+        name, named_by = env["DOCKER_CONTEXT"], "DOCKER_CONTEXT"
+    else:
+        config = Path(env.get("DOCKER_CONFIG") or Path(env.get("HOME") or "~").expanduser()
+                      / ".docker") / "config.json"
+        name, named_by = _current_context(config), f"currentContext of {config}"
+    return ("", "") if name in ("", "default") else (name, named_by)
+
+
+def _current_context(config: Path) -> str:
+    try:
+        found = json.loads(read_text(config, SMALL_LIMIT))
+    except (OSError, ValueError):  # none, or one the CLI would not read either
+        return ""
+    value = found.get("currentContext") if isinstance(found, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+def _context_endpoint(name: str, named_by: str = "") -> tuple[str, TlsFiles | None]:
     """The Docker endpoint and TLS files of the docker context ``name`` (``docker context
-    inspect``), so that the SDK and the CLI talk to the same daemon."""
+    inspect``), so that the SDK and the CLI talk to the same daemon. ``named_by``: where the
+    environment named it, for the message when it does not exist."""
     cli = shutil.which("docker") or "/usr/bin/docker"
-    text = _output([cli, "context", "inspect", name])
+    quiet = {k: v for k, v in os.environ.items() if k not in POINTING_VARIABLES}
+    text = _output([cli, "context", "inspect", name], env=quiet)
     try:
         found = json.loads(text or "[]")
         docker_endpoint = found[0]["Endpoints"]["docker"]
         host = str(docker_endpoint["Host"])
     except (ValueError, LookupError, TypeError) as exc:
-        raise EnvironmentProblem(f"docker context {name!r} does not exist or names no Docker "
-                                 "endpoint (`docker context ls` lists them)") from exc
+        source = f"{named_by} names the docker context" if named_by else "docker context"
+        fix = f"; unset {named_by} or create the context" if named_by == "DOCKER_CONTEXT" \
+            else ("; `docker context use default` goes back to the default one" if named_by
+                  else "")
+        raise EnvironmentProblem(f"{source} {name!r}, which does not exist or names no Docker "
+                                 f"endpoint (`docker context ls` lists them){fix}") from exc
     tls_files = found[0].get("Storage", {}).get("TLSPath", "")
     folder = Path(tls_files) / "docker" if tls_files else None
     if folder is not None and (folder / "ca.pem").is_file():

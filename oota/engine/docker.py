@@ -43,6 +43,7 @@ from oota.engine.base import (
     RunOutcome,
     RunRequest,
     StepEvent,
+    TlsFiles,
     engine_identity,
 )
 from oota.engine.cli import (
@@ -58,12 +59,14 @@ from oota.engine.cli import (
     sdk_tls,
     split_tag,
 )
+from oota.engine.deadline import Deadlines, NoAnswer
 from oota.engine.streaming import Running, stream
 from oota.errors import EnvironmentProblem, StepFailed
 from oota.net import redact
 from oota.reproducible import Entry
 
 if TYPE_CHECKING:  # the SDK itself is imported when an engine is made (it is slow to import)
+    from docker import APIClient, DockerClient
     from docker.models.containers import Container
 
 log = logging.getLogger("oota.engine")
@@ -79,6 +82,32 @@ PING_TIMEOUT_S = 5
 CONNECT_TIMEOUT_S = 30
 REQUEST_TIMEOUT_S = 600
 # The variables that point the docker CLI at an engine; an explicit endpoint replaces them.
+
+def _shown_endpoint(endpoint: Endpoint, base_url: str) -> str:
+    """The Engine as a message names it: the endpoint written, else DOCKER_HOST's, else the
+    local socket."""
+    if base_url or endpoint.context:
+        return endpoint.where() + host_name(endpoint)
+    env = os.environ.get("DOCKER_HOST", "")
+    return f"{redact(env)[:200]} (DOCKER_HOST)" if env else "unix:///var/run/docker.sock"
+
+
+def _clients(docker: Any, base_url: str, tls: TlsFiles | None
+             ) -> tuple[DockerClient, APIClient]:
+    """The SDK's client of the Engine at ``base_url`` ('': the environment's), and a second
+    one with a short timeout for :meth:`DockerEngine.alive`. Each asks the Engine its API
+    version as it is made."""
+    import docker.utils
+
+    if not base_url:
+        return (docker.from_env(timeout=CONNECT_TIMEOUT_S),
+                docker.APIClient(timeout=PING_TIMEOUT_S, **docker.utils.kwargs_from_env()))
+    ssh = base_url.startswith("ssh://")
+    return (docker.DockerClient(base_url=base_url, timeout=CONNECT_TIMEOUT_S,
+                                use_ssh_client=ssh, tls=sdk_tls(docker, tls)),
+            docker.APIClient(base_url=base_url, timeout=PING_TIMEOUT_S,
+                             tls=sdk_tls(docker, tls), use_ssh_client=ssh))
+
 
 class DockerEngine:
     """The real engine: the Docker daemon at ``endpoint`` (default: the environment's, i.e.
@@ -102,26 +131,23 @@ class DockerEngine:
                      if not (self._flags and k in POINTING_VARIABLES)}
         self.local = is_local(base_url or os.environ.get("DOCKER_HOST", ""))
         self._running = Running()
+        self.deadlines = Deadlines(_shown_endpoint(self.endpoint, base_url), CONNECT_TIMEOUT_S)
         try:
-            if base_url:
-                self.client = docker.DockerClient(
-                    base_url=base_url, timeout=CONNECT_TIMEOUT_S,
-                    use_ssh_client=base_url.startswith("ssh://"), tls=sdk_tls(docker, tls))
-                self._pinger = docker.APIClient(
-                    base_url=base_url, timeout=PING_TIMEOUT_S, tls=sdk_tls(docker, tls),
-                    use_ssh_client=base_url.startswith("ssh://"))
-            else:
-                self.client = docker.from_env(timeout=CONNECT_TIMEOUT_S)
-                self._pinger = docker.APIClient(timeout=PING_TIMEOUT_S,
-                                                **docker.utils.kwargs_from_env())
+            with self.deadlines.request(CONNECT_TIMEOUT_S, "GET /version"):
+                self.client, self._pinger = _clients(docker, base_url, tls)
+            self.deadlines.watch_session(self.client.api)
+            self.deadlines.watch_session(self._pinger, PING_TIMEOUT_S)
             self.client.ping()
             self.client.api.timeout = REQUEST_TIMEOUT_S
+            self.deadlines.seconds = REQUEST_TIMEOUT_S
         except ValueError as exc:  # the SDK parsing an endpoint it cannot read
             shown = base_url or os.environ.get("DOCKER_HOST", "")
             raise EnvironmentProblem(
                 f"{'DOCKER_HOST ' if not base_url else ''}{redact(shown)[:200]!r} is not a Docker "
                 f"endpoint ({exc}); write it as unix:///PATH, tcp://HOST:PORT or an ssh:// URL"
             ) from None
+        except NoAnswer:
+            raise
         except (docker.errors.DockerException, requests.RequestException) as exc:
             where = "" if self.endpoint.name == "local" and not base_url else \
                 f" at {self.endpoint.where()}" + host_name(self.endpoint)

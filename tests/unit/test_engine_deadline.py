@@ -1,0 +1,94 @@
+"""Every request of a Docker Engine has a deadline for its whole answer: an endpoint that
+drips a byte every 0.3 s (on loopback, tests/misbehaving.py) ends in exit 3's error naming
+the Engine, at the first request or a later one, instead of a wait without end. And the
+environment's docker context is the SDK's as it is the CLI's: honoured, or refused with why."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from oota.engine import docker as door
+from oota.engine.base import Endpoint
+from oota.engine.cli import cli_flags, environment_context
+from oota.engine.deadline import NoAnswer
+from oota.errors import EnvironmentProblem
+from tests.misbehaving import misbehaving
+
+
+def test_an_endpoint_that_drips_ends_at_the_deadline_naming_it(monkeypatch) -> None:
+    monkeypatch.setattr(door, "CONNECT_TIMEOUT_S", 2)
+    with misbehaving("drip") as where:
+        started = time.monotonic()
+        with pytest.raises(NoAnswer) as caught:
+            door.DockerEngine(Endpoint(name="gpu-a", url=f"tcp://{where}"))
+        took = time.monotonic() - started
+    assert caught.value.exit_code == 3
+    assert str(caught.value).startswith(
+        f"the Docker Engine at tcp://{where} (host gpu-a) gave no complete answer to "
+        "GET /version within 2 s")
+    assert took < 10
+
+
+def test_a_later_request_that_drips_ends_at_its_deadline(monkeypatch) -> None:
+    monkeypatch.setattr(door, "REQUEST_TIMEOUT_S", 2)
+    with misbehaving("engine") as where:
+        engine = door.DockerEngine(Endpoint(name=f"tcp://{where}", url=f"tcp://{where}"))
+        started = time.monotonic()
+        with pytest.raises(NoAnswer, match=f"the Docker Engine at tcp://{where} gave no "
+                           "complete answer to GET /info within 2 s"):
+            engine.facts()
+        assert time.monotonic() - started < 10
+        assert engine.alive()  # a new connection: the Engine still answers its ping
+
+
+def test_the_environment_engine_that_drips_is_named_by_docker_host(monkeypatch) -> None:
+    monkeypatch.setattr(door, "CONNECT_TIMEOUT_S", 1)
+    with misbehaving("drip") as where:
+        monkeypatch.setenv("DOCKER_HOST", f"tcp://{where}")
+        with pytest.raises(NoAnswer, match=rf"at tcp://{where} \(DOCKER_HOST\) gave no "):
+            door.DockerEngine()
+
+
+@pytest.mark.parametrize(("env", "found"), [
+    ({}, ("", "")),
+    ({"DOCKER_CONTEXT": "lab"}, ("lab", "DOCKER_CONTEXT")),
+    ({"DOCKER_CONTEXT": "default"}, ("", "")),
+    ({"DOCKER_CONTEXT": "lab", "DOCKER_HOST": "tcp://h:2375"}, ("", "")),  # DOCKER_HOST wins
+], ids=["none", "named", "default", "docker-host-wins"])
+def test_the_context_the_cli_would_use(tmp_path: Path, env: dict[str, str],
+                                       found: tuple[str, str]) -> None:
+    assert environment_context({"DOCKER_CONFIG": str(tmp_path), **env}) == found
+
+
+def test_the_current_context_of_config_json_counts(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"currentContext": "lab"}))
+    assert environment_context({"DOCKER_CONFIG": str(tmp_path)}) == (
+        "lab", f"currentContext of {tmp_path / 'config.json'}")
+
+
+def test_a_docker_context_that_does_not_exist_is_refused_with_the_reason(
+        tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setenv("DOCKER_CONTEXT", "nope")
+    with pytest.raises(EnvironmentProblem, match="DOCKER_CONTEXT names the docker context "
+                       "'nope', which does not exist .*; unset DOCKER_CONTEXT or create"):
+        cli_flags(Endpoint())
+
+
+@pytest.mark.skipif(shutil.which("docker") is None, reason="no docker CLI on PATH")
+def test_a_docker_context_is_the_sdk_endpoint_and_the_cli_flag(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    subprocess.run(["docker", "context", "create", "lab", "--docker",
+                    "host=tcp://127.0.0.1:9"], check=True, capture_output=True,
+                   env={"DOCKER_CONFIG": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setenv("DOCKER_CONTEXT", "lab")
+    assert cli_flags(Endpoint()) == (("--context", "lab"), "tcp://127.0.0.1:9", None)
