@@ -29,29 +29,12 @@ def get_str(data: Mapping[str, object], key: str, where: str) -> str:
     return value
 
 
-def get_opt_str(data: Mapping[str, object], key: str, where: str) -> str | None:
-    return None if data.get(key) is None else get_str(data, key, where)
 
 
-def get_number(data: Mapping[str, object], key: str, where: str, default: float = 0.0) -> float:
-    value = data.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ResultFormatError(f"{where}.{key}: expected a number, got {type(value).__name__}")
-    return float(value)
 
 
-def get_int(data: Mapping[str, object], key: str, where: str) -> int:
-    value = data.get(key, 0)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ResultFormatError(f"{where}.{key}: expected an integer, got {type(value).__name__}")
-    return value
 
 
-def get_strs(data: Mapping[str, object], key: str, where: str) -> tuple[str, ...]:
-    value = data.get(key) or []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ResultFormatError(f"{where}.{key}: expected a list of strings")
-    return tuple(value)
 
 
 def json_value(value: object, where: str) -> JSON:
@@ -74,8 +57,3 @@ def status_of(value: object, where: str) -> Status:
         if value == status:
             return status
     raise ResultFormatError(f"{where}: {value!r} is not a status ({', '.join(STATUS_ORDER)})")
-
-
-def drop_empty(data: dict[str, JSON]) -> JSONObject:
-    """``data`` without its absent parts (None, '' and {}); 0 and False are kept."""
-    return {k: v for k, v in data.items() if v is not None and v != "" and v != {}}

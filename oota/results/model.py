@@ -1,10 +1,11 @@
 """The result of one cell, as types: what ``result.json`` holds (``schema/result-v1.json``).
 
 Built in one place (:mod:`oota.results.assemble`), written by one writer and read back by
-:mod:`oota.results.store`. ``to_json`` gives the file's shape; ``from_json`` reads it back with
-typed getters (:mod:`oota.results.jsonfields`), so a hand-edited or foreign file that the schema
-lets through (it leaves host facts and test data open) still cannot put a wrong type into the
-report: :class:`~oota.results.jsonfields.ResultFormatError` names the key instead.
+:mod:`oota.results.store`. Each type's JSON comes from its fields (:mod:`oota.results.codec`:
+``to_json`` and ``from_json``, the ``json_shape`` saying what an object leaves out), read back
+with each value checked against its field's type, so a hand-edited or foreign file that the
+schema lets through (it leaves host facts and test data open) still cannot put a wrong type
+into the report: :class:`~oota.results.jsonfields.ResultFormatError` names the key instead.
 
 Free-form parts (a test's measurements, a stage's detail, host facts) stay JSON values: they
 are recorded and shown, never interpreted. What the image holds (torch, packages, sources,
@@ -16,20 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from oota.results.jsonfields import (
-    JSON,
-    JSONObject,
-    ResultFormatError,
-    as_object,
-    drop_empty,
-    get_int,
-    get_number,
-    get_opt_str,
-    get_str,
-    get_strs,
-    json_object,
-    status_of,
-)
+from oota.results.codec import ALL, Record, Shape, decode, encode
+from oota.results.jsonfields import JSONObject, as_object, get_str
 from oota.results.software import Installed, Requirements, Sources
 from oota.vocab import Status
 
@@ -38,9 +27,12 @@ SCHEMA_ID = "oota.result/v1"
 
 # -- the parts --------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, kw_only=True, slots=True)
-class CellRef:
+class CellRef(Record):
     """Which cell: its coordinates, and the fingerprint of everything its image was built from."""
+
+    json_shape = Shape(omit=("channel",))
 
     id: str
     vendor: str
@@ -52,27 +44,12 @@ class CellRef:
     fingerprint: str
     channel: str | None = None   # 'nightly': torch from a channel (then torch says the same)
 
-    def to_json(self) -> JSONObject:
-        data: JSONObject = {
-            "id": self.id, "vendor": self.vendor, "os": self.os, "python": self.python,
-            "torch": self.torch, "toolkit": self.toolkit, "toolkit_version": self.toolkit_version,
-            "fingerprint": self.fingerprint}
-        return data | ({"channel": self.channel} if self.channel else {})
-
-    @classmethod
-    def from_json(cls, value: object, where: str = "cell") -> CellRef:
-        d = as_object(value, where)
-        return cls(id=get_str(d, "id", where), vendor=get_str(d, "vendor", where),
-                   os=get_str(d, "os", where), python=get_str(d, "python", where),
-                   torch=get_str(d, "torch", where), toolkit=get_opt_str(d, "toolkit", where),
-                   toolkit_version=get_opt_str(d, "toolkit_version", where),
-                   fingerprint=get_str(d, "fingerprint", where),
-                   channel=get_opt_str(d, "channel", where))
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Stage:
+class Stage(Record):
     """One step of a cell's run (build, verify): how it ended and where its log is."""
+
+    json_shape = Shape(omit=ALL)
 
     status: Status
     duration_s: float
@@ -80,22 +57,12 @@ class Stage:
     log: str | None = None  # relative to the result's folder
     detail: JSONObject = field(default_factory=dict)
 
-    def to_json(self) -> JSONObject:
-        return drop_empty({"status": self.status, "duration_s": self.duration_s,
-                            "message": self.message, "log": self.log, "detail": self.detail})
-
-    @classmethod
-    def from_json(cls, value: object, where: str) -> Stage:
-        d = as_object(value, where)
-        return cls(status=status_of(d.get("status"), f"{where}.status"),
-                   duration_s=get_number(d, "duration_s", where),
-                   message=get_opt_str(d, "message", where) or "", log=get_opt_str(d, "log", where),
-                   detail=json_object(d.get("detail") or {}, f"{where}.detail"))
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class TestOutcome:
+class TestOutcome(Record):
     """One test of the in-image suite."""
+
+    json_shape = Shape(omit=ALL)
 
     __test__ = False  # not a pytest test class, despite its name
 
@@ -106,39 +73,16 @@ class TestOutcome:
     message: str = ""
     data: JSONObject = field(default_factory=dict)  # measurements (model, seconds, ...)
 
-    def to_json(self) -> JSONObject:
-        return drop_empty({"id": self.id, "layer": self.layer, "status": self.status,
-                            "duration_s": self.duration_s, "message": self.message,
-                            "data": self.data})
-
-    @classmethod
-    def from_json(cls, value: object, where: str) -> TestOutcome:
-        d = as_object(value, where)
-        return cls(id=get_str(d, "id", where), layer=get_str(d, "layer", where),
-                   status=status_of(d.get("status"), f"{where}.status"),
-                   duration_s=get_number(d, "duration_s", where),
-                   message=get_opt_str(d, "message", where) or "",
-                   data=json_object(d.get("data") or {}, f"{where}.data"))
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class VendorCheck:
+class VendorCheck(Record):
     """What the host check found for the cell's vendor."""
+
+    json_shape = Shape(rest="facts")
 
     supported: bool
     reasons: tuple[str, ...] = ()
     facts: JSONObject = field(default_factory=dict)  # driver probe output, runtimes, ...
-
-    def to_json(self) -> JSONObject:
-        return {**self.facts, "supported": self.supported, "reasons": list(self.reasons)}
-
-    @classmethod
-    def from_json(cls, value: object, where: str) -> VendorCheck:
-        facts = json_object(value, where)
-        reasons = get_strs(facts, "reasons", where)
-        supported = facts.pop("supported", False)
-        facts.pop("reasons", None)
-        return cls(supported=bool(supported), reasons=reasons, facts=facts)
 
 
 def place_name(engine: str | None, hostname: str | None) -> str:
@@ -157,9 +101,11 @@ def host_key(host: Host) -> str:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Host:
+class Host(Record):
     """The machine the result was made on: Docker's and the platform's facts as recorded
     (``python`` is the interpreter that ran the suite for ``verify --here``)."""
+
+    json_shape = Shape(omit=("vendor_check",), rest="facts")
 
     facts: JSONObject = field(default_factory=dict)
     vendor_check: VendorCheck | None = None
@@ -172,63 +118,39 @@ class Host:
         """Where the result was made, as people name it (:func:`place_name`)."""
         return place_name(self.text("engine"), self.text("hostname"))
 
-    def to_json(self) -> JSONObject:
-        check = {"vendor_check": self.vendor_check.to_json()} if self.vendor_check else {}
-        return {**self.facts, **check}
-
-    @classmethod
-    def from_json(cls, value: object, where: str = "host") -> Host:
-        facts = json_object(value, where)
-        check = facts.pop("vendor_check", None)
-        return cls(facts=facts, vendor_check=None if check is None
-                   else VendorCheck.from_json(check, f"{where}.vendor_check"))
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class BaseImage:
+class BaseImage(Record):
     """The image a cell's image was built on, and how oota got it (pulled, bootstrapped,
     reused: taken from the up-to-date image's label)."""
+
+    json_shape = Shape(omit=ALL, keep=("ref",))
 
     ref: str
     how: str = ""
     note: str = ""
 
-    def to_json(self) -> JSONObject:
-        return drop_empty({"ref": self.ref, "how": self.how, "note": self.note}) | {
-            "ref": self.ref}
-
-    @classmethod
-    def from_json(cls, value: object, where: str) -> BaseImage:
-        d = as_object(value, where)
-        return cls(ref=get_opt_str(d, "ref", where) or "", how=get_opt_str(d, "how", where) or "",
-                   note=get_opt_str(d, "note", where) or "")
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Sealed:
+class Sealed(Record):
     """The verification put into the image: the new image id and file, or why that failed."""
+
+    json_shape = Shape(omit=ALL)
 
     id: str | None = None
     file: str | None = None
     at: str | None = None
     error: str | None = None
 
-    def to_json(self) -> JSONObject:
-        return drop_empty({"id": self.id, "file": self.file, "at": self.at, "error": self.error})
-
-    @classmethod
-    def from_json(cls, value: object, where: str) -> Sealed:
-        d = as_object(value, where)
-        return cls(id=get_opt_str(d, "id", where), file=get_opt_str(d, "file", where),
-                   at=get_opt_str(d, "at", where), error=get_opt_str(d, "error", where))
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Published:
+class Published(Record):
     """Where ``invoke publish`` pushed the verified image: the reference it was pushed as, the
     registry's manifest digest (what ``docker pull REF@DIGEST`` pins), and when; and the
     artifacts beside it in the registry (cosign's tag scheme), each ``REPO:TAG@DIGEST``: its
     signature ('' when published without a key), SBOM and provenance."""
+
+    json_shape = Shape(omit=ALL)
 
     ref: str
     digest: str
@@ -237,37 +159,25 @@ class Published:
     sbom: str = ""
     provenance: str = ""
 
-    def to_json(self) -> JSONObject:
-        return drop_empty({"ref": self.ref, "digest": self.digest, "at": self.at,
-                            "signature": self.signature or None, "sbom": self.sbom or None,
-                            "provenance": self.provenance or None})
-
-    @classmethod
-    def from_json(cls, value: object, where: str) -> Published:
-        d = as_object(value, where)
-        return cls(ref=get_str(d, "ref", where), digest=get_str(d, "digest", where),
-                   at=get_str(d, "at", where), signature=get_opt_str(d, "signature", where) or "",
-                   sbom=get_opt_str(d, "sbom", where) or "",
-                   provenance=get_opt_str(d, "provenance", where) or "")
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Layer:
+class Layer(Record):
     """One layer of the image: its digest (diff id) and the build step that made it."""
+
+    json_shape = Shape(omit=ALL, keep=("id",))
 
     id: str
     step: str = ""
 
-    def to_json(self) -> JSONObject:
-        return drop_empty({"id": self.id, "step": self.step}) | {"id": self.id}
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Image:
+class Image(Record):
     """The cell's image; ``id`` is the build output the verification judged (the sealed image
     adds only its results), ``layers`` its layers; ``run_flags`` are the device flags a
     ``docker run`` of it needs (its ``oota.run-flags`` label, :mod:`oota.supply.runflags`),
     empty on CPU and in older results."""
+
+    json_shape = Shape(omit=ALL)
 
     tag: str
     id: str | None = None
@@ -278,48 +188,12 @@ class Image:
     run_flags: JSONObject = field(default_factory=dict)
     layers: tuple[Layer, ...] = ()
 
-    def to_json(self) -> JSONObject:
-        return drop_empty({"tag": self.tag, "id": self.id, "digest": self.digest,
-                            "base": self.base.to_json() if self.base else None,
-                            "sealed": self.sealed.to_json() if self.sealed else None,
-                            "published": [p.to_json() for p in self.published] or None,
-                            "run_flags": self.run_flags,
-                            "layers": [x.to_json() for x in self.layers] or None})
-
-    @classmethod
-    def from_json(cls, value: object, where: str = "image") -> Image:
-        d = as_object(value, where)
-        published = d.get("published") or []
-        if not isinstance(published, list):
-            raise ResultFormatError(f"{where}.published: expected a list")
-        return cls(tag=get_str(d, "tag", where), id=get_opt_str(d, "id", where),
-                   digest=get_opt_str(d, "digest", where),
-                   base=None if d.get("base") is None
-                   else BaseImage.from_json(d["base"], f"{where}.base"),
-                   sealed=None if d.get("sealed") is None
-                   else Sealed.from_json(d["sealed"], f"{where}.sealed"),
-                   published=tuple(Published.from_json(p, f"{where}.published[{i}]")
-                                   for i, p in enumerate(published)),
-                   run_flags=json_object(d.get("run_flags") or {}, f"{where}.run_flags"),
-                   layers=_layers(d.get("layers"), f"{where}.layers"))
-
-
-def _layers(value: object, where: str) -> tuple[Layer, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise ResultFormatError(f"{where}: expected a list")
-    found = []
-    for i, item in enumerate(value):
-        d = as_object(item, f"{where}[{i}]")
-        found.append(Layer(id=get_str(d, "id", f"{where}[{i}]"),
-                           step=get_opt_str(d, "step", f"{where}[{i}]") or ""))
-    return tuple(found)
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class SkipRule:
+class SkipRule(Record):
     """One entry of the vendor's skip list, with how many tests it matched in this run."""
+
+    json_shape = Shape(omit=ALL)
 
     id: str
     reason: str
@@ -328,21 +202,9 @@ class SkipRule:
     added: str | None = None
     matched: int = 0
 
-    def to_json(self) -> JSONObject:
-        return drop_empty({"id": self.id, "reason": self.reason, "owner": self.owner,
-                            "expires": self.expires, "added": self.added,
-                            "matched": self.matched})
-
-    @classmethod
-    def from_json(cls, value: object, where: str) -> SkipRule:
-        d = as_object(value, where)
-        return cls(id=get_str(d, "id", where), reason=get_str(d, "reason", where),
-                   owner=get_str(d, "owner", where), expires=get_str(d, "expires", where),
-                   added=get_opt_str(d, "added", where), matched=get_int(d, "matched", where))
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Skips:
+class Skips(Record):
     """The vendor's skip list as applied: entries, those past their date, those that matched
     no test."""
 
@@ -350,27 +212,17 @@ class Skips:
     expired: tuple[str, ...] = ()
     unmatched: tuple[str, ...] = ()
 
-    def to_json(self) -> JSONObject:
-        return {"entries": [e.to_json() for e in self.entries], "expired": list(self.expired),
-                "unmatched": list(self.unmatched)}
-
-    @classmethod
-    def from_json(cls, value: object, where: str = "skips") -> Skips:
-        d = as_object(value, where)
-        entries = d.get("entries") or []
-        if not isinstance(entries, list):
-            raise ResultFormatError(f"{where}.entries: expected a list")
-        return cls(entries=tuple(SkipRule.from_json(e, f"{where}.entries[{i}]")
-                                 for i, e in enumerate(entries)),
-                   expired=get_strs(d, "expired", where), unmatched=get_strs(d, "unmatched", where))
-
 
 # -- the result -------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Result:
+class Result(Record):
     """One cell's run. ``status``, ``summary`` and ``message`` are derived from the stages and
     tests by :func:`oota.results.assemble.assemble`, and stored as written."""
+
+    json_shape = Shape(omit=("message", "run_id", "image", "installed", "sources", "skips",
+                             "requested", "requirements"))
 
     cell: CellRef
     status: Status
@@ -398,51 +250,16 @@ class Result:
         return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
 
     def to_json(self) -> JSONObject:
-        data: JSONObject = {
-            "schema": SCHEMA_ID, "cell": self.cell.to_json(), "status": self.status,
-            "summary": dict(self.summary),
-            "stages": {name: stage.to_json() for name, stage in self.stages.items()},
-            "tests": [test.to_json() for test in self.tests], "host": self.host.to_json(),
-            "toolkit": {"name": "oota", "version": self.oota_version},
-            "started_at": self.started_at, "finished_at": self.finished_at}
-        optional: dict[str, JSON] = {
-            "message": self.message, "run_id": self.run_id,
-            "image": self.image.to_json() if self.image else None,
-            "installed": self.installed.to_json() if self.installed else None,
-            "sources": self.sources.to_json() if self.sources else None,
-            "skips": self.skips.to_json() if self.skips else None,
-            "requested": list(self.requested) or None,
-            "requirements": self.requirements.to_json() if self.requirements else None}
-        return data | drop_empty(optional)
+        data = encode(self)
+        version = data.pop("oota_version")
+        return data | {"schema": SCHEMA_ID, "toolkit": {"name": "oota", "version": version}}
 
     @classmethod
-    def from_json(cls, value: object) -> Result:
-        d = as_object(value, "result")
-        stages = as_object(d.get("stages") or {}, "stages")
-        tests = d.get("tests") or []
-        if not isinstance(tests, list):
-            raise ResultFormatError("tests: expected a list")
-        summary = as_object(d.get("summary") or {}, "summary")
-        return cls(
-            cell=CellRef.from_json(d.get("cell")),
-            status=status_of(d.get("status"), "status"),
-            summary={str(k): get_int(summary, str(k), "summary") for k in summary},
-            stages={str(n): Stage.from_json(s, f"stages.{n}") for n, s in stages.items()},
-            tests=tuple(TestOutcome.from_json(t, f"tests[{i}]") for i, t in enumerate(tests)),
-            host=Host.from_json(d.get("host") or {}),
-            oota_version=get_str(as_object(d.get("toolkit"), "toolkit"), "version", "toolkit"),
-            started_at=get_str(d, "started_at", "result"),
-            finished_at=get_str(d, "finished_at", "result"),
-            message=get_opt_str(d, "message", "result") or "",
-            run_id=get_opt_str(d, "run_id", "result"),
-            image=None if d.get("image") is None else Image.from_json(d["image"]),
-            installed=None if d.get("installed") is None else Installed.from_json(d["installed"]),
-            sources=None if d.get("sources") is None else Sources.from_json(d["sources"]),
-            skips=None if d.get("skips") is None else Skips.from_json(d["skips"]),
-            requested=get_strs(d, "requested", "result"),
-            requirements=None if d.get("requirements") is None
-            else Requirements.from_json(d["requirements"]))
-
+    def from_json(cls, value: object, where: str = "") -> Result:
+        data = dict(as_object(value, "result"))
+        data["oota_version"] = get_str(as_object(data.get("toolkit"), "toolkit"), "version",
+                                       "toolkit")
+        return decode(cls, data, where)
 
 __all__ = ["SCHEMA_ID", "BaseImage", "CellRef", "Host", "Image", "Result", "Sealed", "SkipRule",
            "Skips", "Stage", "Status", "TestOutcome", "VendorCheck"]
