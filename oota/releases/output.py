@@ -9,6 +9,7 @@ from typing import Any
 from oota.errors import InputError
 from oota.releases.check import Claim, ReleaseCheck, Row
 from oota.releases.update import MatrixUpdate
+from oota.report.text import md_text
 
 FORMATS = ("table", "json", "markdown")
 
@@ -81,21 +82,25 @@ def _line(cells: tuple[str, ...], widths: list[int]) -> str:
 
 
 def _markdown(check: ReleaseCheck) -> str:
-    out = ["## PyTorch release check", ""] + [f"- {line}" for line in _header(check)] + [""]
+    out = ["## PyTorch release check", ""] + [f"- {_cell(line)}" for line in _header(check)]
+    out += [""]
     out += ["| vendor | torch | python | platform | stack | source | detail |",
             "|---|---|---|---|---|---|---|"]
     out += [f"| {r.vendor} | {r.torch} | {r.python} | {r.platform} | {'✓' if r.ok else '✗'} | "
             f"{r.origins} | {_cell(r.detail)} |" for r in check.rows]
     out += ["", gaps_line(check, "the ✗ rows above")]
     if check.companions is not None:
-        out += ["", "### Companions", ""] + [f"- {line}" for line in companion_lines(check)]
+        out += ["", "### Companions", ""] + [f"- {_cell(line)}"
+                                             for line in companion_lines(check)]
     if check.notes:
-        out += ["", "### Notes", ""] + [f"- {n}" for n in check.notes]
+        out += ["", "### Notes", ""] + [f"- {_cell(n)}" for n in check.notes]
     return "\n".join(out) + "\n"
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "&#124;").replace("\n", " ")
+    """Text made inert for a table cell or a list item (what an index says reaches it): one
+    line, ``|`` and markup escaped (:func:`oota.report.text.md_text`)."""
+    return md_text(text, limit=2000)
 
 
 # -- JSON ------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from oota.report.data import Report
 from oota.report.rows import COLUMNS, SYMBOL, WORD, CellGroup, CellRow, Mark
 from oota.report.skips import EXPIRY_WINDOW_DAYS
 from oota.report.templating import markdown_environment
-from oota.report.text import md_code, md_text
+from oota.report.text import md_cell_code, md_text
 from oota.results.software import TorchInfo
 
 MARKDOWN_LIMIT = 1024 * 1024
@@ -101,7 +101,7 @@ def _torch(row: CellRow) -> str:
     if row.torch == TorchInfo():
         return "–"
     nightly = f" ({md_text(row.torch.nightly)})" if row.torch.nightly else ""
-    return md_code(row.torch.version or "?") + nightly
+    return md_cell_code(row.torch.version or "?") + nightly
 
 
 def _group_lines(group: CellGroup, notes: _Notes) -> list[Line]:
@@ -109,10 +109,10 @@ def _group_lines(group: CellGroup, notes: _Notes) -> list[Line]:
     beside its id), then a line per copy."""
     first = group.first
     if not group.several:
-        return [Line(label=md_code(first.id), marks=tuple(notes.mark(first.layers[c])
+        return [Line(label=md_cell_code(first.id), marks=tuple(notes.mark(first.layers[c])
                                                           for c in COLUMNS),
                      overall=SYMBOL.get(first.status, first.status), torch=_torch(first))]
-    head = Line(label=f"{md_code(group.id)} ({group.agreement_text})",
+    head = Line(label=f"{md_cell_code(group.id)} ({md_text(group.agreement_text)})",
                 marks=tuple(notes.mark(group.layers[c]) for c in COLUMNS),
                 overall=SYMBOL.get(group.status, group.status), torch="")
     return [head, *(Line(label=f"↳ {md_text(row.origin)}",

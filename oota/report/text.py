@@ -7,22 +7,38 @@ import json
 import re
 from urllib.parse import quote
 
+from oota.console import inert
+
 REASON_CHARS = 400
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|#~!])")
+_WWW = re.compile(r"(?i)(?<![a-z0-9])(www)\.")
 
 
 def md_text(text: object, limit: int = REASON_CHARS) -> str:
-    """Result text made inert in a Markdown table: one line, no HTML, no link or emphasis."""
-    flat = " ".join(str(text).split())
+    """Result text made inert in a Markdown table: one line, no HTML, no link or emphasis, no
+    control character (:func:`~oota.console.inert`: the digest is also printed)."""
+    flat = inert(" ".join(str(text).split()))
     if len(flat) > limit:
         flat = flat[:limit - 1] + "…"
     flat = flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_SPECIAL.sub(r"\\\1", flat)
+    # GitHub also links a bare URL or www. name: a backslash before its ':' or '.' stops it.
+    escaped = _MD_SPECIAL.sub(r"\\\1", flat).replace("://", "\\://")
+    return _WWW.sub(lambda m: m.group(1) + "\\.", escaped)
 
 
-def md_code(text: object) -> str:
-    flat = " ".join(str(text).split()).replace("`", "'")
+def md_code(text: object, *, in_table: bool = False) -> str:
+    """A code span of ``text`` (one line, no backtick, no control character). In a table
+    cell ``|`` is escaped: GitHub splits a row on it even inside a code span, and takes
+    ``\\|`` back as ``|`` there (outside a table it would show the backslash)."""
+    flat = inert(" ".join(str(text).split())).replace("`", "'")
+    if in_table:
+        flat = flat.replace("|", "\\|")
     return f"`{flat}`" if flat else ""
+
+
+def md_cell_code(text: object) -> str:
+    """:func:`md_code` for a table cell."""
+    return md_code(text, in_table=True)
 
 
 def days(value: float | None) -> str:

@@ -464,7 +464,7 @@ def test_markdown(pep691, matrix_file):
     assert ("| cpu | 2.15.0 | 3.11 | x86_64 | ✓ | index | torch 2.15.0 has a cp311 wheel "
             "(index) |") in text
     assert ("| ascend | 2.15.0 | 3.11 | x86_64+aarch64 | ✗ | index | no torch-npu for torch "
-            "2.15.0 (newest 2.14.0 requires torch==2.14.0.*) (index) |") in text
+            "2.15.0 (newest 2.14.0 requires torch==2.14.0.\\*) (index) |") in text
     assert f"{len(EXPECTED_GAPS)} gap(s), in the ✗ rows above: " in text
     assert text.count("| ✗ |") == len(EXPECTED_GAPS)
 

@@ -304,7 +304,7 @@ def test_markdown_escapes_result_text(report):
     md = to_markdown(report)
     assert "<script>" not in md
     assert "&lt;script&gt;" in md
-    assert "\\| \\*\\*bold\\*\\* \\[link\\](http://evil)" in md
+    assert "\\| \\*\\*bold\\*\\* \\[link\\](http\\://evil)" in md
     assert md_text("a\nb|c") == "a b\\|c"
 
 
