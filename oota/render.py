@@ -106,6 +106,7 @@ def cell_manifest(cell: Cell) -> dict[str, Any]:
         "id": cell.id,
         **cell.coordinates(),
         "device": v.device,
+        "driver_libraries": list(v.host.driver_libraries),
         "smoke_imports": list(v.smoke_imports),
         # Committed and copied into the image: never the index's credentials.
         "index_url": without_credentials(cell.index_url),
@@ -186,6 +187,7 @@ def _verify_manifest(cell: Cell, spec: VerifySpec) -> dict[str, Any]:
                         "torch": _extension_torch(cell, ext.torch)}
                        for ext in spec.extensions],
         "toolkit_version": spec.toolkit_version,
+        "compare_as": spec.compare_as or cell.vendor.device,
         # Only where the vendor asks for it: the other vendors' cell.json stay as they were.
         **({"workload": spec.workload.to_json()} if spec.workload else {}),
     }

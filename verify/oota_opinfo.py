@@ -21,9 +21,16 @@ from dataclasses import dataclass
 from typing import Any
 
 COMPARE_TEST = ("TestCommon", "test_compare_cpu")  # whose decorators in op_db apply here
-# The devices PyTorch's test_compare_cpu compares with the CPU; other devices take the same
-# operator × dtype choice (PyTorch has no other list for them).
-COMPARED_WITH = "cuda"
+
+
+def compared_with() -> str:
+    """The device type whose OpInfo dtype lists, beside the CPU's, choose the one dtype an
+    operator is compared in: the vendor's ``verify.compare_as`` (vendor.yaml, in cell.json;
+    PyTorch's own test_compare_cpu takes CUDA's), else the cell's own device."""
+    from oota_suite import read_cell
+
+    cell = read_cell()
+    return str((cell.get("verify") or {}).get("compare_as") or cell.get("device") or "cpu")
 
 
 def import_op_db() -> list[Any]:
@@ -108,10 +115,11 @@ def tolerance_override(decorators: list[Any], dtype: Any) -> tuple[float, float]
 
 def compare_dtype(op: Any) -> str:
     """The dtype PyTorch's test_compare_cpu judges ``op`` in: the first dtype of PyTorch's
-    ``ANY_DTYPE_ORDER`` that the OpInfo supports on both the CPU and CUDA ('' when none)."""
+    ``ANY_DTYPE_ORDER`` that the OpInfo supports on both the CPU and the device the vendor
+    compares as (:func:`compared_with`; '' when none)."""
     from torch.testing._internal.common_device_type import ANY_DTYPE_ORDER
 
-    both = set(op.supported_dtypes("cpu")) & set(op.supported_dtypes("cuda"))
+    both = set(op.supported_dtypes("cpu")) & set(op.supported_dtypes(compared_with()))
     chosen = next((dtype for dtype in ANY_DTYPE_ORDER if dtype in both), None)
     return str(chosen).removeprefix("torch.") if chosen is not None else ""
 

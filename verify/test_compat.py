@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import datetime as dt
+import fnmatch
 import importlib
 import importlib.metadata as md
 import os
@@ -119,15 +120,23 @@ def test_extension_native_modules_load(extension, record_data):
 # torch's own libraries; the third-party ones it bundles (torch.libs, nvidia wheels) are loaded
 # lazily by torch itself and some need libraries only a GPU host provides.
 _TORCH_OWN = re.compile(r"^(libtorch|libc10|libshm|_C\b|_C\.|libcaffe2)")
-# Libraries that come from the host's driver, never from an image.
-_DRIVER_LIBS = re.compile(r"lib(cuda|nvidia-[\w-]+|hsa-runtime64|ze_loader|ascend\w*|hl\w*)\.so")
+# A library file name in a loader's message ("libcuda.so.1: cannot open shared object file").
+_LIBRARY = re.compile(r"lib[\w.+-]*?\.so(?:\.\d+)*")
 
 
-def test_torch_native_modules_load(record_data):
+def _needs_driver(why: str, patterns: list[str]) -> bool:
+    """Does the loader's message name a library of the host's driver (the vendor's
+    ``host.driver_libraries``, in cell.json), which no image carries?"""
+    return any(fnmatch.fnmatchcase(name, pattern) for name in _LIBRARY.findall(why)
+               for pattern in patterns)
+
+
+def test_torch_native_modules_load(cell, record_data):
     importlib.import_module("torch")
     paths = [p for p in _native_files("torch") if _TORCH_OWN.match(p.name)]
     failures = _load_all(paths)
-    need_driver = {name: why for name, why in failures.items() if _DRIVER_LIBS.search(why)}
+    patterns = list(cell.get("driver_libraries") or ())
+    need_driver = {name: why for name, why in failures.items() if _needs_driver(why, patterns)}
     record_data(native_modules=len(paths), need_host_driver=sorted(need_driver))
     unsupported = os.environ.get("OOTA_UNSUPPORTED_HERE")
     if need_driver and len(need_driver) == len(failures) and unsupported:

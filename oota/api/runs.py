@@ -272,11 +272,14 @@ def judge(paths: Sequence[str], *, python: str | None, image: str | None,
 
 
 def default_torch_image(matrix_path: str) -> str:
-    """The tag ``build --vendor=cpu`` gives the CPU vendor's default cell: an image with torch
-    and nothing else that ``judge`` needs."""
+    """The tag ``build`` gives the default cell of the matrix's first vendor whose device is
+    the CPU (vendor.yaml ``device: cpu``, no extension): an image with torch and nothing else
+    that ``judge`` needs."""
     matrix = load_matrix(matrix_path)
-    if "cpu" not in matrix.vendors:
-        raise InputError(f"{matrix_path} has no cpu vendor to take an image with torch from: "
-                         "pass --image or --python")
-    cells = select(matrix, plan(matrix, ["cpu"]))
+    plain = [name for name, vm in matrix.vendors.items()
+             if vm.vendor.device == "cpu" and not vm.vendor.verify.extensions]
+    if not plain:
+        raise InputError(f"{matrix_path} has no vendor with device: cpu to take an image with "
+                         "torch from: pass --image or --python")
+    cells = select(matrix, plan(matrix, plain[:1]))
     return BuildOptions(results_dir=Path("results")).tag_for(cells[0])

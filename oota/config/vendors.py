@@ -116,6 +116,7 @@ class VerifySpec:
     extensions: tuple[Extension, ...] = ()
     toolkit_version: str | None = None   # where torch reports it, e.g. "torch.version.cuda"
     workload: WorkloadSpec | None = None  # None: the workload layer is off
+    compare_as: str | None = None         # whose OpInfo decisions the ops layer takes (device)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -126,6 +127,7 @@ class HostSpec:
     devices: tuple[str, ...] = ()        # device nodes that must exist; passed to containers
     runtime: str | None = None           # a container runtime the daemon must know; used too
     driver_min: Mapping[str, str] = field(default_factory=_empty)  # toolkit -> minimum driver
+    driver_libraries: tuple[str, ...] = ()   # fnmatch patterns of the host driver's libraries
 
     @property
     def needs_nothing(self) -> bool:
@@ -369,7 +371,8 @@ def _verify(data: dict[str, Any]) -> VerifySpec:
         extensions=tuple(Extension(import_name=e["import"], distribution=e["distribution"],
                                    torch=e.get("torch", ""))
                          for e in data.get("extensions", ())),
-        toolkit_version=data.get("toolkit_version"), workload=_workload(data.get("workload")))
+        toolkit_version=data.get("toolkit_version"), workload=_workload(data.get("workload")),
+        compare_as=data.get("compare_as"))
 
 
 def _workload(data: dict[str, Any] | None) -> WorkloadSpec | None:
@@ -405,7 +408,8 @@ def _facts(data: dict[str, Any]) -> Facts:
 def _host(data: dict[str, Any]) -> HostSpec:
     return HostSpec(probe=tuple(data.get("probe", ())), devices=tuple(data.get("devices", ())),
                     runtime=data.get("runtime"),
-                    driver_min=MappingProxyType(dict(data.get("driver_min", {}))))
+                    driver_min=MappingProxyType(dict(data.get("driver_min", {}))),
+                    driver_libraries=tuple(data.get("driver_libraries", ())))
 
 
 def _run(data: dict[str, Any]) -> RunSpec:
