@@ -16,6 +16,7 @@ from packaging.version import Version
 
 from oota.config.matrix import CHANNELS, CORE_AXES, Channel, Matrix, OsSpec, VendorMatrix
 from oota.config.names import NAME_RULE, cell_id_problem
+from oota.config.provenance import Fact
 from oota.config.vendors import Vendor
 from oota.config.yamlsrc import did_you_mean
 from oota.errors import InputError
@@ -95,6 +96,13 @@ class Cell:
         except (IndexError, ValueError) as exc:
             raise InputError(f"vendors/{self.vendor.name}/vendor.yaml {what} '{text}': "
                              f"{exc}") from None
+
+    def unverified_facts(self) -> tuple[Fact, ...]:
+        """The facts of the vendor's data this cell rests on that no source confirms (its
+        base image, its compatibility row, its driver rule, ...; oota/config/provenance.py)."""
+        toolkit = str(self.toolkit) if self.toolkit is not None else ""
+        return tuple(f for f in self.vendor.facts.unverified
+                     if f.concerns(self.os.key, self.torch_text, toolkit))
 
     @property
     def index_url(self) -> str:

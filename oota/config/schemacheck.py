@@ -109,6 +109,10 @@ def describe(error: ValidationError, root: Mapping[str, Any]) -> list[Problem]:
         text = str(instance)
         hint = did_you_mean(text, choices) if isinstance(instance, str) else None
         return [Problem(path=path, message=_value_problem(instance, schema), suggestion=hint)]
+    if validator == "not" and isinstance(schema.get("not"), Mapping) \
+            and "required" in schema["not"]:
+        keys = " and ".join(str(k) for k in schema["not"]["required"])
+        return [Problem(path=path, message=f"gives both {keys}", suggestion="keep one of them")]
     if validator in ("pattern", "not", "minimum", "maximum"):
         return [Problem(path=path, message=_value_problem(instance, schema),
                         suggestion=_example(schema))]

@@ -22,6 +22,7 @@ from typing import Any
 
 from oota import schemas
 from oota.config.names import NAME_PATTERN, NAME_RULE, name_problem
+from oota.config.provenance import Fact, Provenance, Source, provenance_of, sources_of
 from oota.config.schemacheck import check_against
 from oota.config.vendorvalues import check_values
 from oota.config.yamlsrc import Doc, did_you_mean, load_yaml
@@ -119,6 +120,36 @@ class VerifySpec:
     compare_as: str | None = None         # whose OpInfo decisions the ops layer takes (device)
 
 
+FAMILY = "family"    # a floor for every toolkit release it prefixes (CUDA 13.x: driver 580)
+RELEASE = "release"  # one toolkit release's own minimum, shown beside the family's floor
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DriverRule:
+    """One row of ``host.driver.rules``: the minimum host driver for the toolkit releases
+    ``toolkit`` prefixes ('13' covers 13.x, '13.2' that release and its updates)."""
+
+    toolkit: str
+    minimum: str
+    scope: str = RELEASE
+    note: str = ""                   # the documented limits of running on this minimum
+    provenance: Provenance = field(default_factory=Provenance)
+
+    def covers(self, toolkit: str) -> bool:
+        mine, theirs = self.toolkit.split("."), toolkit.split(".")
+        return theirs[:len(mine)] == mine
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DriverSpec:
+    """What the vendor publishes about its host driver (``host.driver``): the minimum per
+    toolkit family and release (see oota/execute/hosts.py), or why no rule is checked."""
+
+    name: str = "driver"
+    rules: tuple[DriverRule, ...] = ()
+    unverified: str = ""             # why no published table backs a rule ('' when one does)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HostSpec:
     """How to tell whether a host has the hardware (``host:``; see oota/execute/hosts.py)."""
@@ -126,7 +157,7 @@ class HostSpec:
     probe: tuple[str, ...] = ()          # argv; its first output line starts with the driver
     devices: tuple[str, ...] = ()        # device nodes that must exist; passed to containers
     runtime: str | None = None           # a container runtime the daemon must know; used too
-    driver_min: Mapping[str, str] = field(default_factory=_empty)  # toolkit -> minimum driver
+    driver: DriverSpec = field(default_factory=DriverSpec)
     driver_libraries: tuple[str, ...] = ()   # fnmatch patterns of the host driver's libraries
 
     @property
@@ -180,15 +211,18 @@ class ExtensionFacts:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CompatRow:
     """One row of ``facts.compat``: which torch (a release, or a series such as "2.9") pairs
-    with which extension / toolkit build, for which Pythons; ``verified`` is False where the
-    vendor's own sources do not confirm it."""
+    with which extension / toolkit build, for which Pythons, and where that comes from."""
 
     torch: str
     extension: str = ""
     toolkit: str = ""
     build: str = ""
     python: str = ""
-    verified: bool = True
+    provenance: Provenance = field(default_factory=Provenance)
+
+    @property
+    def verified(self) -> bool:
+        return self.provenance.is_verified
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -206,7 +240,7 @@ class RetiredExtension:
 class Facts:
     """What release-check reads of a vendor (``facts``), each fact with its sources."""
 
-    sources: tuple[str, ...] = ()
+    sources: Mapping[str, Source] = field(default_factory=_empty)   # key -> where
     python: str = ""                  # a version specifier; "" for any
     torch_index: str = "pypi"         # "pypi" or "data"
     # torch release -> the toolkit version PyPI's default wheel of that release bundles
@@ -214,6 +248,11 @@ class Facts:
     extension: ExtensionFacts | None = None
     compat: tuple[CompatRow, ...] = ()   # newest first
     retired: tuple[RetiredExtension, ...] = ()
+    claims: tuple[Fact, ...] = ()        # every fact of the file, with its provenance
+
+    @property
+    def unverified(self) -> tuple[Fact, ...]:
+        return tuple(f for f in self.claims if not f.verified)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -307,6 +346,7 @@ def _resolved(path: Path) -> Path | None:
 
 def _build(data: dict[str, Any], folder: Path) -> Vendor:
     """The dataclasses of a file that passed every check."""
+    sources = sources_of(data.get("facts", {}).get("sources"))
     return Vendor(
         name=folder.name, display=data.get("display", folder.name),
         source=data.get("source", ""), folder=folder, device=data["device"],
@@ -316,11 +356,11 @@ def _build(data: dict[str, Any], folder: Path) -> Vendor:
         builder_apt=tuple(data.get("builder_apt", ())),
         runtime_apt=tuple(data.get("runtime_apt", ())),
         smoke_imports=tuple(data.get("smoke_imports", ())),
-        base_images=_nested(data.get("base_images", {})),
+        base_images=_nested(_values(data.get("base_images", {}), "image")),
         env=MappingProxyType(dict(data.get("env", {}))),
-        run=_run(data.get("run", {})), host=_host(data.get("host", {})),
+        run=_run(data.get("run", {})), host=_host(data.get("host", {}), sources),
         verify=_verify(data.get("verify", _DEFAULT_VERIFY)),
-        facts=_facts(data.get("facts", {})),
+        facts=_facts(data, folder.name, sources),
         ci=CiSpec(runs_on=tuple(data.get("ci", {}).get("runs-on", HOSTED_RUNNER))),
         companions=_companions(data.get("companions", {})),
         local_version=data.get("local_version", ""),
@@ -332,6 +372,12 @@ def _companions(value: list[str] | dict[str, dict[str, str]]
     """A list of names (pairs from the companions cache, filled in by the matrix loader) or
     hand-typed pairs."""
     return _nested({name: {} for name in value} if isinstance(value, list) else value)
+
+
+def _values(table: dict[str, dict[str, Any]], key: str) -> dict[str, dict[str, str]]:
+    """A two-level table whose leaves are a value or ``{<key>: value, source: ...}``."""
+    return {outer: {inner: str(v[key]) if isinstance(v, dict) else str(v)
+                    for inner, v in row.items()} for outer, row in table.items()}
 
 
 def _nested(table: dict[str, dict[str, str]]) -> Mapping[str, Mapping[str, str]]:
@@ -384,32 +430,88 @@ def _workload(data: dict[str, Any] | None) -> WorkloadSpec | None:
     return WorkloadSpec(models=tuple(data["models"]), **counts, judge=_judge(data.get("judge")))
 
 
-def _facts(data: dict[str, Any]) -> Facts:
-    ext = data.get("extension")
+def _facts(data: dict[str, Any], vendor: str, sources: Mapping[str, Source]) -> Facts:
+    facts = data.get("facts", {})
+    ext = facts.get("extension")
+    compat = tuple(CompatRow(torch=str(row["torch"]), extension=str(row.get("extension", "")),
+                             toolkit=str(row.get("toolkit", "")),
+                             build=str(row.get("build", "")), python=row.get("python", ""),
+                             provenance=provenance_of(row, sources))
+                   for row in facts.get("compat", ()))
+    pypi_default = _values({"_": facts.get("pypi_default", {})}, "toolkit")["_"]
     return Facts(
-        sources=tuple(data.get("sources", ())), python=data.get("python", ""),
-        torch_index=data.get("torch_index", "pypi"),
-        pypi_default=MappingProxyType({str(k): str(v)
-                                       for k, v in data.get("pypi_default", {}).items()}),
+        sources=MappingProxyType(dict(sources)), python=facts.get("python", ""),
+        torch_index=facts.get("torch_index", "pypi"),
+        pypi_default=MappingProxyType(pypi_default),
         extension=None if ext is None else ExtensionFacts(
             distribution=ext["distribution"], import_name=ext["import"], index=ext["index"]),
-        compat=tuple(CompatRow(torch=str(row["torch"]), extension=str(row.get("extension", "")),
-                               toolkit=str(row.get("toolkit", "")),
-                               build=str(row.get("build", "")), python=row.get("python", ""),
-                               verified=row.get("verified", True))
-                     for row in data.get("compat", ())),
+        compat=compat,
         retired=tuple(RetiredExtension(distribution=r["distribution"],
                                        import_name=r.get("import", ""),
                                        last=str(r.get("last", "")), torch=r.get("torch", ""),
                                        note=r.get("note", ""))
-                      for r in data.get("retired", ())))
+                      for r in facts.get("retired", ())),
+        claims=tuple(_claims(data, vendor, sources)))
 
 
-def _host(data: dict[str, Any]) -> HostSpec:
+def _claims(data: dict[str, Any], vendor: str, sources: Mapping[str, Source]) -> list[Fact]:
+    """Every fact of the file, in file order, with the provenance it states."""
+    facts = data.get("facts", {})
+    found: list[Fact] = []
+
+    def add(where: str, what: str, entry: Any, about: dict[str, str] | None) -> None:
+        found.append(Fact(vendor=vendor, where=where, what=what, about=about,
+                          provenance=provenance_of(entry, sources)))
+
+    for os_key, row in data.get("base_images", {}).items():
+        for toolkit, entry in row.items():
+            image = entry.get("image") if isinstance(entry, dict) else entry
+            add(f"base_images.{os_key}.{toolkit}", f"base image {image}", entry,
+                {"os": os_key, "toolkit": str(toolkit)})
+    driver = data.get("host", {}).get("driver")
+    for i, rule in enumerate(driver.get("rules", ()) if isinstance(driver, dict) else ()):
+        add(f"host.driver.rules[{i}]", f"{driver.get('name', 'driver')} >= {rule['min']} for "
+            f"toolkit {rule['toolkit']} ({rule.get('scope', RELEASE)})", rule,
+            {"toolkit": str(rule["toolkit"])})
+    if isinstance(driver, dict) and driver.get("unverified"):
+        add("host.driver", f"the minimum {driver.get('name', 'driver')}", driver, {})
+    if facts.get("python"):
+        add("facts", f"Python {facts['python']}, torch from {facts.get('torch_index', 'pypi')}",
+            facts, {})
+    for torch, entry in facts.get("pypi_default", {}).items():
+        toolkit = entry.get("toolkit") if isinstance(entry, dict) else entry
+        add(f"facts.pypi_default.{torch}", f"PyPI's torch {torch} bundles toolkit {toolkit}",
+            entry, {"torch": str(torch), "toolkit": str(toolkit)})
+    for i, row in enumerate(facts.get("compat", ())):
+        pairs = ", ".join(f"{k} {row[k]}" for k in ("extension", "toolkit", "build", "python")
+                          if row.get(k))
+        about = {"torch": str(row["torch"])} | ({"toolkit": str(row["toolkit"])}
+                                                if row.get("toolkit") else {})
+        add(f"facts.compat[{i}]", f"torch {row['torch']}: {pairs or 'supported'}", row, about)
+    for i, row in enumerate(facts.get("retired", ())):
+        add(f"facts.retired[{i}]", f"{row['distribution']} retired (last {row.get('last')})",
+            row, None)
+    return found
+
+
+def _host(data: dict[str, Any], sources: Mapping[str, Source]) -> HostSpec:
     return HostSpec(probe=tuple(data.get("probe", ())), devices=tuple(data.get("devices", ())),
-                    runtime=data.get("runtime"),
-                    driver_min=MappingProxyType(dict(data.get("driver_min", {}))),
+                    runtime=data.get("runtime"), driver=_driver(data, sources),
                     driver_libraries=tuple(data.get("driver_libraries", ())))
+
+
+def _driver(host: dict[str, Any], sources: Mapping[str, Source]) -> DriverSpec:
+    """``host.driver``; an older file's ``host.driver_min`` (toolkit -> minimum) reads as
+    release rules, each the floor of its own toolkit release."""
+    data = host.get("driver") or {}
+    rules = [DriverRule(toolkit=str(r["toolkit"]), minimum=str(r["min"]),
+                        scope=r.get("scope", RELEASE), note=r.get("note", ""),
+                        provenance=provenance_of(r, sources))
+             for r in data.get("rules", ())]
+    rules += [DriverRule(toolkit=str(t), minimum=str(m))
+              for t, m in host.get("driver_min", {}).items()]
+    return DriverSpec(name=data.get("name", "driver"), rules=tuple(rules),
+                      unverified=data.get("unverified", ""))
 
 
 def _run(data: dict[str, Any]) -> RunSpec:

@@ -119,6 +119,7 @@ def check_values(doc: Doc, data: Any, reported: set[Path_]) -> None:
     _verify(check)
     _companions(check)
     _runner_labels(check)
+    _source_keys(check)
 
 
 def _templates(check: _Checker) -> None:
@@ -190,7 +191,14 @@ def _walk_versions(data: dict[str, Any]) -> Iterator[tuple[Path_, str, bool]]:
         yield ("facts", "python"), facts["python"], True
     for torch, toolkit in _dict(facts.get("pypi_default")).items():
         yield ("facts", "pypi_default", torch), str(torch), False
+        if isinstance(toolkit, dict):
+            toolkit = toolkit.get("toolkit", "0")
         yield ("facts", "pypi_default", torch), str(toolkit), False
+    rules = _dict(_dict(data.get("host")).get("driver")).get("rules")
+    for i, rule in enumerate(rules if isinstance(rules, list) else []):
+        for key in ("toolkit", "min"):
+            if isinstance(rule, dict) and isinstance(rule.get(key), str):
+                yield ("host", "driver", "rules", i, key), rule[key], False
     for table, specifiers in (("compat", ("python",)), ("retired", ("torch",))):
         rows = facts.get(table)
         for i, row in enumerate(rows if isinstance(rows, list) else []):
@@ -277,3 +285,32 @@ def _runner_labels(check: _Checker) -> None:
         if first != label:
             check.doc.error(path, f"'{label}' is the label '{first}' again (GitHub compares "
                             "runner labels without regard to case)", "remove one of them")
+
+
+def _source_keys(check: _Checker) -> None:
+    """Every fact's ``source`` names a key of ``facts.sources``."""
+    facts = _dict(check.data.get("facts"))
+    declared = facts.get("sources")
+    keys = tuple(str(k) for k in (declared if isinstance(declared, (dict, list)) else ()))
+    for path, key in _named_sources(check.data):
+        if key not in keys and not check.skip(path):
+            hint = did_you_mean(key, keys) if keys else "add facts.sources with this key"
+            check.doc.error(path, f"'{key}' is not a key of facts.sources", hint)
+
+
+def _named_sources(data: dict[str, Any]) -> Iterator[tuple[Path_, str]]:
+    facts = _dict(data.get("facts"))
+    entries: list[tuple[Path_, Any]] = [(("facts",), facts)]
+    for table in ("compat", "retired"):
+        entries += [(("facts", table, i), row) for i, row in enumerate(_list(facts.get(table)))]
+    defaults = _dict(facts.get("pypi_default"))
+    entries += [(("facts", "pypi_default", t), e) for t, e in defaults.items()]
+    for os_key, row in _dict(data.get("base_images")).items():
+        entries += [(("base_images", os_key, t), e) for t, e in _dict(row).items()]
+    driver = _dict(_dict(data.get("host")).get("driver"))
+    entries += [(("host", "driver"), driver)]
+    rules = _list(driver.get("rules"))
+    entries += [(("host", "driver", "rules", i), r) for i, r in enumerate(rules)]
+    for path, entry in entries:
+        if isinstance(entry, dict) and isinstance(entry.get("source"), str):
+            yield path + ("source",), entry["source"]

@@ -277,11 +277,14 @@ class FleetRun:
         facts = dict(station.facts)
         if task.lost_on:
             facts["retried_after"] = f"host {', '.join(task.lost_on)} stopped answering"
+        driver = check.for_cell(str(cell.toolkit) if cell.toolkit else None, cell.vendor)
+        if driver.note:
+            self.console.info(f"  {cell.id}: {driver.note}")
+        checked = {**check.facts, **({"driver": driver.facts} if driver.facts else {})}
         host = Host(facts=json_object(facts, "host"), vendor_check=VendorCheck(
             supported=check.supported, reasons=tuple(check.reasons),
-            facts=json_object(check.facts, "host.vendor_check")))
-        unsupported = check.reason_for(str(cell.toolkit) if cell.toolkit else None,
-                                       cell.vendor.host.driver_min)
+            facts=json_object(checked, "host.vendor_check")))
+        unsupported = driver.reason
         schedule = self._schedule
         assert schedule is not None
         run = CellRun(self.matrix, cell, station.engine, self.console, self.options, base_for,

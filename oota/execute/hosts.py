@@ -7,7 +7,9 @@ how to tell::
       probe: [nvidia-smi, "--query-gpu=driver_version,name", "--format=csv,noheader"]
       devices: [/dev/kfd, /dev/dri]       # must all exist
       runtime: habana                     # must be registered with the Docker daemon
-      driver_min: {"13.0": "580.65.06"}   # toolkit -> minimum driver (the probe's first field)
+      driver:                             # the probe's first field against the vendor's rules
+        name: NVIDIA driver
+        rules: [{toolkit: "13", min: "580", scope: family}, {toolkit: "13.2", min: "595.45.04"}]
 
 The check runs on the host that will run the cell. For an engine on this machine (a unix
 socket) that is this machine: the device nodes are looked up and the probe runs here. For any
@@ -27,14 +29,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from packaging.version import Version
 
-from oota.config.vendors import Vendor
+from oota.config.vendors import FAMILY, RELEASE, DriverSpec, Vendor
 from oota.engine.base import RUN_LABEL, Engine, Mount, RunOutcome, RunRequest
 from oota.errors import OotaError
 from oota.execute.verify import device_request
@@ -54,19 +55,69 @@ class HostCheck:
     def supported(self) -> bool:
         return not self.reasons
 
-    def reason_for(self, toolkit: str | None, driver_min: Mapping[str, str]) -> str:
-        """Why a cell with this toolkit version cannot use the hardware ('' if it can)."""
+    def for_cell(self, toolkit: str | None, vendor: Vendor) -> DriverVerdict:
+        """Whether a cell with this toolkit version can use the hardware here, by the
+        vendor's published driver rules (:func:`driver_verdict`)."""
         if self.reasons:
-            return "; ".join(self.reasons)
-        need = driver_min.get(toolkit or "")
-        if need and self.driver:
-            try:
-                if Version(self.driver) < Version(need):
-                    return (f"driver {self.driver} is older than {need}, the minimum for "
-                            f"toolkit {toolkit}")
-            except ValueError:  # InvalidVersion, or more digits than int() reads
-                return f"cannot compare driver version '{self.driver}' with {need}"
-        return ""
+            return DriverVerdict(reason="; ".join(self.reasons))
+        name = vendor.toolkit.name if vendor.toolkit else "toolkit"
+        return driver_verdict(self.driver, toolkit, vendor.host.driver, name)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DriverVerdict:
+    reason: str = ""                     # why the cell cannot use the hardware ('' it can)
+    note: str = ""                       # what the vendor's rules say of this driver
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+def driver_verdict(driver: str | None, toolkit: str | None, spec: DriverSpec,
+                   toolkit_name: str = "toolkit") -> DriverVerdict:
+    """The host's driver against the vendor's rules for ``toolkit``.
+
+    The floor is the most specific ``family`` rule covering the toolkit (NVIDIA's
+    minor-version compatibility: every CUDA 13.x runs on a driver >= 580), else the rule of
+    the toolkit release itself; below it the hardware is unsupported here. The ``release``
+    rules of that toolkit (13.2: 595.45.04, its update 13.2.1: 595.58.03) are shown beside
+    it; a driver between the floor and them runs, with the family rule's note (its documented
+    limits)."""
+    if not driver or not toolkit:
+        return DriverVerdict()
+    related = [r for r in spec.rules if r.covers(toolkit) or _extends(r.toolkit, toolkit)]
+    covering = [r for r in related if r.covers(toolkit)]
+    family = [r for r in covering if r.scope == FAMILY]
+    floor = max(family or covering, key=lambda r: len(r.toolkit.split(".")), default=None)
+    if floor is None:
+        why = f"no published minimum {spec.name} for {toolkit_name} {toolkit} is checked"
+        return DriverVerdict(note=f"{why}: {spec.unverified}" if spec.unverified else "")
+    own = [r for r in related if r is not floor and r.scope == RELEASE]
+    facts = {"driver": driver, "minimum": floor.minimum, "minimum_for": floor.toolkit,
+             "release_minimums": {r.toolkit: r.minimum for r in own}}
+    try:
+        have = Version(driver)
+        below_floor = have < Version(floor.minimum)
+        below = [r for r in own if have < Version(r.minimum)]
+    except ValueError:  # InvalidVersion, or more digits than int() reads
+        return DriverVerdict(reason=f"cannot compare {spec.name} version '{driver}' with "
+                             f"{floor.minimum}", facts=facts)
+    covers = f"{toolkit_name} {floor.toolkit}" + (".x" if floor.scope == FAMILY else "")
+    shown = "; ".join(f"{r.toolkit}: {r.minimum}" for r in own)
+    if below_floor:
+        return DriverVerdict(reason=f"{spec.name} {driver} is older than {floor.minimum}, the "
+                             f"minimum for {covers}" + (f" (the releases' own: {shown})"
+                                                       if shown else ""), facts=facts)
+    if not below:
+        return DriverVerdict(facts=facts)
+    note = (f"{spec.name} {driver} is below {toolkit_name} {toolkit}'s own minimum ({shown}) "
+            f"and runs it on the {covers} minimum {floor.minimum}"
+            + (f": {floor.note}" if floor.note else ""))
+    return DriverVerdict(note=note, facts=facts | {"note": note})
+
+
+def _extends(rule: str, toolkit: str) -> bool:
+    """Is ``rule`` an update of ``toolkit`` (13.2.1 of 13.2)?"""
+    mine, theirs = rule.split("."), toolkit.split(".")
+    return len(mine) > len(theirs) and mine[:len(theirs)] == theirs
 
 
 def _probe(argv: tuple[str, ...], timeout_s: int = 30) -> tuple[str | None, str]:

@@ -27,6 +27,7 @@ from packaging.version import Version
 
 from oota.config.companions import CompanionCache
 from oota.config.matrix import Matrix
+from oota.config.provenance import Fact
 from oota.config.yamlsrc import did_you_mean
 from oota.errors import InputError
 from oota.releases.companions import check_companions
@@ -126,6 +127,7 @@ class ReleaseCheck:
     notes: tuple[str, ...] = field(default=())
     companions: CompanionCache | None = None     # read from the index now (None: none named)
     companion_drift: tuple[str, ...] = ()        # where vendors/companions.yaml differs
+    unverified: tuple[Fact, ...] = ()            # the checked vendors' unverified facts
 
     @property
     def gaps(self) -> tuple[Row, ...]:
@@ -200,7 +202,9 @@ def release_check(matrix: Matrix, *, index_url: str = DEFAULT_INDEX, torch: str 
     return ReleaseCheck(index=index.display, current=current, previous=previous,
                         detected=torch is None, torch=releases, rows=tuple(rows),
                         notes=tuple(dict.fromkeys([*index.notes, *index.http.notes])),
-                        companions=fresh, companion_drift=drift)
+                        companions=fresh, companion_drift=drift,
+                        unverified=tuple(f for name in names
+                                         for f in matrix.vendors[name].vendor.facts.unverified))
 
 
 def checked_vendors(matrix: Matrix, vendors: list[str] | None) -> list[str]:

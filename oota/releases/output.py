@@ -50,8 +50,16 @@ def _table(check: ReleaseCheck) -> str:
     widths = [max([len(h)] + [len(row[i]) for row in table]) for i, h in enumerate(headers)]
     out = _header(check) + ["", _line(headers, widths)] + [_line(row, widths) for row in table]
     out += ["", gaps_line(check, "the GAP rows above")] + companion_lines(check)
-    out += [f"note: {n}" for n in check.notes]
+    out += unverified_lines(check) + [f"note: {n}" for n in check.notes]
     return "\n".join(out)
+
+
+def unverified_lines(check: ReleaseCheck) -> list[str]:
+    """The facts no source confirms, one line each: what they say, where, and why."""
+    if not check.unverified:
+        return []
+    return [f"{len(check.unverified)} unverified fact(s) in the checked vendors' data:"] + \
+        [f"  {fact.sentence}" for fact in check.unverified]
 
 
 def companion_lines(check: ReleaseCheck) -> list[str]:
@@ -92,6 +100,9 @@ def _markdown(check: ReleaseCheck) -> str:
     if check.companions is not None:
         out += ["", "### Companions", ""] + [f"- {_cell(line)}"
                                              for line in companion_lines(check)]
+    if check.unverified:
+        out += ["", "### Unverified facts", ""] + [f"- {_cell(f.sentence)}"
+                                                  for f in check.unverified]
     if check.notes:
         out += ["", "### Notes", ""] + [f"- {_cell(n)}" for n in check.notes]
     return "\n".join(out) + "\n"
@@ -113,7 +124,10 @@ def as_dict(check: ReleaseCheck) -> dict[str, Any]:
                       for t in check.torch],
             "rows": [_row(r) for r in check.rows],
             "gaps": [r.sentence for r in check.gaps], "notes": list(check.notes),
-            "companions": _companions(check)}
+            "companions": _companions(check),
+            "unverified": [{"vendor": f.vendor, "where": f.where, "what": f.what,
+                            "source": f.provenance.url, "reason": f.provenance.why_unverified}
+                           for f in check.unverified]}
 
 
 def _companions(check: ReleaseCheck) -> dict[str, Any] | None:

@@ -278,11 +278,14 @@ VENDORS = {
         toolkit: {axis: cuda, id_prefix: cu, name: CUDA}
         requirements: ["torch=={torch}"]
         facts:
+          sources: {t: {url: "https://example.org/table"}}
           python: ">=3.10,<3.16"
           torch_index: pypi
           compat:
-            - {torch: "2.15", toolkit: "13.2", python: ">=3.11,<3.16"}
-            - {torch: "2.14", toolkit: "13.0", python: ">=3.10,<3.15"}
+            - {torch: "2.15", toolkit: "13.2", python: ">=3.11,<3.16",
+               source: t, verified: "2026-11-21"}
+            - {torch: "2.14", toolkit: "13.0", python: ">=3.10,<3.15",
+               source: t, verified: "2026-11-21"}
         """,
     "ascend": """\
         name: ascend
@@ -299,22 +302,27 @@ VENDORS = {
         toolkit: {axis: rocm, id_prefix: rocm, name: ROCm}
         requirements: ["torch=={torch}"]
         facts:
+          sources: {t: {url: "https://example.org/table"}}
           python: ">=3.10,<3.15"
           torch_index: data
           compat:
-            - {torch: "2.14", toolkit: "7.2", python: ">=3.10,<3.14"}
+            - {torch: "2.14", toolkit: "7.2", python: ">=3.10,<3.14",
+               source: t, verified: "2026-11-21"}
         """,
     "gaudi": """\
         name: gaudi
         device: hpu
         requirements: ["torch=={torch}"]
         facts:
+          sources: {t: {url: "https://example.org/table"}}
           python: ">=3.10,<3.13"
           torch_index: data
           extension: {distribution: habana-torch-plugin, import: habana_frameworks, index: data}
           compat:
-            - {torch: "2.10.0", extension: "1.24.0", python: ">=3.10,<3.13"}
-            - {torch: "2.9", extension: "1.23.0", python: ">=3.10,<3.13"}
+            - {torch: "2.10.0", extension: "1.24.0", python: ">=3.10,<3.13",
+               source: t, verified: "2026-11-21"}
+            - {torch: "2.9", extension: "1.23.0", python: ">=3.10,<3.13",
+               source: t, verified: "2026-11-21"}
         """,
 }
 
@@ -436,8 +444,13 @@ def test_table(pep691, matrix_file):
                for gap in EXPECTED_GAPS) >= len(EXPECTED_GAPS)
     per = {v: sum(g.startswith(v + " ") for g in EXPECTED_GAPS)
            for v in dict.fromkeys(g.split()[0] for g in EXPECTED_GAPS)}
-    assert lines[-1] == (f"{len(EXPECTED_GAPS)} gap(s), in the GAP rows above: "
-                         + ", ".join(f"{v} {n}" for v, n in per.items()))
+    gaps_line = (f"{len(EXPECTED_GAPS)} gap(s), in the GAP rows above: "
+                 + ", ".join(f"{v} {n}" for v, n in per.items()))
+    # After the gaps, the facts no source confirms (these fixtures name no source for Python).
+    after = lines[lines.index(gaps_line) + 1:]
+    assert after[0].endswith("unverified fact(s) in the checked vendors' data:")
+    assert ("  vendors/gaudi/vendor.yaml facts: Python >=3.10,<3.13, torch from data: "
+            "UNVERIFIED: no source recorded") in after
     for gap in EXPECTED_GAPS:  # each gap is said once, in its row
         assert text.count(gap.split(": ", 1)[1]) == sum(
             g.split(": ", 1)[1] == gap.split(": ", 1)[1] for g in EXPECTED_GAPS)
@@ -573,10 +586,12 @@ def test_source_built_extension_and_toolkitless_table(index, matrix_file):
         device: xpu
         requirements: ["torch=={torch}+xpu"]
         facts:
+          sources: {t: {url: "https://example.org/table"}}
           python: ">=3.10,<3.16"
           torch_index: pypi
           compat:
-            - {torch: "2.15", python: ">=3.11,<3.16"}
+            - {torch: "2.15", python: ">=3.11,<3.16",
+               source: t, verified: "2026-11-21"}
         """}
     for name, text in extra.items():
         folder = matrix_file.parent / "vendors" / name

@@ -529,7 +529,7 @@ def shipped(tmp_path: Path) -> Path:
 
 
 def test_each_claim_says_where_it_comes_from(shipped):
-    """Gaudi's 1.24.0 row is marked ``verified: false`` in its vendor.yaml: it reads as
+    """Gaudi's 1.24.0 row is marked ``unverified: REASON`` in its vendor.yaml: it reads as
     unverified vendor data, never as an index fact; XPU names its build, never 'None'."""
     with serve(good_index) as index:
         data = json.loads(run(shipped, index_url=index.base, torch="2.10", fmt="json",
@@ -629,8 +629,8 @@ def test_an_unwritable_matrix_folder_is_an_environment_problem(matrix_file, monk
     ("{compat: [{torch: ''}]}", "facts.compat[0].torch: '' is not a version"),
     ("{compat: [{torch: [2]}]}", "facts.compat[0].torch: expected a string, got a list"),
     ("{compat: {torch: '2.10'}}", "facts.compat: expected a list of mappings"),
-    ("{compat: [{torch: '2.10', verified: 'no'}]}", "facts.compat[0].verified: expected true or "
-                                                   "false"),
+    ("{compat: [{torch: '2.10', verified: 'no'}]}", "facts.compat[0].verified: 'no' is not a date "
+                                                   "YYYY-MM-DD"),
     ("{extension: {distribution: x, index: pypy}}", "facts.extension.index: 'pypy' is not"),
 ], ids=["empty-version", "list-version", "compat-not-list", "verified-text", "unknown-index"])
 def test_bad_vendor_facts_are_input_errors_naming_the_key(matrix_file, facts, message):

@@ -160,10 +160,10 @@ BAD = {
                    "MODELS); did you mean 'llama'?", True),
     "apt-injection": ("reference", ("builder_apt: [g++]", 'builder_apt: ["g++ && rm -rf /"]'),
                       "builder_apt[0]: 'g++ && rm -rf /' is not a Debian package name", True),
-    "image-with-space": ("rocm", ('"7.2": rocm/dev-ubuntu-24.04:7.2',
-                                  '"7.2": "rocm/dev-ubuntu-24.04:7.2 AS x"'),
-                         "base_images.ubuntu24.04.7.2: 'rocm/dev-ubuntu-24.04:7.2 AS x' is not "
-                         "an image reference", True),
+    "image-with-space": ("rocm", ("image: rocm/dev-ubuntu-24.04:7.2,",
+                                  'image: "rocm/dev-ubuntu-24.04:7.2 AS x",'),
+                         "base_images.ubuntu24.04.7.2.image: 'rocm/dev-ubuntu-24.04:7.2 AS x' is "
+                         "not an image reference", True),
     "tolerance-missing": ("rocm", ("    float16: {rtol: 1.0e-3, atol: 1.0e-5}\n", ""),
                           "verify.dtypes[1]: 'float16' has no entry in verify.tolerances", False),
     "tolerance-negative": ("rocm", ("float16: {rtol: 1.0e-3,", "float16: {rtol: -1.0e-3,"),
@@ -190,11 +190,28 @@ BAD = {
                        "run.mounts[0].source: 'dev/dri/by-path' is not an absolute path", True),
     "probe-as-string": ("gaudi", ("probe: [hl-smi]", "probe: hl-smi --all"),
                         "host.probe: expected a list of strings, got a string", True),
-    "driver-min-version": ("cuda", ('"12.8": "570.26"', '"12.8": "570.x"'),
-                           "host.driver_min.12.8: '570.x' is not a version", False),
-    "compat-python": ("rocm", ('{torch: "2.13", toolkit: "7.2", python: ">=3.10,<3.15"}',
-                               '{torch: "2.13", toolkit: "7.2", python: "=>3.10,<3.15"}'),
-                      "facts.compat[0].python: '=>3.10,<3.15' is not a version specifier", False),
+    "driver-min-version": ("cuda", ('{toolkit: "12.8", min: "570.26"',
+                                    '{toolkit: "12.8", min: "570.x"'),
+                           "host.driver.rules[4].min: '570.x' is not a version", False),
+    "compat-python": ("rocm", ('{torch: "2.13", toolkit: "7.2", python: ">=3.10,<3.15"',
+                               '{torch: "2.13", toolkit: "7.2", python: "=>3.10,<3.15"'),
+                      "facts.compat[2].python: '=>3.10,<3.15' is not a version specifier", False),
+    "unknown-source": ("rocm", ('{torch: "2.13", toolkit: "7.2", python: ">=3.10,<3.15", '
+                                'source: test-infra', '{torch: "2.13", toolkit: "7.2", '
+                                'python: ">=3.10,<3.15", source: test-infr'),
+                       "facts.compat[2].source: 'test-infr' is not a key of facts.sources; "
+                       "did you mean 'test-infra'?", False),
+    "verified-and-unverified": ("cuda", ('{toolkit: "12.9", min: "575.51.03", source: '
+                                         'nvidia-notes, verified: "2026-11-21"}',
+                                         '{toolkit: "12.9", min: "575.51.03", source: '
+                                         'nvidia-notes, verified: "2026-11-21", unverified: x}'),
+                                "host.driver.rules[5]: gives both verified and unverified; "
+                                "keep one of them", True),
+    "verified-not-a-date": ("cuda", ('{toolkit: "12.8", min: "570.26", source: nvidia-notes, '
+                                     'verified: "2026-11-21"}', '{toolkit: "12.8", min: '
+                                     '"570.26", source: nvidia-notes, verified: "yes"}'),
+                            "host.driver.rules[4].verified: 'yes' is not a date YYYY-MM-DD",
+                            True),
     "facts-typo": ("xpu", ("  torch_index: pypi", "  torch_idnex: pypi"),
                    "facts.torch_idnex: unknown key 'torch_idnex'; did you mean 'torch_index'?",
                    True),

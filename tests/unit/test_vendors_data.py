@@ -129,7 +129,7 @@ def test_base_images_name_known_os_and_toolkit(name):
 @pytest.mark.parametrize("name", WITH_COMPAT)
 def test_facts_follow_the_contract(name):
     facts = vendor(name).facts
-    assert facts.sources and all(s.startswith("https://") for s in facts.sources)
+    assert facts.sources and all(s.url.startswith("https://") for s in facts.sources.values())
     SpecifierSet(facts.python)
     assert facts.torch_index in ("pypi", "data")
     if facts.extension is not None:
@@ -204,9 +204,21 @@ def test_host_section_shape(name):
     host = vendor(name).host
     assert all(arg and " " not in arg for arg in host.probe), host.probe
     assert all(d.startswith("/dev/") for d in host.devices)
-    for toolkit, driver in host.driver_min.items():
-        Version(toolkit)
-        assert re.fullmatch(r"\d+(\.\d+)+", driver), driver
+    for rule in host.driver.rules:
+        Version(rule.toolkit)
+        assert re.fullmatch(r"\d+(\.\d+)*", rule.minimum), rule
+    assert host.driver.rules or host.driver.unverified, (
+        f"{name}: host.driver gives no rule and does not say why (unverified: REASON)")
+
+
+@pytest.mark.parametrize("name", MATRIX_VENDORS)
+def test_every_fact_names_its_source_and_whether_it_was_checked(name):
+    """Each fact of a shipped vendor.yaml names a key of facts.sources and either the day it
+    was verified or why it is unverified (never the implicit 'no source recorded')."""
+    facts = vendor(name).facts
+    for fact in facts.claims:
+        assert fact.provenance.source in facts.sources, f"{fact.sentence}: no known source"
+        assert fact.provenance.verified or fact.provenance.unverified, fact.sentence
 
 
 def test_cuda_default_is_the_pypi_wheel_cell():
