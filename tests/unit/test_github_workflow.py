@@ -29,6 +29,7 @@ from oota.config.yamlsrc import load_yaml
 from oota.errors import EXIT_BAD_INPUT, InputError, MatrixError
 
 REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
 WORKFLOWS = REPO / ".github" / "workflows"
 WORKFLOW = WORKFLOWS / "oota.yml"
 SHIPPED = discover(REPO / "vendors")
@@ -210,15 +211,29 @@ def test_the_workflow_triggers() -> None:
         <= set(on["repository_dispatch"]["types"])
 
 
-def test_actions_are_pinned_to_commits() -> None:
+def _checked_pins() -> dict[str, tuple[str, str]]:
+    """README's table of action pins: commit -> (action, tag or date), each checked in the
+    action's own repository."""
+    rows = re.findall(r"^\| ([\w./ (),-]+) \| `([0-9a-f]{40})` \| ([^|]+) \|", README.read_text(),
+                      re.MULTILINE)
+    return {sha: (action, tag.strip()) for action, sha, tag in rows}
+
+
+def test_actions_are_pinned_to_commits_that_were_checked() -> None:
+    checked = _checked_pins()
     for path in sorted(WORKFLOWS.glob("*.yml")):
         for line in path.read_text().splitlines():
             match = re.search(r"uses:\s*(\S+)", line)
             if match and not match.group(1).startswith("./"):
                 assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", match.group(1)), line
-                # The release; for an action published without releases, its branch and month.
-                assert re.search(r"# (v\d+\.\d+\.\d+|main, \d{4}-\d{2} \(no releases\))$",
-                                 line), f"{line}: name the version"
+                # The release; for an action published without releases, its branch and the
+                # day of the commit.
+                comment = re.search(r"# (v\d+\.\d+\.\d+|main, \d{4}-\d{2}-\d{2}) ?(\(no "
+                                    r"releases\))?$", line)
+                assert comment, f"{line}: name the version, or the branch and day"
+                sha = match.group(1).rsplit("@", 1)[1]
+                assert sha in checked, f"{line}: not in README's table of checked pins"
+                assert checked[sha][1] == comment.group(1), (line, checked[sha])
 
 
 def test_least_privilege_and_no_event_data_in_scripts() -> None:
