@@ -79,6 +79,20 @@ def linked_out(root: Path) -> None:
     (root / "vendors/cpu").symlink_to(outside, target_is_directory=True)
 
 
+def nothing_at(path: str) -> Check:
+    def check(root: Path, _: Any) -> str:
+        return f"{path} was created through the link" if (root / path).exists() else ""
+    return check
+
+
+def outside_folder(name: str) -> Damage:
+    """``name`` (a folder oota writes) a link to a folder outside the checkout."""
+    def damage(root: Path) -> None:
+        (root.parent / f"outside-{name}").mkdir()
+        (root / name).symlink_to(root.parent / f"outside-{name}", target_is_directory=True)
+    return damage
+
+
 def unreadable_home(root: Path) -> None:
     (root / "home").mkdir()
     (root / "home").chmod(0)
@@ -296,6 +310,21 @@ FILES = [
     Case("report-key-not-a-key", ("report", "--merge", "results", "--key", "matrix.yaml"), 2,
          "not a PEM public key", lab=True),
 ]
+LINKS = [
+    Case("history-db-dangling-link", ("history", "query"), 2,
+         "history.db is a symbolic link to", link("history.db", "{root}/../elsewhere/h.db"),
+         check=nothing_at("../elsewhere/h.db")),
+    Case("history-db-linked-out", ("report", "--no-history"), 0, "",
+         link("history.db", "/etc/hostname"), lab=True),  # --no-history: it is not opened
+    Case("history-db-linked-out-digest", ("history", "digest"), 2, "outside the project",
+         link("history.db", "/etc/hostname")),
+    Case("reports-linked-out", ("report", "--no-history"), 2,
+         "--out reports: ", outside_folder("reports"),
+         check=lambda root, _: "written outside" if any(
+             (root.parent / "outside-reports").iterdir()) else ""),
+    Case("results-dangling-link", ("build", "--vendor", "cpu"), 2,
+         "results is a symbolic link to", link("results", "{root}/../nowhere")),
+]
 VENDOR_FOLDERS = [
     Case("template-reaches-python", ("generate", "--vendor", "cpu"), 2,
          "access to attribute '__init__'", template(
@@ -439,4 +468,4 @@ SECRETS = [
                                            f"https://lab:{CANARY}@pypi.lab.example/simple"), 3,
          "cannot reach a Docker Engine", canary_vendor),
 ]
-CASES = FLAGS + FILES + VENDOR_FOLDERS + ENVIRONMENT + NETWORK + RESULTS + SECRETS
+CASES = FLAGS + FILES + LINKS + VENDOR_FOLDERS + ENVIRONMENT + NETWORK + RESULTS + SECRETS

@@ -85,6 +85,31 @@ def _kind(mode: int) -> str:
     return "special file"
 
 
+def link_problem(path: Path, root: Path) -> str:
+    """Why oota may not write at ``path`` ('' when it may): a part of it inside the project
+    ``root`` is a symbolic link that points outside the project, or nowhere (a link checked
+    into a repository, ``reports -> ~/.ssh``, would take oota's writes there; a dangling one
+    would create its target). A path outside ``root`` is the user's own and is not looked at;
+    links that stay inside the project are followed as usual."""
+    top = root.resolve()
+    full = Path(os.path.normpath(path if path.is_absolute() else Path.cwd() / path))
+    if not full.is_relative_to(top):
+        return ""
+    current = top
+    for part in full.relative_to(top).parts:
+        current = current / part
+        if current.is_symlink():
+            target = os.readlink(current)
+            resolved = current.resolve()
+            if not resolved.exists():
+                return f"{current} is a symbolic link to {target}, which does not exist"
+            if not resolved.is_relative_to(top):
+                return f"{current} is a symbolic link to {target}, outside the project ({top})"
+        elif not current.exists():
+            break
+    return ""
+
+
 def write_atomic(path: Path, data: str | bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

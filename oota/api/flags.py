@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -16,7 +17,7 @@ from oota.engine.base import Endpoint, RegistryAuth
 from oota.errors import (
     InputError,
 )
-from oota.files import SMALL_LIMIT, read_text
+from oota.files import SMALL_LIMIT, link_problem, read_text
 from oota.net import find_ca_bundle, redact, redact_text
 from oota.vocab import LAYERS
 
@@ -69,13 +70,34 @@ def layers(text: str) -> tuple[str, ...]:
 
 
 def folder(flag: str, value: str) -> Path:
-    """A folder flag (created when missing): refused when it, or a parent of it, is a file."""
+    """A folder flag (created when missing): refused when it, or a parent of it, is a file,
+    or when a symbolic link in the project takes it outside the project or nowhere."""
     path = Path(value)
     existing = next((p for p in (path, *path.parents) if p.exists()), None)
     if existing is not None and not existing.is_dir():
         which = "is a file" if existing == path else f"is inside {existing}, which is a file"
         raise InputError(f"{flag} {value}: {which}; name a folder (it is created when missing)")
+    return within_project(flag, path)
+
+
+def within_project(flag: str, path: Path) -> Path:
+    """``path``, unless a symbolic link inside the project (the current folder) takes it
+    outside or nowhere (:func:`oota.files.link_problem`): InputError naming the link."""
+    problem = link_problem(path, Path.cwd())
+    if problem:
+        raise InputError(f"{flag} {path}: {problem}; oota writes only where the project's "
+                         "links lead inside it: remove the link, or name a folder outside the "
+                         "project")
     return path
+
+
+def report_folder(flag: str) -> Callable[[str], str]:
+    """The check of a report's folder flag (``--results``, ``--out``): as written, unless a
+    link takes it out of the project (:func:`within_project`)."""
+    def check(value: str) -> str:
+        within_project(flag, Path(value))
+        return value
+    return check
 
 
 def index_url(value: str | None) -> str | None:

@@ -344,8 +344,9 @@ class HostsRequest:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ReportRequest:
-    results: str = flag("results folder (default: results)", f.DEFAULT_RESULTS)
-    out: str = flag("report folder", "reports")
+    results: str = flag("results folder (default: results)", f.DEFAULT_RESULTS,
+                        check=f.report_folder("--results"))
+    out: str = flag("report folder", "reports", check=f.report_folder("--out"))
     compare: str | None = flag("an earlier run's results folder: list what changed per cell")
     merge: list[str] | None = flag("a results folder to merge (repeatable: runners' or hosts' "
                                    "artifacts side by side); a cell found in several is kept "

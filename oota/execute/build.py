@@ -363,9 +363,11 @@ class CellRun:
         with tempfile.TemporaryDirectory(prefix=f"{self.cell.id}-", dir=work) as tmp:
             request = self._request(Path(tmp), plan.sources, plan.base)
             image = self.engine.build(request, self._on_step)
+        # Kept under the build output's id, the one an up-to-date run looks it up by: a rebuild
+        # that reproduces a sealed image's output leaves the tag on the sealing (its id).
         BuildRecords(self.matrix.root, self.cell.id).keep(
-            image, self.folder / "build.log", run_id=self.options.run_id, sources=built.sources,
-            base=built.base)
+            self.engine.build_output(image) or image, self.folder / "build.log",
+            run_id=self.options.run_id, sources=built.sources, base=built.base)
         return {"base": plan.base.ref, "base_how": plan.base.how, "image": image}
 
     def _request(self, tmp: Path, sources: PipSources, base: Base) -> BuildRequest:

@@ -78,6 +78,10 @@ class BuildRecords:
         a comparison with an earlier run does not see the base vanish when it is reused."""
         label = labels.get("org.opencontainers.image.base.name", "")
         record = self.restore(labels.get(SEALED_FROM_LABEL) or image_id or "", dest)
+        if NOT_KEPT in record.detail.values() and image_id and labels.get(SEALED_FROM_LABEL):
+            # An older oota kept a rebuild's log under the sealing's id.
+            older = self.restore(image_id, dest)
+            record = record if NOT_KEPT in older.detail.values() else older
         return replace(record, detail={"base": label, **record.detail},
                        base=record.base or BaseImage(ref=label, how="reused",
                                                      note="image up to date"))

@@ -13,6 +13,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError
 
 from oota.errors import InputError
+from oota.files import link_problem
 from oota.net import redact
 
 DEFAULT_FILE = "history.db"
@@ -52,8 +53,12 @@ def locate(flag: str | None, env: Mapping[str, str], project_root: Path) -> Loca
         return Location(url=normalise(flag, "--history"), source="--history")
     if env.get(ENV_VARIABLE):
         return Location(url=normalise(env[ENV_VARIABLE], ENV_VARIABLE), source=ENV_VARIABLE)
-    return Location(url=f"sqlite:///{(project_root / DEFAULT_FILE).resolve()}",
-                    source="default")
+    default = project_root / DEFAULT_FILE
+    problem = link_problem(default, project_root)
+    if problem:
+        raise InputError(f"the default history: {problem}; remove the link, or name the store "
+                         "with --history or OOTA_HISTORY")
+    return Location(url=f"sqlite:///{default.resolve()}", source="default")
 
 
 def normalise(text: str, where: str) -> str:

@@ -255,6 +255,9 @@ class OpsSummary:
     tried: int
     not_compared: tuple[tuple[str, int], ...]  # (reason, pairs), most first
     failures: tuple[OpsFailure, ...]
+    # The pairs tried that did not pass, by why ('failed', or the skip's reason: 'not
+    # implemented on the device', 'every sample refused by the CPU'...), most first.
+    not_passed: tuple[tuple[str, int], ...] = ()
 
     @property
     def not_run(self) -> int:
@@ -264,13 +267,15 @@ class OpsSummary:
     def text(self) -> str:
         cells = f"; {self.cells} cells" if self.cells > 1 else ""
         reasons = ", ".join(f"{count} {reason}" for reason, count in self.not_compared)
-        return (f"ops: {self.passed} of {self.tried} operator×dtype pairs pass "
+        others = "".join(f", {count} {reason}" for reason, count in self.not_passed)
+        return (f"ops: {self.passed} of {self.tried} operator×dtype pairs pass{others} "
                 f"(not compared: {reasons or 'none'}{cells})")
 
     def to_json(self) -> JSONObject:
         return {"label": self.label, "cells": self.cells, "passed": self.passed,
                 "tried": self.tried, "not_run": self.not_run,
                 "not_compared": dict(self.not_compared),
+                "not_passed": dict(self.not_passed),
                 "failures": [{"cell": f.cell, "test": f.test, "message": f.message,
                               "built_on": f.built_on} for f in self.failures]}
 
@@ -286,6 +291,21 @@ def _not_compared(pairs: Sequence[TestRow]) -> tuple[tuple[str, int], ...]:
         reason = not_compared_reason(test.message)
         counts[reason] = counts.get(reason, 0) + (
             budget_unrun(test.status, test.message, test.data) or 1)
+    return _most_first(counts)
+
+
+def _not_passed(tried: Sequence[TestRow]) -> tuple[tuple[str, int], ...]:
+    """The pairs tried that did not pass, counted by why: every one the sentence counts is
+    accounted for."""
+    counts: dict[str, int] = {}
+    for test in tried:
+        if test.status != "passed":
+            reason = "failed" if test.status in BAD else not_compared_reason(test.message)
+            counts[reason] = counts.get(reason, 0) + 1
+    return _most_first(counts)
+
+
+def _most_first(counts: dict[str, int]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
@@ -325,6 +345,7 @@ def ops_summary(label: str, rows: Sequence[CellRow]) -> OpsSummary | None:
     return OpsSummary(
         label=label, cells=len({cell for cell, _ in ran}), tried=len(tried),
         passed=sum(t.status == "passed" for t in tried), not_compared=_not_compared(skipped),
+        not_passed=_not_passed(tried),
         failures=tuple(OpsFailure(cell=cell, test=_ops_pair(t), built_on=roots.get(i, ""),
                                   message=t.message.strip().removeprefix("Failed: "))
                        for i, (cell, t) in enumerate(bad)))

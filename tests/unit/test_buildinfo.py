@@ -9,7 +9,7 @@ from typing import Any
 
 from oota.config.matrix import load_matrix
 from oota.console import Console
-from oota.engine.base import BuildRequest
+from oota.engine.base import SEALED_FROM_LABEL, BuildRequest
 from oota.execute.bases import Base
 from oota.execute.build import BuildOptions, CellRun
 from oota.execute.buildinfo import NOT_KEPT, BuildRecords
@@ -36,11 +36,27 @@ class _Remembering(FakeEngine):
         return str(super().build(request, on_step))
 
 
-def _run(project, engine: FakeEngine, results: Path, run_id: str) -> Result:
+class _Sealed(_Remembering):
+    """The tag names a sealed image (verification results on the build output
+    ``sha256:local``): a rebuild that reproduces that output leaves the tag there."""
+
+    def image_labels(self, ref: str) -> dict[str, str] | None:
+        return {**self.labels, SEALED_FROM_LABEL: "sha256:local"} if self.labels else None
+
+    def build(self, request: BuildRequest, on_step: Any) -> str:
+        super().build(request, on_step)
+        return "sha256:sealed"
+
+    def image_id(self, ref: str) -> str | None:
+        return "sha256:sealed"
+
+
+def _run(project, engine: FakeEngine, results: Path, run_id: str, *,
+         rebuild: bool = False) -> Result:
     matrix = load_matrix(project.matrix)
     cell = plan(matrix, ["cpu"])[0]
     options = BuildOptions(results_dir=results, run_id=run_id, verify=False,
-                           use_host_pip_config=False)
+                           use_host_pip_config=False, rebuild=rebuild)
     return CellRun(matrix, cell, engine, Console(io.StringIO(), live=False), options,
                    lambda c: Base(ref="debian:bookworm-slim", how="local"),
                    Host(facts=engine.facts())).run(build=True)
@@ -63,6 +79,20 @@ def test_a_reused_image_shows_the_log_and_sources_of_the_build_that_made_it(proj
     # Another results folder (a CI job's fresh one) gets the same log from the cache.
     other = _run(project, engine, tmp_path / "elsewhere", "r-other")
     assert (tmp_path / "elsewhere" / other.cell.id / "build.log").read_text() == log
+
+
+def test_after_a_rebuild_of_a_sealed_image_the_next_run_finds_its_log(project, tmp_path):
+    """The log is kept under the build output's id, the one the sealed image's label names
+    and an up-to-date run looks it up by (it was kept under the sealing's id, and lost)."""
+    engine = _Sealed()
+    first = _run(project, engine, tmp_path / "results", "r-rebuild", rebuild=True)
+    log = (tmp_path / "results" / first.cell.id / "build.log").read_text()
+    kept = sorted(p.name for p in BuildRecords(project.root, first.cell.id).folder.iterdir())
+    assert kept == ["local.json", "local.log"]
+    again = _run(project, engine, tmp_path / "elsewhere", "r-again")
+    build = again.stages["build"]
+    assert build.detail["up_to_date"] is True and build.detail["built_by"] == "r-rebuild"
+    assert (tmp_path / "elsewhere" / first.cell.id / "build.log").read_text() == log
 
 
 def test_an_image_built_elsewhere_says_its_log_is_not_here(project, tmp_path):

@@ -45,8 +45,9 @@ def test_a_vendor_line_counts_pairs_tried_and_lists_failures():
     report = build_report(typed([reference(*OPS), make_result("cpu", tests=[
         op_test("add", "float32", name="test_op_runs")])]), [], generated_at=NOW)
     ops = {s.label: s for s in report.ops}
-    assert ops["reference"].text == ("ops: 2 of 4 operator×dtype pairs pass (not compared: 1 "
-                                     "dtype the OpInfo lacks on the CPU, 1 time budget spent)")
+    assert ops["reference"].text == (
+        "ops: 2 of 4 operator×dtype pairs pass, 1 failed, 1 not implemented on the device "
+        "(not compared: 1 dtype the OpInfo lacks on the CPU, 1 time budget spent)")
     assert [(f.test, f.message) for f in ops["reference"].failures] == [("add-float16", MISMATCH)]
     assert ops["cpu"].text == "ops: 1 of 1 operator×dtype pairs pass (not compared: none)"
     text = to_markdown(report)
@@ -62,7 +63,8 @@ def test_a_vendor_with_several_cells_names_the_cell_of_each_failure():
     report = build_report(typed([reference(*OPS), reference(*OPS, torch="2.14.0")]), [],
                           generated_at=NOW)
     (ops,) = report.ops
-    assert ops.text == ("ops: 4 of 8 operator×dtype pairs pass (not compared: 2 dtype the "
+    assert ops.text == ("ops: 4 of 8 operator×dtype pairs pass, 2 failed, 2 not implemented on "
+                        "the device (not compared: 2 dtype the "
                         "OpInfo lacks on the CPU, 2 time budget spent; 2 cells)")
     assert "  - `add-float16` (`reference-torch2.14.0-py3.11-debian12`): " in to_markdown(report)
 
@@ -90,7 +92,7 @@ def test_the_layers_own_failure_is_listed_by_test_id():
     broken = case("test_ops.py::test_op_matches_cpu[op_db]", "ops", "failed",
                   "Failed: cannot import PyTorch's OpInfo database: ModuleNotFoundError: numpy")
     (ops,) = build_report(typed([reference(broken)]), [], generated_at=NOW).ops
-    assert ops.text == "ops: 0 of 1 operator×dtype pairs pass (not compared: none)"
+    assert ops.text == "ops: 0 of 1 operator×dtype pairs pass, 1 failed (not compared: none)"
     assert [(f.test, f.message) for f in ops.failures] == [
         ("test_ops.py::test_op_matches_cpu[op_db]",
          "cannot import PyTorch's OpInfo database: ModuleNotFoundError: numpy")]
@@ -101,13 +103,15 @@ def test_cell_page_and_json_carry_the_ops_summary(tmp_path):
     write_report(write_results(tmp_path / "results", [reference(*OPS)]), out)
     page = (out / "cells" / "reference-torch2.13.0-py3.11-debian12.html").read_text()
     assert "Operators (PyTorch's OpInfo tests)" in page
-    assert "ops: 2 of 4 operator×dtype pairs pass (not compared: 1 dtype the OpInfo lacks " \
+    assert "ops: 2 of 4 operator×dtype pairs pass, 1 failed, 1 not implemented on the device " \
+           "(not compared: 1 dtype the OpInfo lacks " \
            "on the CPU, 1 time budget spent)" in page
     assert "<code>add-float16</code>" in page and "max abs diff 0.25" in page
     data = json.loads((out / "results.json").read_text())
     assert data["ops"] == [{"label": "reference", "cells": 1, "passed": 2, "tried": 4,
                             "not_run": 2, "not_compared": {
                                 "dtype the OpInfo lacks on the CPU": 1, "time budget spent": 1},
+                            "not_passed": {"failed": 1, "not implemented on the device": 1},
                             "failures": [{
                                 "cell": "reference-torch2.13.0-py3.11-debian12",
                                 "test": "add-float16", "message": MISMATCH, "built_on": ""}]}]
@@ -130,7 +134,8 @@ FOLDED = case("test_ops.py::test_op_matches_cpu[unrun-by-budget]", "ops", "skipp
 def test_the_pairs_folded_into_one_test_count_each_as_not_run():
     folded = [t for t in OPS if "time budget" not in t.get("message", "")] + [FOLDED]
     (ops,) = build_report(typed([reference(*folded)]), [], generated_at=NOW).ops
-    assert ops.text == ("ops: 2 of 4 operator×dtype pairs pass (not compared: 2891 time budget "
+    assert ops.text == ("ops: 2 of 4 operator×dtype pairs pass, 1 failed, 1 not implemented on "
+                        "the device (not compared: 2891 time budget "
                         "spent, 1 dtype the OpInfo lacks on the CPU)")
     assert ops.not_run == 2892
 
@@ -189,3 +194,15 @@ def test_a_failure_built_on_another_failing_operator_says_so():
     assert [(f.test, f.built_on) for f in ops.failures] == [
         ("tanh-float32", ""), ("nn.functional.tanhshrink-float32", "tanh")]
     assert ops.failures[1].text.startswith("fails through tanh, which fails too: ")
+
+
+def test_the_sentence_accounts_for_every_pair_it_counts_naming_each_reason():
+    """2893 of 2918 pass: the 25 others are named (they ran, and every sample was refused by
+    the CPU), so the counts add up without reading verify.log."""
+    refused = [op_test(f"op{n}", "float64", "skipped", f"every one of the 3 samples of op{n} "
+                       "(float64) raised on the CPU too: RuntimeError: x") for n in range(25)]
+    passing = [op_test(f"ok{n}", "float32") for n in range(3)]
+    (ops,) = build_report(typed([reference(*passing, *refused)]), [], generated_at=NOW).ops
+    assert ops.text == ("ops: 3 of 28 operator×dtype pairs pass, 25 every sample refused by "
+                        "the CPU (not compared: none)")
+    assert ops.passed + sum(n for _, n in ops.not_passed) == ops.tried
