@@ -49,7 +49,7 @@ def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
                         Path(previous_dir) if previous_dir else None,
                         merge=[Path(m) for m in merge or []], extras=extras, history=history,
                         current=current_fingerprints(Path(matrix)), accept=accept,
-                        replace=replace)
+                        replace=replace, unverified=unverified_facts(Path(matrix)))
 
 
 class _TodayFingerprints(Mapping[str, str]):
@@ -88,6 +88,20 @@ def current_fingerprints(matrix_file: Path) -> Mapping[str, str] | None:
     except OotaError as exc:
         logging.getLogger("oota").debug("no staleness on the get-started pages: %s", exc)
         return None
+
+
+def unverified_facts(matrix_file: Path) -> dict[str, tuple[str, ...]]:
+    """Per cell of today's matrix, the unverified vendor facts it rests on ({} where the
+    matrix is absent or unreadable: nothing is marked then)."""
+    if not matrix_file.is_file():
+        return {}
+    try:
+        cells = plan(load_matrix(matrix_file))
+    except OotaError as exc:
+        logging.getLogger("oota").debug("no unverified facts marked: %s", exc)
+        return {}
+    return {c.id: tuple(f.sentence for f in facts) for c in cells
+            if (facts := c.unverified_facts())}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -60,6 +60,14 @@ class Report:
     groups: tuple[CellGroup, ...] = ()
     sources: tuple[str, ...] = ()  # the folders merged (--merge); empty for one folder
     ops: tuple[OpsSummary, ...] = ()  # per vendor that ran the ops layer
+    # Per cell of today's matrix, the vendor facts it rests on that no source confirms
+    # (oota.plan.Cell.unverified_facts), as sentences; the report and get-started pages mark
+    # those cells.
+    unverified: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def unverified_cells(self) -> list[tuple[str, tuple[str, ...]]]:
+        """(cell id, facts) of this report's cells that rest on an unverified fact."""
+        return [(g.id, self.unverified[g.id]) for g in self.groups if self.unverified.get(g.id)]
 
     @property
     def vendors(self) -> list[str]:

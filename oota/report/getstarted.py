@@ -71,6 +71,7 @@ class StartCell:
     notes: tuple[str, ...]       # where the build had to use other sources
     stale: bool
     verified_at: str
+    unverified: tuple[str, ...] = ()  # the vendor facts it rests on that no source confirms
 
     @property
     def unsupported_here(self) -> bool:
@@ -174,7 +175,8 @@ def _stale(cell: CellRef, current: Mapping[str, str] | None) -> bool:
     return today is not None and today != cell.fingerprint
 
 
-def start_cell(row: CellRow, result: Result, current: Mapping[str, str] | None) -> StartCell:
+def start_cell(row: CellRow, result: Result, current: Mapping[str, str] | None,
+               unverified: tuple[str, ...] = ()) -> StartCell:
     """The page's block for one verified copy of a cell; ``current`` maps cell ids to today's
     fingerprints (None when unknown: staleness is then not judged)."""
     published = row.image.published
@@ -195,7 +197,8 @@ def start_cell(row: CellRow, result: Result, current: Mapping[str, str] | None) 
         torch_source=row.torch.source or "not recorded",
         notes=result.sources.notes if result.sources else (),
         stale=_stale(result.cell, current),
-        verified_at=sealed.at if sealed and sealed.at else row.finished_at)
+        verified_at=sealed.at if sealed and sealed.at else row.finished_at,
+        unverified=unverified)
 
 
 def _chosen(group: CellGroup) -> CellRow:
@@ -237,7 +240,7 @@ def start_page(report: Report, vendor: str,
             continue
         row = _chosen(group)
         shown.append(start_cell(row, results[(row.id, row.started_at, row.finished_at)],
-                                current))
+                                current, report.unverified.get(group.id, ())))
     return StartPage(vendor=vendor, cells=tuple(shown), left_out=tuple(left_out),
                      make=make_commands(vendor))
 

@@ -12,6 +12,7 @@ beside the standard ones.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -242,12 +243,14 @@ def write_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = N
                  merge: Sequence[Path] = (), extras: Extras | None = None,
                  history: Callable[[Report], hud.HudInput | None] | None = None,
                  current: Mapping[str, str] | None = None,
-                 accept: Accept | None = None, replace: bool = False) -> Report:
+                 accept: Accept | None = None, replace: bool = False,
+                 unverified: Mapping[str, tuple[str, ...]] | None = None) -> Report:
     """Read the results (and an earlier run's, to compare), write the report, swap it in.
     With ``merge``, the results are those of every folder in it instead of ``results_dir``.
     ``history`` gives, once the results are read, the history the HUD shows (None: no HUD).
     ``current`` maps cell ids to today's fingerprints (None: staleness is not judged);
     ``accept`` may refuse a result file (its signature), which then counts as unreadable.
+    ``unverified`` maps cell ids to the unverified vendor facts each rests on (marked).
     A report holding fewer results than the one in ``out_dir`` is refused (ReportShrinks)
     unless ``replace``."""
     extras = extras or Extras()
@@ -262,6 +265,9 @@ def write_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = N
     else:
         check_folders(results_dir, target)
         report = collect(results_dir, previous_dir, accept)
+    if unverified:
+        report = dataclasses.replace(report, unverified={
+            g.id: unverified[g.id] for g in report.groups if unverified.get(g.id)})
     if not replace:
         check_not_less(target, report)
     past = history(report) if history is not None else None

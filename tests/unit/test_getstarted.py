@@ -22,6 +22,7 @@ from oota.lockfile import header, lock_path
 from oota.plan import plan
 from oota.report.data import build_report
 from oota.report.getstarted import UNSUPPORTED_HERE, start_page
+from oota.report.markdown import md_text
 from oota.report.write import write_report
 from oota.results.model import Host, Image, Result
 from oota.results.store import load
@@ -348,3 +349,26 @@ def test_a_build_records_the_vendors_requirements_apart_with_the_locks_pins(
     assert [(p.name, p.version, p.hashes) for p in req.locked] == [
         ("filelock", "4.2.11", ("a" * 64,)), ("torch", "2.13.0+cpu", ("c" * 64,))]
     assert result.requested == req.vendor + req.test  # the history's view is unchanged
+
+
+def test_a_cell_resting_on_an_unverified_fact_is_marked_everywhere(tmp_path: Path) -> None:
+    """The report of the shipped matrix marks the CUDA 2.15/13.0 cell (its compat row is
+    unverified) in matrix.md, index.html and its get-started page, and not the 13.2 one."""
+    marked = "cuda-torch2.15.0-cu13.0-py3.11-debian12"
+    plain = "cuda-torch2.15.0-cu13.2-py3.11-debian12"
+    cells = [make_result("cuda", torch="2.15.0", toolkit="cuda", toolkit_version=v,
+                         installed_torch="2.15.0") for v in ("13.0", "13.2")]
+    assert [c["cell"]["id"] for c in cells] == [marked, plain]
+    results_dir = write_results(tmp_path / "results", cells)
+    report(str(results_dir), str(tmp_path / "reports"), matrix=str(REPO / "matrix.yaml"))
+    fact = ("vendors/cuda/vendor.yaml facts.compat[1]: torch 2.15: toolkit 13.0, python "
+            ">=3.11,<3.16: UNVERIFIED: RELEASE.md's 2.15 row was not read")
+    matrix_md = (tmp_path / "reports" / "matrix.md").read_text(encoding="utf-8")
+    section = matrix_md.split("## Cells resting on unverified vendor facts", 1)[1]
+    assert f"- `{marked}`" in section and plain not in section.split("##", 1)[0]
+    assert md_text(fact) in section   # as Markdown shows it: brackets and '<' escaped
+    index = html.unescape((tmp_path / "reports" / "index.html").read_text(encoding="utf-8"))
+    assert "Cells resting on unverified vendor facts" in index and fact in index
+    assert "Rests on vendor facts no source confirms" in block(tmp_path / "reports", "cuda",
+                                                               marked)
+    assert "no source confirms" not in block(tmp_path / "reports", "cuda", plain)
