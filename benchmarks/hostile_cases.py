@@ -133,6 +133,28 @@ def signed_then_edited(root: Path) -> None:
     path.write_text(path.read_text().replace('"lab-run"', '"edited-run"'))
 
 
+def signature_of_another(root: Path) -> None:
+    """Two results of one lab, signed; the first one's signature copied beside the second."""
+    keys = signing.generate(root / "keys", None)
+    key = signing.load_private(keys.private, None)
+    for python, cell in zip(("3.11", "3.13"), CELLS, strict=True):
+        save(root / "lab-a" / cell, result(python))
+        sign_folder(root / "lab-a" / cell, key)
+    (root / "lab-a" / CELLS[1] / "result.sig").write_bytes(
+        (root / "lab-a" / CELLS[0] / "result.sig").read_bytes())
+
+
+def talking_helper(root: Path) -> None:
+    """A credential helper that prints the credentials (the canary) and fails."""
+    helper = root / "bin/docker-credential-probe-talks"
+    helper.parent.mkdir()
+    helper.write_text(f'#!/bin/sh\necho \'{{"Username": "lab", "Secret": "{CANARY}"}}\'\n'
+                      f"echo 'cannot unlock: {CANARY}' >&2\nexit 1\n")
+    helper.chmod(0o755)
+    (root / "docker").mkdir()
+    (root / "docker/config.json").write_text('{"credsStore": "probe-talks"}')
+
+
 def climbing_vendor(root: Path) -> None:
     """A result whose vendor (the name of its get-started page) climbs out of the report."""
     save(root / "results/cpu-extra", result("3.12"))
@@ -392,6 +414,13 @@ ENVIRONMENT = [
     Case("engine-drips-hosts", ("hosts", "--vendor", "cpu"), 3,
          "(DOCKER_HOST) gave no complete answer to GET /version within 30 s",
          env=(("DOCKER_HOST", "tcp://{drip}"),)),
+    Case("engine-floods-hosts", ("hosts", "--vendor", "cpu"), 3, "",
+         env=(("DOCKER_HOST", "tcp://{flood}"),)),
+    Case("publish-host-drips", ("publish", "--registry", "127.0.0.1:5999", "--host",
+                                "tcp://{drip}"), 3,
+         "the Docker Engine at tcp://127.0.0.1:", ),
+    Case("publish-host-floods", ("publish", "--registry", "127.0.0.1:5999", "--host",
+                                 "tcp://{flood}"), 3, ""),
     Case("docker-context-missing", ("hosts", "--vendor", "cpu"), 3,
          "DOCKER_CONTEXT names the docker context 'nope', which does not exist",
          env=(("DOCKER_HOST", ""), ("DOCKER_CONTEXT", "nope"))),
@@ -418,6 +447,9 @@ NETWORK = [
          docker=True),
     Case("registry-answers-without-end", ("pull", "{flood}/oota/cpu:x"), 3,
          "larger than 16 MiB", docker=True),
+    Case("credential-helper-prints-secret", ("pull", "{challenge}/oota/cpu:x"), 3,
+         "docker-credential-probe-talks (named in", talking_helper, docker=True,
+         env=(("DOCKER_CONFIG", "{root}/docker"), ("PATH", "{root}/bin:" + os.environ["PATH"]))),
     Case("credential-helper-hangs", ("pull", "{challenge}/oota/cpu:x"), 3,
          "no answer within 30 s", hanging_helper, docker=True,
          env=(("DOCKER_CONFIG", "{root}/docker"), ("PATH", "{root}/bin:" + os.environ["PATH"]))),
@@ -444,6 +476,10 @@ RESULTS = [
     Case("signature-edited-after-signing", ("report", "--merge", "results", "--merge", "lab-a",
                                             "--key", "keys/oota.pub", "--no-history"), 0,
          "does not check with --key", signed_then_edited, lab=True),
+    Case("signature-of-another-result", ("report", "--merge", "results", "--merge", "lab-a",
+                                         "--key", "keys/oota.pub", "--no-history"), 0,
+         "does not check with --key", signature_of_another, lab=True,
+         check=report_cells(2)),
     Case("result-is-a-fifo", ("report", "--no-history"), 0, "(a FIFO)",
          chain(write("results/cpu-extra/.keep", ""), fifo("results/cpu-extra/result.json")),
          lab=True, check=report_cells(2)),

@@ -134,7 +134,8 @@ def run(root: Path, args: tuple[str, ...], env: dict[str, str], *,
 def leaks(root: Path, proc: subprocess.CompletedProcess[str]) -> list[str]:
     """Where the canary is: the output, or any file of the checkout (a case's own input files
     that hold it on purpose excepted)."""
-    inputs = {"vendors/cpu/vendor.yaml", "matrix.yaml", "h.yaml", "auth.json"}
+    inputs = {"vendors/cpu/vendor.yaml", "matrix.yaml", "h.yaml", "auth.json",
+              "bin/docker-credential-probe-talks"}
     found = ["stdout/stderr"] if CANARY in proc.stdout + proc.stderr else []
     for path in root.rglob("*"):
         rel = str(path.relative_to(root))

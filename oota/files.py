@@ -118,6 +118,11 @@ def write_atomic(path: Path, data: str | bytes) -> None:
             fh.write(data.encode() if isinstance(data, str) else data)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; reports are served by static web servers
         os.replace(tmp, path)
+    except OSError as exc:  # a full disk names no file: say which one was being written
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import shutil
 import tarfile
+import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -14,6 +15,10 @@ from oota.errors import StepFailed
 
 # A file read out of an image (its sealed results): an image may hold anything there.
 READ_FILE_LIMIT = 64 << 20
+# A container's results folder as a whole (results, logs, the ops layer's recording), and how
+# many files and folders it may hold: a pulled image's suite may write anything there.
+RESULTS_LIMIT = 2 << 30
+RESULTS_MEMBERS = 100_000
 
 
 def bounded(stream: Iterable[bytes], limit: int) -> bytes:
@@ -57,6 +62,34 @@ def extract_safely(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: P
         with source, target.open("wb") as sink:
             shutil.copyfileobj(source, sink)
         target.chmod((member.mode & 0o755) | 0o600)
+
+
+def extract_results(stream: Iterable[bytes], dest: Path) -> None:
+    """A container's results folder (``stream``: the Engine's tar of it) extracted into
+    ``dest``, its top folder stripped: files and folders only, nothing outside ``dest``
+    (:func:`extract_safely`), spooled to disk (not memory) and refused past
+    :data:`RESULTS_LIMIT` bytes or :data:`RESULTS_MEMBERS` entries (StepFailed)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=dest.parent) as spool:
+        size = 0
+        for chunk in stream:
+            size += len(chunk)
+            if size > RESULTS_LIMIT:
+                raise StepFailed(f"the container's results are larger than "
+                                 f"{RESULTS_LIMIT >> 30} GiB; not copied into {dest}")
+            spool.write(chunk)
+        spool.seek(0)
+        with tarfile.open(fileobj=spool) as tar:
+            members = []
+            for count, member in enumerate(tar, start=1):
+                if count > RESULTS_MEMBERS:
+                    raise StepFailed(f"the container's results hold more than "
+                                     f"{RESULTS_MEMBERS} files; not copied into {dest}")
+                _, _, rest = member.name.partition("/")  # strip the archive's top folder
+                if rest and (member.isfile() or member.isdir()):
+                    member.name = rest
+                    members.append(member)
+            extract_safely(tar, members, dest)
 
 
 def tar_of(files: dict[str, bytes]) -> bytes:

@@ -4,9 +4,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 import subprocess
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -66,20 +70,19 @@ def ask_helper(helper: str, server: str, registry: str, where: Path) -> dict[str
         raise _helper_failed(helper, registry, where,
                              f"{program} is not installed or not available in PATH")
     try:
-        proc = subprocess.run([exe, "get"], input=server.encode(), capture_output=True,
-                              timeout=HELPER_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        raise _helper_failed(helper, registry, where,
-                             f"no answer within {HELPER_TIMEOUT_S} s") from None
+        code, said = _run_helper(exe, server)
     except OSError as exc:
         raise _helper_failed(helper, registry, where, f"cannot run it ({exc.strerror})") from None
-    said = (proc.stdout or proc.stderr)[:_HELPER_ANSWER_LIMIT].decode(errors="replace").strip()
-    if proc.returncode != 0:
-        if "credentials not found" in said.lower():
+    if code is None:
+        raise _helper_failed(helper, registry, where, f"no answer within {HELPER_TIMEOUT_S} s")
+    if len(said) > _HELPER_ANSWER_LIMIT:
+        raise _helper_failed(helper, registry, where, "it answered more than 1 MiB")
+    if code != 0:
+        if b"credentials not found" in said.lower():
             return None
-        first = (said.splitlines() or [""])[0]
-        raise _helper_failed(helper, registry, where, f"it exited with {proc.returncode}"
-                             + (f": {first}" if first else ""))
+        # What it printed is not quoted: a helper may print the secret it failed to hand over.
+        raise _helper_failed(helper, registry, where, f"it exited with {code} (run "
+                             f"`echo {server} | {program} get` to see what it says)")
     try:
         answer = json.loads(said)
         user, secret = answer["Username"], answer["Secret"]
@@ -92,6 +95,41 @@ def ask_helper(helper: str, server: str, registry: str, where: Path) -> dict[str
     if user == "<token>":  # docker's marker of an identity token
         return {"IdentityToken": secret}
     return {"Username": user, "Password": secret}
+
+
+def _run_helper(exe: str, server: str) -> tuple[int | None, bytes]:
+    """``exe get`` asked for ``server``: its exit code (None: killed at the deadline) and at
+    most :data:`_HELPER_ANSWER_LIMIT` + 1 bytes of its answer (a helper printing without end
+    is not read into memory). Its stderr is not kept (docker's helpers answer on stdout). It
+    runs in a process group of its own, killed whole: a child of it that holds its output
+    open would otherwise keep the read waiting."""
+    expired = threading.Event()
+    with subprocess.Popen([exe, "get"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, start_new_session=True) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+
+        def kill() -> None:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+        def expire() -> None:
+            expired.set()
+            kill()
+
+        timer = threading.Timer(HELPER_TIMEOUT_S, expire)
+        timer.daemon = True
+        timer.start()
+        try:
+            with contextlib.suppress(OSError):  # it may exit before reading
+                proc.stdin.write(server.encode())
+                proc.stdin.close()
+            said = proc.stdout.read(_HELPER_ANSWER_LIMIT + 1)
+            if len(said) > _HELPER_ANSWER_LIMIT:
+                kill()
+            code = proc.wait()
+        finally:
+            timer.cancel()
+    return (None if expired.is_set() else code), said
 
 
 def _as_auth(found: Mapping[str, Any] | None, helper: str | None, registry: str,

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from oota import reproducible
 from oota.engine import restamp
-from oota.engine.archives import READ_FILE_LIMIT, bounded, extract_safely, tar_of
+from oota.engine.archives import READ_FILE_LIMIT, bounded, extract_results, tar_of
 from oota.engine.base import (
     RUN_LABEL,
     SEALED_FROM_LABEL,
@@ -487,16 +487,7 @@ class DockerEngine:
             stream, _ = self.client.containers.get(container_id).get_archive(path)
         except self._errors.NotFound:
             return  # the run wrote nothing there; the caller reports missing results
-        data = io.BytesIO(b"".join(stream))
-        dest.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=data) as tar:
-            members = []
-            for member in tar.getmembers():  # strip the archive's top folder
-                _, _, rest = member.name.partition("/")
-                if rest and (member.isfile() or member.isdir()):
-                    member.name = rest
-                    members.append(member)
-            extract_safely(tar, members, dest)
+        extract_results(stream, dest)
 
     def cleanup(self, run_id: str, *, images: bool) -> int:
         """Remove containers (and images, if asked) labelled with ``oota.run=run_id``; return

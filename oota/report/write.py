@@ -111,7 +111,16 @@ def _copy_files(report: Report, folder: Path) -> None:
             try:
                 os.link(source, dest / name, follow_symlinks=False)
             except OSError:
-                shutil.copyfile(source, dest / name, follow_symlinks=False)
+                _copy(source, dest / name)
+
+
+def _copy(source: Path, target: Path) -> None:
+    """``source`` copied to ``target``; an error names the target (a full disk is the
+    report's, not the results folder's)."""
+    try:
+        shutil.copyfile(source, target, follow_symlinks=False)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(target)) from exc
 
 
 def _links(report: Report, results_dir: Path, page_dir: Path, up: str = "") -> Links:

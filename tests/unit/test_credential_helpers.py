@@ -96,10 +96,18 @@ def test_auths_is_the_last_resort_when_the_helper_knows_nothing(docker_home):
 
 @pytest.mark.parametrize("body, said", [
     ("#!/bin/sh\necho 'the password store is locked' >&2\necho 'store locked'\nexit 3\n",
-     "exited with 3: store locked"),
+     "it exited with 3 (run `echo 127.0.0.1:5000 | docker-credential-oota-broken get` to see "
+     "what it says)"),
     (f"#!/bin/sh\necho 'not json {SECRET}'\n", "its answer is not the JSON"),
     (f"#!/bin/sh\necho '{{\"Secret\": \"{SECRET}\"}}'\n", "its answer is not the JSON"),
-], ids=["fails", "answers-garbage", "answers-without-username"])
+    # A helper that prints the secret it then fails to hand over: never quoted.
+    (f"#!/bin/sh\necho '{{\"Username\": \"u\", \"Secret\": \"{SECRET}\"}}'\nexit 1\n",
+     "it exited with 1"),
+    (f"#!/bin/sh\necho 'wrong password {SECRET}'\necho '{SECRET}' >&2\nexit 1\n",
+     "it exited with 1"),
+    ("#!/bin/sh\nexec cat /dev/zero\n", "it answered more than 1 MiB"),
+], ids=["fails", "answers-garbage", "answers-without-username", "prints-secret-and-fails",
+        "says-the-secret-and-fails", "answers-without-end"])
 def test_a_failing_helper_is_an_environment_problem_naming_it(docker_home, body, said):
     _helper(docker_home.parent / "bin", "oota-broken", body)
     _config(docker_home, credHelpers={REGISTRY: "oota-broken"})

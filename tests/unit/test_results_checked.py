@@ -153,10 +153,14 @@ def test_merge_without_a_key_says_signatures_are_not_checked(tmp_path, lab):
     assert "  unsigned: lab-b/cpu-torch2.13.0-py3.13-debian12/result.json" in proc.stdout
 
 
-@pytest.mark.parametrize("tamper", ["edited-after-signing", "another-key", "garbage"])
+@pytest.mark.parametrize("tamper", ["edited-after-signing", "another-key", "garbage",
+                                    "valid-for-another-result"])
 def test_a_signature_that_does_not_check_is_refused(tmp_path, lab, tamper):
     folder = signed_folder(tmp_path / "lab-a", honest("3.11"), lab)
-    if tamper == "edited-after-signing":   # still consistent: only the time moved
+    if tamper == "valid-for-another-result":  # the lab's own signature, of its other result
+        other = signed_folder(tmp_path / "lab-a", honest("3.13"), lab)
+        (folder / SIGNATURE_FILE).write_bytes((other / SIGNATURE_FILE).read_bytes())
+    elif tamper == "edited-after-signing":   # still consistent: only the time moved
         data = json.loads((folder / "result.json").read_text())
         data["finished_at"] = "2026-11-21T12:00:00+00:00"
         (folder / "result.json").write_text(json.dumps(data))
