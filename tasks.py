@@ -97,9 +97,9 @@ def _finish(ran: Ran, results: str | Path, history: History,
         print(f"{r.status:>16}  {r.cell.id}" + (f"  ({r.message})" if r.message else ""))
     for lost in ran.lost:
         print(f"{'host lost':>16}  {lost}")
-    _stderr(sign_results(ran.results, str(results), key))
+    _stderr(sign_results(ran, results, key))
     _stderr(record_history(history, ran.results))
-    done = finish_report(str(results), history)
+    done = finish_report(ran.held(), str(results), history)
     _stderr(list(done.notes))
     hud = ", reports/hud.html" if done.hud else ""
     print(f"report: reports/matrix.md, reports/index.html{hud} ({done.cells} cells)"

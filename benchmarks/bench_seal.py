@@ -25,7 +25,7 @@ from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.docker import DockerEngine
 from oota.execute.build import BuildOptions
-from oota.execute.fleet import build_cells
+from oota.execute.fleet import Station, run_on_stations
 from oota.execute.verify import EXPECTED_IN_IMAGE
 from oota.plan import plan, select
 
@@ -37,8 +37,9 @@ def timed_run(engine, matrix, cells, results: Path, *, seal: bool) -> float:
     layers = () if seal else ("install", "compat", "device", "models", "vendor")
     options = BuildOptions(results_dir=results, layers=layers)
     started = time.perf_counter()
-    out = build_cells(matrix, cells, engine, Console(io.StringIO(), live=False), options,
-                      build=False)
+    station = Station("", engine, cache=matrix.root / ".oota-cache")
+    out = run_on_stations(matrix, cells, [station], Console(io.StringIO(), live=False),
+                          options, build=False).results
     took = time.perf_counter() - started
     assert out[0].status in ("passed", "unsupported-here"), out[0].message
     return took

@@ -128,5 +128,10 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         raise
 
 
+def json_bytes(data: Any) -> bytes:
+    """``data`` as oota writes a JSON file: sorted keys, indented, UTF-8, a final newline."""
+    return (json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode()
+
+
 def write_json(path: Path, data: Any) -> None:
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    write_atomic(path, json_bytes(data))

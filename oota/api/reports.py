@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,22 +21,25 @@ from oota.render import (
     cell_fingerprint,
 )
 from oota.report import crcr, hud
-from oota.report.data import Report
+from oota.report.data import Report, collect_run
 from oota.report.hud import HudInput
-from oota.report.write import Extras, ReportShrinks, write_report
+from oota.report.write import (
+    Extras,
+    ReportShrinks,
+    check_folders,
+    check_not_less,
+    marked,
+    read_report,
+    write_pages,
+)
+from oota.results.model import Result
 from oota.results.signed import Checker
 from oota.supply import signing
 
 
-def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
-           merge: list[str] | None = None, formats: str | None = None,
-           artifact_url: str | None = None, env: Mapping[str, str] | None = None,
-           history: Callable[[Report], HudInput | None] | None = None,
-           accept: Callable[[Path], str] | None = None, replace: bool = False,
-           matrix: str = "matrix.yaml") -> Report:
-    """Write the report from ``results_dir``, or from every ``merge`` folder; ``formats`` adds
-    outputs (crcr.json, described by the CI run of ``env``: GitHub Actions' variables);
-    ``history`` gives, once the results are read, what the HUD shows (None: no HUD)."""
+def _extras(results_dir: str, merge: list[str] | None, formats: str | None,
+            artifact_url: str | None, env: Mapping[str, str] | None) -> Extras:
+    """The report task's flags checked against each other, and what ``--format`` adds."""
     if merge and results_dir != DEFAULT_RESULTS:
         raise InputError(f"--merge and --results {results_dir} exclude each other: name every "
                          "folder to merge with --merge")
@@ -44,12 +47,35 @@ def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
     if artifact_url is not None and "crcr" not in extra:
         raise InputError("--artifact-url goes into crcr.json only; add --format crcr")
     ci = crcr.CiRun.from_env(env or {}) if "crcr" in extra else crcr.CiRun()
-    extras = Extras(formats=extra, ci=ci, artifact_url=crcr.artifact_url(artifact_url, ci))
-    return write_report(Path(results_dir), Path(out_dir),
-                        Path(previous_dir) if previous_dir else None,
-                        merge=[Path(m) for m in merge or []], extras=extras, history=history,
-                        current=current_fingerprints(Path(matrix)), accept=accept,
-                        replace=replace, unverified=unverified_facts(Path(matrix)))
+    return Extras(formats=extra, ci=ci, artifact_url=crcr.artifact_url(artifact_url, ci))
+
+
+def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
+           merge: list[str] | None = None, formats: str | None = None,
+           artifact_url: str | None = None, env: Mapping[str, str] | None = None,
+           accept: Callable[[Path], str] | None = None, replace: bool = False,
+           matrix: str = "matrix.yaml") -> Report:
+    """Write the report (no HUD) from ``results_dir``, or from every ``merge`` folder;
+    ``formats`` adds outputs (crcr.json, described by the CI run of ``env``: GitHub Actions'
+    variables)."""
+    extras = _extras(results_dir, merge, formats, artifact_url, env)
+    rep = _read(results_dir, out_dir, previous_dir, merge, accept, replace, matrix)
+    _write(rep, out_dir, results_dir, merge, extras, None, matrix)
+    return rep
+
+
+def _read(results_dir: str, out_dir: str, previous_dir: str | None, merge: list[str] | None,
+          accept: Callable[[Path], str] | None, replace: bool, matrix: str) -> Report:
+    return read_report(Path(results_dir), Path(out_dir),
+                       Path(previous_dir) if previous_dir else None,
+                       merge=[Path(m) for m in merge or []], accept=accept, replace=replace,
+                       unverified=unverified_facts(Path(matrix)))
+
+
+def _write(rep: Report, out_dir: str, results_dir: str, merge: list[str] | None,
+           extras: Extras, source: HudInput | None, matrix: str) -> None:
+    write_pages(rep, Path(out_dir), Path(merge[0] if merge else results_dir), extras=extras,
+                hud_input=source, current=current_fingerprints(Path(matrix)))
 
 
 class _TodayFingerprints(Mapping[str, str]):
@@ -124,23 +150,18 @@ def report_with_history(results_dir: str, out_dir: str, previous_dir: str | None
     """:func:`report`, appending a merged run to ``target`` and writing the HUD of the
     history at ``shown`` (None: ``--no-history``) over its last ``hud_runs`` runs. Results
     are checked against their signatures with the public ``keys`` (``--key``: one whose
-    signature does not check is refused)."""
+    signature does not check is refused). Read, record, then write: the HUD shows the run
+    just appended."""
+    extras = _extras(results_dir, merge, formats, artifact_url, env)
     checker = Checker(keys=tuple(signing.load_public(Path(k)) for k in keys or ()))
-    notes: list[str] = []
-    made: list[HudInput] = []
-
-    def history(rep: Report) -> HudInput | None:
-        notes.extend(record_history(target, rep.results))  # the HUD then shows this run too
-        source, why = hud_source(shown, hud_runs, target.root)
-        notes.extend([why] if why else [])
-        made.extend([source] if source else [])
-        return source
-
-    rep = report(results_dir, out_dir, previous_dir, merge=merge, formats=formats,
-                 artifact_url=artifact_url, env=env, history=history, accept=checker,
-                 replace=replace, matrix=matrix)
+    rep = _read(results_dir, out_dir, previous_dir, merge, checker, replace, matrix)
+    notes = record_history(target, rep.results)
+    source, why = hud_source(shown, hud_runs, target.root)
+    notes.extend([why] if why else [])
+    _write(rep, out_dir, results_dir, merge, extras, source, matrix)
     said = checker.summary() if rep.merged or keys else []
-    return Reported(report=rep, hud=bool(made), notes=tuple(notes), signatures=tuple(said))
+    return Reported(report=rep, hud=source is not None, notes=tuple(notes),
+                    signatures=tuple(said))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -153,16 +174,24 @@ class Finished:
     notes: tuple[str, ...]
 
 
-def finish_report(results_dir: str, target: History) -> Finished:
-    """The report a build or verify writes after appending its run to ``target``: the HUD
-    shows that history (with this run) over its last runs, as ``invoke report`` would. When
-    these results hold less than ``reports/`` shows (a verify of one cell into another
-    folder), ``reports/`` is left as it was: the cells' outcomes are the run's, not the report."""
+def finish_report(ran: Sequence[Result], results_dir: str, target: History,
+                  out_dir: str = "reports") -> Finished:
+    """The report a build or verify writes after appending its run to ``target``: the run's
+    results as they are in memory (``ran``: what the results folder holds for its cells),
+    beside the folder's other cells, with the HUD of that history (this run included) over
+    its last runs, as ``invoke report`` would. When these results hold less than ``reports/``
+    shows (a verify of one cell into another folder), ``reports/`` is left as it was: the
+    cells' outcomes are the run's, not the report."""
     source, why = hud_source(target.location, hud.DEFAULT_RUNS, target.root)
+    out = Path(out_dir)
+    check_folders(Path(results_dir), out)
+    rep = marked(collect_run(Path(results_dir), ran), unverified_facts(Path("matrix.yaml")))
     try:
-        rep = report(results_dir, "reports", history=lambda _: source)
+        check_not_less(out, rep)
     except ReportShrinks as exc:
         return Finished(cells=None, hud=False, notes=(
-            f"note: reports/ left as it was: {exc.what}; `invoke report --results "
+            f"note: {out_dir}/ left as it was: {exc.what}; `invoke report --results "
             f"{results_dir} --out OTHER` writes a report of these results",))
+    write_pages(rep, out, Path(results_dir), hud_input=source,
+                current=current_fingerprints(Path("matrix.yaml")))
     return Finished(cells=len(rep.results), hud=source is not None, notes=(why,) if why else ())

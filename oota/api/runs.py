@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 import sys
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from oota.api.cells import cells_for
@@ -34,21 +34,31 @@ from oota.execute.fleet import Down, Station, lost_hosts, run_on_stations
 from oota.execute.publish import Outcome as PublishOutcome, publish_cells
 from oota.execute.pull import Pulled, pull_and_verify
 from oota.plan import Cell, plan, select
-from oota.results.jsonfields import ResultFormatError
 from oota.results.model import Result
-from oota.results.signed import key_id, sign_folder
-from oota.results.store import RESULT_FILE, SIGNATURE_FILE, load
+from oota.results.signed import key_id, sign_result
+from oota.results.store import SIGNATURE_FILE
 from oota.supply import signing
 from oota.vocab import BAD
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Ran:
-    """What a build or verify run gives the task: each cell's result, and the hosts that
-    stopped answering (or never answered) on the way."""
+    """What a build or verify run gives the task: each cell's result, the hosts that stopped
+    answering (or never answered) on the way, and the earlier results some cells' folders
+    keep instead of this run's (cell id -> result; :class:`~oota.execute.fleet.Outcomes`).
+    The stages after the run (sign, record in the history, report) take these values."""
 
     results: list[Result]
     lost: tuple[str, ...] = ()
+    kept: Mapping[str, Result] = field(default_factory=dict)
+
+    def written(self) -> list[Result]:
+        """The results this run wrote into the results folder (what it signs)."""
+        return [r for r in self.results if r.cell.id not in self.kept]
+
+    def held(self) -> list[Result]:
+        """What the results folder holds for the run's cells now (what the report shows)."""
+        return [self.kept.get(r.cell.id, r) for r in self.results]
 
 
 def build(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, everything: bool,
@@ -73,9 +83,9 @@ def build(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, ev
     else:
         stations, down = _stations(fleet, cells, console, matrix.root / ".oota-cache")
     logging.getLogger("oota").debug("engines ready")
-    results = run_on_stations(matrix, cells, stations, console, options, build=build_images,
-                              down=down)
-    return Ran(results=results, lost=tuple(lost_hosts(stations))
+    run = run_on_stations(matrix, cells, stations, console, options, build=build_images,
+                          down=down)
+    return Ran(results=run.results, kept=run.kept, lost=tuple(lost_hosts(stations))
                + tuple(f"{d.name}: {d.why}" for d in down))
 
 
@@ -156,24 +166,17 @@ def _publishing_engines(matrix: Matrix, cells: list[Cell], console: Console,
     return [s.engine for s in stations]
 
 
-def sign_results(results: Sequence[Result], results_dir: str,
+def sign_results(ran: Ran, results_dir: str | Path,
                  key: signing.PrivateKey | None) -> list[str]:
-    """Sign each result this run wrote (``result.sig`` beside it); lines for stderr. A result
-    file that is not this run's (an earlier one kept) is left as it is."""
+    """Sign each result this run wrote (``result.sig`` beside it), from memory; lines for
+    stderr. A folder that kept an earlier result is left as it is."""
     if key is None:
         return []
-    signed = 0
-    for result in results:
-        folder = Path(results_dir) / result.cell.id
-        try:
-            on_disk = load(folder / RESULT_FILE)
-        except ResultFormatError:
-            continue
-        if (on_disk.run_id, on_disk.started_at) == (result.run_id, result.started_at):
-            sign_folder(folder, key)
-            signed += 1
-    return [f"signed {signed} result(s) with key {key_id(key.public_key())} ({SIGNATURE_FILE} "
-            "beside each result.json)"]
+    written = ran.written()
+    for result in written:
+        sign_result(Path(results_dir) / result.cell.id, result, key)
+    return [f"signed {len(written)} result(s) with key {key_id(key.public_key())} "
+            f"({SIGNATURE_FILE} beside each result.json)"]
 
 
 def keygen(out: str) -> signing.KeyFiles:

@@ -27,7 +27,7 @@ import datetime as dt
 import hashlib
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -216,6 +216,8 @@ class FleetRun:
         self._schedule: _Schedule | None = None
         self._total = 0
         self._announce = len(stations) > 1 or any(s.vendors is not None for s in stations)
+        # Cell id -> the earlier result its folder keeps (this run's error was not written).
+        self.kept: dict[str, Result] = {}
 
     def run(self, cells: list[Cell]) -> list[Result]:
         schedule = self._schedule = _Schedule(cells, self.stations)
@@ -324,6 +326,7 @@ class FleetRun:
         if earlier is not None:
             self.console.warn(f"{cell.id}: its earlier result ({earlier.status}, run "
                               f"{earlier.run_id}) is kept in {folder}/result.json")
+            self.kept[cell.id] = earlier
             return result
         save(folder, result)
         return result
@@ -387,9 +390,19 @@ def lost_hosts(stations: list[Station]) -> list[str]:
     return [f"{s.name}: {s.lost}" for s in stations if s.lost]
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Outcomes:
+    """A run's results, in the order of its cells, and the earlier results that the folders
+    of some of them keep instead (cell id -> result: a cell that could not run at all does
+    not replace a verification that passed)."""
+
+    results: list[Result]
+    kept: Mapping[str, Result] = field(default_factory=dict)
+
+
 def run_on_stations(matrix: Matrix, cells: list[Cell], stations: list[Station],
                     console: Console, options: BuildOptions, *, build: bool = True,
-                    down: tuple[Down, ...] = ()) -> list[Result]:
+                    down: tuple[Down, ...] = ()) -> Outcomes:
     """Build (optionally) and verify ``cells`` on ``stations``; their results, in order.
 
     The run owns its containers and context folders on every engine
@@ -404,11 +417,5 @@ def run_on_stations(matrix: Matrix, cells: list[Cell], stations: list[Station],
         for station in stations:
             owned.enter_context(owned_run(station.engine, cache, options.run_id, console,
                                           key=keys[station.name]))
-        return FleetRun(matrix, stations, console, options, build=build, down=down).run(cells)
-
-
-def build_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Console,
-                options: BuildOptions, *, build: bool = True, jobs: int = 1) -> list[Result]:
-    """Build (optionally) and verify every cell on one engine, ``jobs`` at once."""
-    station = Station("", engine, jobs=jobs, cache=matrix.root / ".oota-cache")
-    return run_on_stations(matrix, cells, [station], console, options, build=build)
+        run = FleetRun(matrix, stations, console, options, build=build, down=down)
+        return Outcomes(results=run.run(cells), kept=dict(run.kept))

@@ -329,6 +329,18 @@ def load_folder(folder: Path, accept: Accept | None = None) -> tuple[list[Loaded
     return [Loaded(result=r, folder=str(p), files=_files(p)) for p, r in found], problems
 
 
+def collect_run(results_dir: Path, results: Sequence[Result]) -> Report:
+    """The report after a run: its ``results`` as they are in memory (each in its cell's
+    folder of ``results_dir``), beside the results of the folder's other cells, which earlier
+    runs wrote (those are read; the run's own are not read back)."""
+    mine = {r.cell.id for r in results}
+    others, problems = load_found(results_dir, skip=frozenset(mine))
+    loaded = [Loaded(result=r, folder=str(results_dir / r.cell.id),
+                     files=_files(results_dir / r.cell.id)) for r in results]
+    loaded += [Loaded(result=r, folder=str(p), files=_files(p)) for p, r in others]
+    return build_from(loaded, problems)
+
+
 def collect(results_dir: Path, previous_dir: Path | None = None,
             accept: Accept | None = None) -> Report:
     """Load the results (and, with ``previous_dir``, compare with an earlier run's)."""

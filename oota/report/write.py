@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -248,22 +248,16 @@ def check_not_less(out_dir: Path, report: Report) -> None:
                             f"without {named}{why}")
 
 
-def write_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = None, *,
-                 merge: Sequence[Path] = (), extras: Extras | None = None,
-                 history: Callable[[Report], hud.HudInput | None] | None = None,
-                 current: Mapping[str, str] | None = None,
-                 accept: Accept | None = None, replace: bool = False,
-                 unverified: Mapping[str, tuple[str, ...]] | None = None) -> Report:
-    """Read the results (and an earlier run's, to compare), write the report, swap it in.
-    With ``merge``, the results are those of every folder in it instead of ``results_dir``.
-    ``history`` gives, once the results are read, the history the HUD shows (None: no HUD).
-    ``current`` maps cell ids to today's fingerprints (None: staleness is not judged);
-    ``accept`` may refuse a result file (its signature), which then counts as unreadable.
-    ``unverified`` maps cell ids to the unverified vendor facts each rests on (marked).
-    A report holding fewer results than the one in ``out_dir`` is refused (ReportShrinks)
-    unless ``replace``."""
-    extras = extras or Extras()
-    target = out_dir.resolve() if out_dir.is_symlink() else out_dir  # keep the link, fill it
+def read_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = None, *,
+                merge: Sequence[Path] = (), accept: Accept | None = None,
+                replace: bool = False,
+                unverified: Mapping[str, tuple[str, ...]] | None = None) -> Report:
+    """The report as data, read from ``results_dir`` (and an earlier run's, to compare), or
+    from every ``merge`` folder instead; ``accept`` may refuse a result file (its signature),
+    which then counts as unreadable. ``unverified`` maps cell ids to the unverified vendor
+    facts each rests on (marked). A report holding fewer results than the one in ``out_dir``
+    is refused (ReportShrinks) unless ``replace``."""
+    target = out_dir.resolve() if out_dir.is_symlink() else out_dir
     if merge:
         if previous_dir is not None:
             raise InputError("--compare takes one results folder; use it without --merge "
@@ -274,21 +268,49 @@ def write_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = N
     else:
         check_folders(results_dir, target)
         report = collect(results_dir, previous_dir, accept)
-    if unverified:
-        report = dataclasses.replace(report, unverified={
-            g.id: unverified[g.id] for g in report.groups if unverified.get(g.id)})
+    report = marked(report, unverified)
     if not replace:
         check_not_less(target, report)
-    past = history(report) if history is not None else None
+    return report
+
+
+def marked(report: Report, unverified: Mapping[str, tuple[str, ...]] | None) -> Report:
+    """``report`` with its cells' unverified vendor facts (cell id -> facts) to mark."""
+    if not unverified:
+        return report
+    return dataclasses.replace(report, unverified={
+        g.id: unverified[g.id] for g in report.groups if unverified.get(g.id)})
+
+
+def write_pages(report: Report, out_dir: Path, results_dir: Path, *,
+                extras: Extras | None = None, hud_input: hud.HudInput | None = None,
+                current: Mapping[str, str] | None = None) -> None:
+    """Write ``report`` (its result files linked from ``results_dir``) into a new folder and
+    swap it in for ``out_dir``. ``hud_input``: the history the HUD shows (None: no HUD);
+    ``current`` maps cell ids to today's fingerprints (None: staleness is not judged)."""
+    target = out_dir.resolve() if out_dir.is_symlink() else out_dir  # keep the link, fill it
     target.parent.mkdir(parents=True, exist_ok=True)
     _recover(target)
     new = Path(tempfile.mkdtemp(prefix=f".{target.name}.{_NEW}-", dir=target.parent))
     try:
         os.chmod(new, 0o755)  # mkdtemp makes 0700; reports are served by static web servers
-        _write_files(report, new, merge[0] if merge else results_dir, target, extras, past,
-                     current)
+        _write_files(report, new, results_dir, target, extras or Extras(), hud_input, current)
         _swap(new, target)
     except BaseException:
         shutil.rmtree(new, ignore_errors=True)
         raise
+
+
+def write_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = None, *,
+                 merge: Sequence[Path] = (), extras: Extras | None = None,
+                 hud_input: hud.HudInput | None = None,
+                 current: Mapping[str, str] | None = None,
+                 accept: Accept | None = None, replace: bool = False,
+                 unverified: Mapping[str, tuple[str, ...]] | None = None) -> Report:
+    """:func:`read_report`, then :func:`write_pages`: the report of a results folder (or of
+    the ``merge`` folders), swapped in for ``out_dir``."""
+    report = read_report(results_dir, out_dir, previous_dir, merge=merge, accept=accept,
+                         replace=replace, unverified=unverified)
+    write_pages(report, out_dir, merge[0] if merge else results_dir, extras=extras,
+                hud_input=hud_input, current=current)
     return report

@@ -23,7 +23,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from oota.files import RESULT_LIMIT, SMALL_LIMIT, read_bytes, write_json
-from oota.results.store import RESULT_FILE, SIGNATURE_FILE
+from oota.results.model import Result
+from oota.results.store import RESULT_FILE, SIGNATURE_FILE, result_bytes
 from oota.supply import signing
 
 SCHEME = "oota.result-signature/v1"
@@ -38,7 +39,16 @@ def key_id(key: ec.EllipticCurvePublicKey) -> str:
 
 def sign_folder(folder: Path, key: ec.EllipticCurvePrivateKey) -> Path:
     """Sign ``folder/result.json`` as it is on disk; the signature file's path."""
-    data = read_bytes(folder / RESULT_FILE, RESULT_LIMIT)
+    return _sign(folder, read_bytes(folder / RESULT_FILE, RESULT_LIMIT), key)
+
+
+def sign_result(folder: Path, result: Result, key: ec.EllipticCurvePrivateKey) -> Path:
+    """Sign ``result``, which a run has just written into ``folder``, from memory: the bytes
+    :func:`~oota.results.store.save` wrote, not read back."""
+    return _sign(folder, result_bytes(result), key)
+
+
+def _sign(folder: Path, data: bytes, key: ec.EllipticCurvePrivateKey) -> Path:
     path = folder / SIGNATURE_FILE
     write_json(path, {"scheme": SCHEME, "file": RESULT_FILE,
                       "sha256": hashlib.sha256(data).hexdigest(),

@@ -14,7 +14,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from oota import schemas
-from oota.files import RESULT_LIMIT, read_text, write_atomic, write_json
+from oota.files import RESULT_LIMIT, json_bytes, read_text, write_atomic
 from oota.results.assemble import overall_status, summarize
 from oota.results.jsonfields import ResultFormatError
 from oota.results.model import SCHEMA_ID, Result, Stage, TestOutcome
@@ -33,7 +33,7 @@ _JUNIT_ELEMENT = {"failed": "failure", "error": "error", "interrupted": "error",
 _MESSAGE_CHARS = 500
 
 __all__ = ["CASES_FILE", "RESULT_FILE", "SCHEMA_ID", "junit_xml", "keep_recording", "load",
-           "load_all", "load_found", "save", "validation_errors"]
+           "load_all", "load_found", "result_bytes", "save", "validation_errors"]
 
 
 class ResultSchemaError(ValueError):
@@ -95,6 +95,11 @@ def junit_xml(result: Result) -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
+def result_bytes(result: Result) -> bytes:
+    """``result`` as :func:`save` writes it into result.json: what a signature signs."""
+    return json_bytes(result.to_json())
+
+
 def save(folder: Path, result: Result) -> None:
     """Validate ``result`` and write result.json and junit.xml into ``folder``."""
     data = result.to_json()
@@ -104,7 +109,7 @@ def save(folder: Path, result: Result) -> None:
                                 + "\n  ".join(problems))
     # A signature of the result this one replaces would be a signature of another result.
     (folder / SIGNATURE_FILE).unlink(missing_ok=True)
-    write_json(folder / RESULT_FILE, data)
+    write_atomic(folder / RESULT_FILE, json_bytes(data))
     write_atomic(folder / JUNIT_FILE, junit_xml(result))
 
 
@@ -153,11 +158,15 @@ def load_all(results_dir: Path) -> tuple[list[Result], list[str]]:
     return [result for _, result in found], problems
 
 
-def load_found(results_dir: Path) -> tuple[list[tuple[Path, Result]], list[str]]:
-    """:func:`load_all` with the folder each result was read from (a report links its logs)."""
+def load_found(results_dir: Path, skip: frozenset[str] = frozenset()
+               ) -> tuple[list[tuple[Path, Result]], list[str]]:
+    """:func:`load_all` with the folder each result was read from (a report links its logs);
+    the folders named in ``skip`` are left unread."""
     found: list[tuple[Path, Result]] = []
     problems: list[str] = []
     for path in sorted(results_dir.glob(f"*/{RESULT_FILE}")):
+        if path.parent.name in skip:
+            continue
         try:
             found.append((path.parent, load(path)))
         except ResultFormatError as exc:

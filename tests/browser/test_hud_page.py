@@ -79,7 +79,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     current = write_results(root / "results", [
         result_at("run-7", NOW, matmul="failed", torch="2.13.1+cpu")])
     source = HudInput(timeline=read_timeline(store), policy=policy_at(REPO), now=NOW)
-    write_report(current, root / "reports", history=lambda _: source)
+    write_report(current, root / "reports", hud_input=source)
     return root / "reports"
 
 

@@ -31,13 +31,13 @@ from oota.engine.base import RUN_LABEL
 from oota.engine.docker import DockerEngine
 from oota.execute.bases import ensure_base
 from oota.execute.build import BuildOptions
-from oota.execute.fleet import build_cells
 from oota.plan import plan, select
 from tests import registry_server
 from tests.engines import ExtraEngine
 
 # The history tests' throw-away PostgreSQL server, for the history made of real runs.
 from tests.history.conftest import postgres_database, postgres_server  # noqa: F401
+from tests.runs import build_cells
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CELL = "cpu-torch2.13.0-py3.11-debian12"

@@ -15,7 +15,6 @@ from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL
 from oota.execute.build import BuildOptions
-from oota.execute.fleet import build_cells
 from oota.history.location import locate
 from oota.history.policy import judge, policy_at
 from oota.history.records import run_record
@@ -25,6 +24,7 @@ from oota.plan import plan, select
 from oota.results.model import Result
 from tests.docker.conftest import DEFAULT_CELL, REPO, Built, copy_project
 from tests.history.helpers import invoke
+from tests.runs import build_cells
 
 REFERENCE_CELL = "reference-torch2.13.0-py3.11-debian12"
 PIN = '  - "torch=={torch}+cpu"'

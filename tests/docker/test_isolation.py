@@ -9,8 +9,8 @@ import yaml
 
 from oota.config.matrix import load_matrix
 from oota.console import Console
-from oota.execute.fleet import build_cells
 from oota.plan import plan
+from tests.runs import build_cells
 
 from .conftest import DEFAULT_CELL, copy_project
 

@@ -41,13 +41,13 @@ from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL
 from oota.execute.build import BuildOptions
-from oota.execute.fleet import build_cells
 from oota.history.location import Location
 from oota.net import without_credentials
 from oota.plan import plan, select
 from oota.report.write import write_report
 from oota.results.store import load
 from tests.engines import host_address
+from tests.runs import build_cells
 
 from .conftest import NAMESPACE, copy_project
 

@@ -16,10 +16,10 @@ import pytest
 from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL, SEALED_FROM_LABEL
-from oota.execute.fleet import build_cells
 from oota.execute.interrupts import Interrupted, signals_as_interrupts
 from oota.execute.verify import EXPECTED_IN_IMAGE
 from oota.plan import plan, select
+from tests.runs import build_cells
 
 from .conftest import DEFAULT_CELL, REPO
 

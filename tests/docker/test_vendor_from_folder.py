@@ -19,8 +19,8 @@ from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL
 from oota.execute.build import BuildOptions
-from oota.execute.fleet import build_cells
 from oota.plan import plan, select
+from tests.runs import build_cells
 
 from .conftest import copy_project
 

@@ -91,7 +91,8 @@ def _run(project, tmp_path, stations, run_id="r-fleet"):
     options = BuildOptions(results_dir=tmp_path / "results", run_id=run_id, verify=False,
                            use_host_pip_config=False)
     shown = io.StringIO()
-    results = run_on_stations(matrix, cells, stations, Console(shown, live=False), options)
+    results = run_on_stations(matrix, cells, stations, Console(shown, live=False),
+                              options).results
     return cells, results, shown.getvalue()
 
 

@@ -20,7 +20,6 @@ from oota.config.matrix import load_matrix
 from oota.console import Console
 from oota.engine.base import RUN_LABEL, BuildRequest, Endpoint, RunOutcome, RunRequest
 from oota.execute.build import BuildOptions
-from oota.execute.fleet import build_cells
 from oota.execute.interrupts import Interrupted, deferred, signal_name, signals_as_interrupts
 from oota.execute.leftovers import (
     UNOWNED_AFTER_S,
@@ -37,6 +36,7 @@ from oota.exits import errors_to_exit
 from oota.files import write_json
 from oota.plan import plan
 from oota.results.store import validation_errors
+from tests.runs import build_cells
 
 
 class FakeEngine:

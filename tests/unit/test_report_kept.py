@@ -9,6 +9,7 @@ from pathlib import Path
 
 from oota.api.history import History
 from oota.api.reports import finish_report
+from oota.results.model import Result
 from tests.unit.test_report import case, make_result, refresh, write_results
 from tests.unit.test_results_checked import oota, write_raw
 
@@ -74,8 +75,8 @@ def test_a_verify_into_another_folder_leaves_the_main_report_alone(tmp_path, mon
     before = reported(tmp_path)
     write_results(tmp_path / "other", [cell("3.11")])
     monkeypatch.chdir(tmp_path)
-    done = finish_report("other", History(location=None, origin="verify",
-                                                  root=tmp_path))
+    ran = [Result.from_json(cell("3.11"))]
+    done = finish_report(ran, "other", History(location=None, origin="verify", root=tmp_path))
     assert done.cells is None
     assert done.notes[0].startswith("note: reports/ left as it was: reports/ shows 2 result(s) "
                                     "of 2 cell(s); these results hold 1, without "

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 
 from oota.api import flags
-from oota.api.runs import sign_results
+from oota.api.runs import Ran, sign_results
 from oota.console import Console
 from oota.execute.publish import publish_cells
 from oota.results.jsonfields import ResultFormatError
 from oota.results.model import Result
 from oota.results.signed import Checker, sign_folder
-from oota.results.store import SIGNATURE_FILE, load, save
+from oota.results.store import RESULT_FILE, SIGNATURE_FILE, load, save
 from oota.supply import signing
 from tests.unit.test_publish import FakeEngine, _cell, _labels
 from tests.unit.test_report import case, make_result, refresh, write_results
@@ -181,17 +181,22 @@ def test_a_rewritten_result_drops_its_old_signature(tmp_path, lab):
     assert not (folder / SIGNATURE_FILE).exists()
 
 
-def test_build_signs_only_this_runs_results(tmp_path, lab):
+def test_build_signs_only_this_runs_results_from_memory(tmp_path, lab):
+    """The run's results are signed as it holds them, not read back: the signature checks
+    against the file the run wrote, and a folder that kept an earlier result is left alone."""
     results = tmp_path / "results"
     mine = Result.from_json(honest("3.11"))
     save(results / mine.cell.id, mine)
     older = Result.from_json(honest("3.13"))
     save(results / older.cell.id, older)
     newer = Result.from_json({**older.to_json(), "started_at": "2026-11-22T00:00:00+00:00"})
-    lines = sign_results([mine, newer], str(results), flags.signing_key(str(lab.private)))
+    ran = Ran(results=[mine, newer], kept={older.cell.id: older})
+    lines = sign_results(ran, results, flags.signing_key(str(lab.private)))
     assert lines[0].startswith("signed 1 result(s) with key ")
-    assert (results / mine.cell.id / SIGNATURE_FILE).is_file()
     assert not (results / older.cell.id / SIGNATURE_FILE).exists()
+    checker = Checker(keys=(signing.load_public(lab.public),))
+    assert checker(results / mine.cell.id / RESULT_FILE) == ""
+    assert checker.signed == [str(results / mine.cell.id / RESULT_FILE)]
     shutil.rmtree(results)
 
 
