@@ -1,11 +1,14 @@
 """The one user-facing progress channel: stderr, a line per step with its duration.
 
 On a TTY the running step shows a live elapsed-time line that the finished line replaces;
-elsewhere (CI, pipes) only plain finished lines are written. Results go to stdout, never here.
+elsewhere (CI, pipes) only plain finished lines are written. On GitHub Actions
+(``GITHUB_ACTIONS=true``) each step's lines fold under a ``::group::`` of its own, the step's
+finished line just after it. Results go to stdout, never here.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -32,10 +35,18 @@ def inert(value: object) -> str:
     return "".join(ascii(c)[1:-1] if unicodedata.category(c) in _UNSEEN else c for c in text)
 
 
+def folds_here(env: dict[str, str] | None = None) -> bool:
+    """Whether this is a GitHub Actions job, whose log folds ``::group::`` blocks."""
+    return (os.environ if env is None else env).get("GITHUB_ACTIONS") == "true"
+
+
 class Console:
-    def __init__(self, stream: TextIO | None = None, *, live: bool | None = None):
+    def __init__(self, stream: TextIO | None = None, *, live: bool | None = None,
+                 fold: bool | None = None):
         self.stream = stream or sys.stderr
         self.live = self.stream.isatty() if live is None else live
+        self.fold = folds_here() if fold is None else fold
+        self._group = False
         self._lock = threading.Lock()
         self._status = ""
         self._since = 0.0
@@ -62,6 +73,36 @@ class Console:
             for row in text.splitlines():
                 self.stream.write(f"{indent}{row}\n")
             self.stream.flush()
+
+    @contextmanager
+    def group(self, title: str) -> Iterator[None]:
+        """The body's lines folded under ``title`` (GitHub Actions' ``::group::``) when
+        :attr:`fold` is on; plain lines otherwise, and while a group is open (groups do not
+        nest)."""
+        with self._lock:
+            opened = self.fold and not self._group
+            if opened:
+                self._group = True
+                self.stream.write(f"::group::{inert(title)}\n")
+                self.stream.flush()
+        try:
+            yield
+        finally:
+            if opened:
+                with self._lock:
+                    self.stream.write("::endgroup::\n")
+                    self.stream.flush()
+                    self._group = False
+
+    @contextmanager
+    def unfolded(self) -> Iterator[None]:
+        """No groups while the body runs: cells run side by side would write their lines
+        into each other's groups."""
+        fold, self.fold = self.fold, False
+        try:
+            yield
+        finally:
+            self.fold = fold
 
     @contextmanager
     def status(self, text: str) -> Iterator[None]:

@@ -262,18 +262,20 @@ class CellRun:
         status: Status = "passed"
         message, tail = "", ""
         detail = _Detail()
-        try:
-            yield detail
-        except StepFailed as exc:
-            status, message, tail = "failed", str(exc), exc.log_tail
-        except OotaError as exc:
-            status, message = "error", str(exc)
-        except Exception as exc:  # a bug in oota must not stop the other cells
-            trace = traceback.format_exc()
-            with (self.folder / f"{name}.log").open("a", encoding="utf-8") as log_file:
-                log_file.write(trace)
-            status, message = "error", f"internal error: {type(exc).__name__}: {exc}"
-            log.debug("%s", trace)
+        # On GitHub Actions the stage's lines fold; its outcome and log tail stay outside.
+        with self.console.group(f"{self.cell.id}: {name}"):
+            try:
+                yield detail
+            except StepFailed as exc:
+                status, message, tail = "failed", str(exc), exc.log_tail
+            except OotaError as exc:
+                status, message = "error", str(exc)
+            except Exception as exc:  # a bug in oota must not stop the other cells
+                trace = traceback.format_exc()
+                with (self.folder / f"{name}.log").open("a", encoding="utf-8") as log_file:
+                    log_file.write(trace)
+                status, message = "error", f"internal error: {type(exc).__name__}: {exc}"
+                log.debug("%s", trace)
         if status != "passed" and self._stopped_or_lost(name, message):
             status, message = "error", self.lost
         elif tail:

@@ -227,7 +227,8 @@ class FleetRun:
             if len(workers) == 1:
                 self._work(workers[0], inline=True)
             else:
-                self._in_parallel(workers, schedule)
+                with self.console.unfolded():
+                    self._in_parallel(workers, schedule)
         for task in schedule.pending:  # no live host of their vendor was left
             schedule.results[task.index] = self._no_host(task)
         return [schedule.results[i] for i in sorted(schedule.results)]

@@ -85,15 +85,32 @@ class FakeEngine:
         return 0
 
 
-def _run(project, tmp_path, stations, run_id="r-fleet"):
+def _run(project, tmp_path, stations, run_id="r-fleet", fold=False):
     matrix = load_matrix(project.matrix)
     cells = plan(matrix, ["cpu"])
     options = BuildOptions(results_dir=tmp_path / "results", run_id=run_id, verify=False,
                            use_host_pip_config=False)
     shown = io.StringIO()
-    results = run_on_stations(matrix, cells, stations, Console(shown, live=False),
+    results = run_on_stations(matrix, cells, stations, Console(shown, live=False, fold=fold),
                               options).results
     return cells, results, shown.getvalue()
+
+
+def test_on_github_actions_each_cells_stage_folds_its_outcome_just_after(project, tmp_path):
+    cells, results, shown = _run(project, tmp_path, [Station("a", FakeEngine("a"))], fold=True)
+    lines = shown.splitlines()
+    for cell in cells:
+        opened = lines.index(f"::group::{cell.id}: build")
+        closed = lines.index("::endgroup::", opened)
+        assert not any(line.startswith("::group::") for line in lines[opened + 1:closed])
+        assert lines[closed + 1].startswith(f"ok   {cell.id}: build passed")
+    assert shown.count("::group::") == shown.count("::endgroup::") == len(cells)
+
+
+def test_cells_run_side_by_side_fold_nothing(project, tmp_path):
+    stations = [Station("a", FakeEngine("a", build_s=0.2)), Station("b", FakeEngine("b"))]
+    _, results, shown = _run(project, tmp_path, stations, fold=True)
+    assert results and "::group::" not in shown and "::endgroup::" not in shown
 
 
 def test_cells_spread_over_the_hosts_and_each_result_names_its_host(project, tmp_path):
