@@ -46,7 +46,6 @@ from oota.lockfile import lock_path
 from oota.net import secret_query, without_credentials
 from oota.plan import Cell
 
-GENERATED_FILES = ("Dockerfile", "cell.json")
 CHANNEL_DAY_FILE = "nightly-day.txt"
 _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 VOCAB_FILE = Path(vocab.__file__)

@@ -18,7 +18,9 @@ def test_python_version_matches_cell(cell):
 
 @pytest.mark.parametrize("module", ["torch"])
 def test_core_imports(module):
-    importlib.import_module(module)
+    imported = importlib.import_module(module)
+    assert imported.__name__ == module
+    assert str(imported.__version__), f"{module} has no version"
 
 
 def test_vendor_smoke_imports(cell):

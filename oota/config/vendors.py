@@ -25,8 +25,7 @@ from oota.config.names import NAME_PATTERN, NAME_RULE, name_problem
 from oota.config.provenance import Fact, Provenance, Source, provenance_of, sources_of
 from oota.config.schemacheck import check_against
 from oota.config.vendorvalues import check_values
-from oota.config.yamlsrc import Doc, did_you_mean, load_yaml
-from oota.errors import InputError
+from oota.config.yamlsrc import Doc, load_yaml
 
 VENDOR_FILE = "vendor.yaml"
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "vendor-v1.json"
@@ -532,11 +531,3 @@ def discover(vendors_dir: Path) -> dict[str, Path]:
     if not vendors_dir.is_dir():
         return {}
     return {p.parent.name: p.parent for p in sorted(vendors_dir.glob(f"*/{VENDOR_FILE}"))}
-
-
-def check_vendor_names(requested: list[str], known: dict[str, Path]) -> None:
-    """Raise InputError naming every unknown vendor, with a suggestion."""
-    unknown = [name for name in requested if name not in known]
-    if unknown:
-        lines = [f"unknown vendor '{n}'; {did_you_mean(n, tuple(known))}" for n in unknown]
-        raise InputError("\n".join(lines))

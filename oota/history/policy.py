@@ -25,7 +25,6 @@ SCHEMA_NAME = "history-policy-v1.json"
 
 Direction = Literal["lower", "higher"]
 Verdict = Literal["regression", "suspicious", "ok", "insufficient data"]
-VERDICTS: tuple[Verdict, ...] = ("regression", "suspicious", "ok", "insufficient data")
 JUDGED_RUNS = 2  # the runs judged against the baseline: the last two
 
 

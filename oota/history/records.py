@@ -22,7 +22,6 @@ from oota.results.model import CellRef, Result, TestOutcome
 from oota.vocab import Status
 
 Origin = Literal["build", "verify", "merge", "import"]
-ORIGINS: tuple[Origin, ...] = ("build", "verify", "merge", "import")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -369,10 +369,3 @@ def load_previous(previous_dir: Path) -> tuple[list[Result], list[str]]:
                          "(give the results/ folder of an earlier run)")
     results, problems = load_all(previous_dir)
     return results, [f"previous run: {p}" for p in problems]
-
-
-def compare_dirs(previous_dir: Path, current_dir: Path) -> Comparison:
-    previous, old_problems = load_previous(previous_dir)
-    current, new_problems = load_all(current_dir)
-    return compare(previous, current, previous_name=str(previous_dir),
-                   current_name=str(current_dir), problems=old_problems + new_problems)

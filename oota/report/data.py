@@ -77,9 +77,6 @@ class Report:
     def merged(self) -> bool:
         return bool(self.sources)
 
-    def vendor_rows(self, vendor: str) -> list[CellRow]:
-        return [r for r in self.rows if r.vendor == vendor]
-
     def vendor_groups(self, vendor: str) -> list[CellGroup]:
         return [g for g in self.groups if g.vendor == vendor]
 
@@ -227,15 +224,6 @@ def _distinct(loaded: Sequence[Loaded]) -> list[Loaded]:
     for item in loaded:
         first.setdefault(item.key, item)
     return list(first.values())
-
-
-def build_report(results: Sequence[Result], problems: Sequence[str], *,
-                 generated_at: str | None = None,
-                 files: Mapping[str, tuple[str, ...]] | None = None,
-                 comparison: Comparison | None = None) -> Report:
-    """The report as data from typed results; no file is read or written."""
-    return build_from([Loaded(result=r, files=(files or {}).get(r.cell.id, ())) for r in results],
-                      problems, generated_at=generated_at, comparison=comparison)
 
 
 def build_from(loaded: Sequence[Loaded], problems: Sequence[str], *,

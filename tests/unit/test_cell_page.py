@@ -6,10 +6,10 @@ from __future__ import annotations
 import html
 import re
 
-from oota.report.data import build_report
 from oota.report.htmlpages import cell_page
 from oota.report.imageview import image_view
 from oota.results.model import BaseImage, Image, Sealed
+from tests.reports import build_report
 from tests.unit.test_report import DIGEST, case, make_result, typed
 
 SEALED = "sha256:" + "a52c1e2f35b4" + "0" * 52

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from oota.report.counts import layer_table, ops_in_tests
-from oota.report.data import build_report
 from oota.report.markdown import to_markdown
 from oota.report.write import write_report
+from tests.reports import build_report
 from tests.unit.test_report import NOW, case, typed, write_results
 from tests.unit.test_report_ops import FOLDED, OPS, reference
 

@@ -16,7 +16,7 @@ import pytest
 from oota.api.reports import report
 from oota.errors import InputError
 from oota.report import crcr
-from oota.report.data import build_report
+from tests.reports import build_report
 from tests.unit.test_report import NOW, case, make_result, refresh, typed, write_results
 
 REPO = Path(__file__).resolve().parents[2]

@@ -20,7 +20,6 @@ from oota.execute.bases import Base
 from oota.execute.build import BuildOptions, CellRun
 from oota.lockfile import header, lock_path
 from oota.plan import plan
-from oota.report.data import build_report
 from oota.report.getstarted import UNSUPPORTED_HERE, start_page
 from oota.report.markdown import md_text
 from oota.report.write import write_report
@@ -28,6 +27,7 @@ from oota.results.model import Host, Image, Result
 from oota.results.store import load
 from oota.supply.runflags import LABEL, docker_run_args
 from tests.conftest import REPO
+from tests.reports import build_report
 from tests.unit.test_fleet import FakeEngine
 from tests.unit.test_report import DIGEST, case, make_result, refresh, typed, write_results
 

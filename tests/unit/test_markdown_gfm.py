@@ -23,9 +23,9 @@ from oota.releases.check import INDEX, Claim, ReleaseCheck, Row
 from oota.releases.output import _markdown
 from oota.releases.wheels import LINUX_X86_64
 from oota.report import hud
-from oota.report.data import build_report
 from oota.report.markdown import to_markdown
 from tests.history.synthetic import BASE, T0, timeline
+from tests.reports import build_report
 from tests.unit.test_report import (
     NOW,
     case,

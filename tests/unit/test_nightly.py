@@ -18,12 +18,12 @@ from oota.execute.lock import LockOptions, lock_cell
 from oota.lockfile import CHANNEL_NOT_LOCKED, lock_status
 from oota.plan import Cell, plan, select
 from oota.render import context_files, fingerprint, render_cell
-from oota.report.data import build_report
 from oota.report.htmlpages import to_html
 from oota.report.markdown import to_markdown
 from oota.results.model import CellRef, Result
 from oota.results.software import TorchInfo
 from tests.conftest import BASE_MATRIX, Project
+from tests.reports import build_report
 from tests.unit.test_report import NOW, case, make_result, typed
 
 REPO = Path(__file__).resolve().parents[2]

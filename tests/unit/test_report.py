@@ -17,7 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from oota.report.data import build_report, collect
+from oota.report.data import collect
 from oota.report.htmlpages import to_html
 from oota.report.jsondoc import to_json
 from oota.report.markdown import MARKDOWN_LIMIT, to_markdown
@@ -26,6 +26,7 @@ from oota.report.write import write_report
 from oota.results.assemble import first_problem, overall_status, summarize
 from oota.results.model import Result
 from oota.results.store import save, validation_errors
+from tests.reports import build_report
 
 HOSTILE = "<script>alert('x')</script> | **bold** [link](http://evil) & \"quoted\""
 NOW = "2026-11-21T12:00:00+00:00"

@@ -8,10 +8,10 @@ import json
 from typing import Any
 
 from oota.report.compare import compare
-from oota.report.data import build_report
 from oota.report.markdown import OPS_FAILURES_SHOWN, to_markdown
 from oota.report.text import md_text
 from oota.report.write import write_report
+from tests.reports import build_report
 from tests.unit.test_report import NOW, case, make_result, typed, write_results
 
 MISMATCH = ("sample 2 (Tensor[3, 4] float16): output on refdev differs from the CPU: max abs "

@@ -15,11 +15,11 @@ import pytest
 from oota.api.runs import Ran, exit_code_for
 from oota.errors import InputError
 from oota.report import write as report_write
-from oota.report.data import build_report
 from oota.report.htmlpages import to_html
 from oota.report.markdown import to_markdown
 from oota.report.write import ReportShrinks, write_report
 from oota.results.model import Result
+from tests.reports import build_report
 from tests.unit.test_report import NOW, case, make_result, refresh, typed, write_results
 
 REPO = Path(__file__).resolve().parents[2]

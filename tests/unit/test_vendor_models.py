@@ -11,8 +11,8 @@ from packaging.requirements import Requirement
 
 from oota.config.matrix import load_matrix
 from oota.config.vendors import Vendor
-from oota.report.data import build_report
 from oota.report.markdown import to_markdown
+from tests.reports import build_report
 from tests.unit.test_report import NOW, case, make_result, model_test, typed
 
 REPO = Path(__file__).resolve().parents[2]

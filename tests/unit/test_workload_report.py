@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from oota.report.data import build_report
 from oota.report.write import write_report
+from tests.reports import build_report
 from tests.unit.test_report import NOW, case, make_result, typed, write_results
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "verify"))

@@ -72,11 +72,12 @@ def test_current_device_and_context():
         torch.empty(1, device=f"refdev:{torch.refdev.device_count()}")
 
 
-def test_synchronize_is_callable():
-    torch.refdev.synchronize()
-    torch.refdev.synchronize(1)
-    torch.refdev.synchronize("refdev:0")
-    torch.refdev.synchronize(torch.device("refdev", 1))
+def test_synchronize_takes_every_form_of_device_and_the_work_is_done():
+    x = torch.full((4,), 7.5, device="refdev:1")
+    for device in (None, 1, "refdev:0", torch.device("refdev", 1)):
+        assert (torch.refdev.synchronize() if device is None
+                else torch.refdev.synchronize(device)) is None
+    assert x.cpu().tolist() == [7.5] * 4
 
 
 def test_device_count_env_override():
