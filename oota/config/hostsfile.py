@@ -73,6 +73,10 @@ def endpoint_of(text: str, flag: str) -> tuple[str, str]:
     return (text, "") if field == "endpoint" else ("", text)
 
 
+# The default Engine's name (oota.engine.base.Endpoint), shown as the machine's name.
+RESERVED = "local"
+
+
 def load_hosts(file: Path, vendors: tuple[str, ...]) -> HostsFile:
     """Load and check ``file``; ``vendors`` are the matrix's vendor names. Raises MatrixError
     (exit 2) listing every problem."""
@@ -92,6 +96,10 @@ def load_hosts(file: Path, vendors: tuple[str, ...]) -> HostsFile:
 def _entry(doc: Doc, folder: Path, name: str, spec: dict[str, Any],
            vendors: tuple[str, ...]) -> HostEntry:
     path = ("hosts", name)
+    if name == RESERVED:
+        doc.error(path, f"'{RESERVED}' is the name of the Engine of a run without a hosts file, "
+                  "which results and reports show as the machine's own name: a host called so "
+                  "would be renamed", "name the host after its machine, e.g. gpu-a")
     url, context = spec.get("endpoint", ""), spec.get("context", "")
     if bool(url) == bool(context):
         doc.error(path, "give exactly one of endpoint and context",

@@ -87,10 +87,17 @@ def facts(engine: Engine, local: str, ref: Reference, digest: str, cell: Cell, r
         revision=labels.get("org.opencontainers.image.revision", ""),
         inputs=input_digests(matrix_file, cell.vendor.folder), dependencies=tuple(dependencies),
         verification=Verification(status=result.status, counts=dict(result.summary),
-                                  at=result.finished_at),
+                                  at=sealed_at(result)),
         run_id=result.run_id or "", started=result.started_at, finished=result.finished_at,
         byproducts=(Dependency(name="sbom", uri=cosign.artifact_tag(digest, "sbom"),
                                sha256=sbom_digest.removeprefix("sha256:")),))
+
+
+def sealed_at(result: Result) -> str:
+    """When the verification the image carries was made: its seal's time (a run that reused
+    or kept it did not make it), else the result's own end."""
+    sealed = result.image.sealed if result.image else None
+    return sealed.at if sealed is not None and sealed.at else result.finished_at
 
 
 def _image_sha(engine: Engine, ref: str) -> str:

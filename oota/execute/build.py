@@ -42,7 +42,17 @@ from oota.lockfile import lock_path, lock_status
 from oota.plan import Cell
 from oota.results.assemble import assemble, cell_ref, now
 from oota.results.jsonfields import JSONObject, ResultFormatError, json_object
-from oota.results.model import BaseImage, Host, Image, Result, Sealed, Skips, Stage, TestOutcome
+from oota.results.model import (
+    BaseImage,
+    Host,
+    Image,
+    Result,
+    Sealed,
+    Skips,
+    Stage,
+    TestOutcome,
+    host_key,
+)
 from oota.results.software import Installed, Sources
 from oota.results.store import load, save
 from oota.supply import runflags
@@ -236,20 +246,23 @@ class CellRun:
         verify = previous.stages.get("verify")
         sealed = previous.image.sealed if previous.image else None
         at = sealed.at if sealed and sealed.at else previous.finished_at
-        # The run that verified it: ``previous`` may itself have reused that verification.
+        # The run that verified it, paired with ``at``: the seal's (``previous`` may have kept
+        # an earlier equivalent seal, or reused that verification itself).
         earlier = verify.detail.get("reused") if verify else None
         run_id = str(earlier.get("run_id") or "") if isinstance(earlier, dict) else ""
-        run_id = run_id or previous.run_id or self.options.run_id
+        run_id = (sealed.run_id if sealed and sealed.at else "") or run_id \
+            or previous.run_id or self.options.run_id
         if sealed is not None and sealed.id != self.engine.image_id(self.inputs.tag):
             verified = self._seal(verified, run_id, at, previous.host)
         reused: JSONObject = {"run_id": run_id, "verified_at": at}
+        same = _sameness(previous.host, self.host)
         record = Stage(
             status=verify.status if verify else "passed", duration_s=0.0,
-            message=f"the verification of {at} (run {run_id}) holds: same image, "
-                    "suite and host; --reverify runs it again",
+            message=f"the verification of {at} (run {run_id}) holds: {same}; --reverify runs "
+                    "it again",
             detail={"reused": reused, **self._env_detail()}, log=verify.log if verify else None)
         self.console.line("cached", f"{self.cell.id}: verify: the verification of {at} holds "
-                          "(same image, suite and host; --reverify runs it again)")
+                          f"({same}; --reverify runs it again)")
         return record, verified
 
     @contextmanager
@@ -433,7 +446,8 @@ class CellRun:
             self.console.warn(f"{self.cell.id}: could not put the results into the image: {exc}")
             error = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
             return replace(verified, image=replace(verified.image, sealed=Sealed(error=error)))
-        sealed = Sealed(id=image_id, file=EXPECTED_IN_IMAGE, at=expected.verified_at)
+        sealed = Sealed(id=image_id, file=EXPECTED_IN_IMAGE, at=expected.verified_at,
+                        run_id=run_id or self.options.run_id)
         return replace(verified, image=replace(verified.image, sealed=sealed))
 
     def _sealed_already(self, expected: ExpectedResults, *, exact: bool = False
@@ -458,7 +472,8 @@ class CellRun:
             return None
         self.console.info(f"{self.cell.id}: the image's results ({EXPECTED_IN_IMAGE}, "
                           f"{sealed.get('verified_at')}) match this verification; kept")
-        return Sealed(id=image_id, file=EXPECTED_IN_IMAGE, at=str(sealed.get("verified_at")))
+        return Sealed(id=image_id, file=EXPECTED_IN_IMAGE, at=str(sealed.get("verified_at")),
+                      run_id=str(sealed.get("run_id") or "") or None)
 
     def _save(self, started: str, stages: dict[str, Stage], built: Built,
               verified: Verified) -> Result:
@@ -476,6 +491,15 @@ class CellRun:
             requirements=requirements_of(self.matrix, self.cell, self.inputs.rendered))
         save(self.folder, result)
         return result
+
+
+def _sameness(verified_on: Host, here: Host) -> str:
+    """What a reused verification shares with this run, naming the Engine it was made on when
+    that is another one (of the same kind)."""
+    if host_key(verified_on) == host_key(here):
+        return "same image, suite and host"
+    return (f"same image and suite, on the same kind of host: it was verified on "
+            f"{verified_on.place()}, this run is on {here.place()}")
 
 
 def _ended_badly(stage: Stage | None) -> bool:

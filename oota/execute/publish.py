@@ -58,6 +58,7 @@ class Outcome:
     digest: str = ""
     reason: str = ""
     signed: bool = False
+    engine: str = ""   # the Engine it was pushed from (or tried), by its name
 
 
 def refusal(result: Result | None, labels: dict[str, str] | None, image_id: str | None,
@@ -111,6 +112,8 @@ def publish_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Co
         text = f"{cell.id}: {outcome.status}"
         text += (f" {outcome.ref}@{outcome.digest}" if outcome.status == "pushed"
                  else f": {outcome.reason}")
+        text += f" (from {outcome.engine})" if outcome.engine and len(engines.engines) > 1 \
+            else ""
         if outcome.status == "pushed" and signer is not None:
             text += " (signed)" if outcome.signed else " (UNSIGNED: no --key given)"
         console.line(kind, text)
@@ -173,21 +176,22 @@ def _publish_one(matrix: Matrix, cell: Cell, engines: Fleet, results_dir: Path,
         return Outcome(cell=cell.id, status="refused", reason=why)
     assert result is not None and result.image is not None
     ref = target(registry, namespace, cell)
+    name = engine.endpoint.name
     try:
         digest = engine.push(local, ref, auth)
     except OotaError as exc:
-        return Outcome(cell=cell.id, status="failed", ref=ref, reason=str(exc))
+        return Outcome(cell=cell.id, status="failed", ref=ref, reason=str(exc), engine=name)
     attached = Attached(sbom="", provenance="", signature="")
     if signer is not None:
         try:
             attached = attach(engine, local, Reference.parse(ref), digest, cell, result, signer,
                               matrix=matrix, run_id=run_id)
         except OotaError as exc:
-            return Outcome(cell=cell.id, status="failed", ref=ref, digest=digest,
+            return Outcome(cell=cell.id, status="failed", ref=ref, digest=digest, engine=name,
                            reason=f"pushed, but its SBOM, provenance or signature failed: {exc}")
     published = tuple(p for p in result.image.published if p.ref != ref)
     record = Published(ref=ref, digest=digest, at=now(), signature=attached.signature,
                        sbom=attached.sbom, provenance=attached.provenance)
     save(folder, replace(result, image=replace(result.image, published=(*published, record))))
     return Outcome(cell=cell.id, status="pushed", ref=ref, digest=digest,
-                   signed=bool(attached.signature))
+                   signed=bool(attached.signature), engine=name)

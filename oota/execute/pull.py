@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,8 +197,12 @@ def comparison(output: str) -> str:
     return (found + rest).split("\n\n", 1)[0].split("\noota-verify:", 1)[0].strip()
 
 
+# oota-verify's counts line, wherever it starts: pytest's last progress line may have no
+# newline before it ("PASSED [100%]oota-verify: 58 passed, ...").
+_COUNTS = re.compile(r"oota-verify: (\d+ [^\n]*)")
+
+
 def _counts(output: str) -> str:
-    lines = [line for line in output.splitlines() if line.startswith("oota-verify: ")
-             and any(ch.isdigit() for ch in line)]
-    return lines[-1].removeprefix("oota-verify: ") if lines else ""
+    found = _COUNTS.findall(output)
+    return found[-1].strip() if found else ""
 

@@ -126,7 +126,10 @@ class ExpectedResults:
     document: JSONObject = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:
-        return json.dumps(self.document, indent=2).encode() + b"\n"
+        """The sealed file: canonical (keys sorted), so the same verification gives the same
+        bytes, and the same sealed image id, whether it was just made or read back from a
+        result.json (whose keys are sorted) to be sealed on another Engine."""
+        return json.dumps(self.document, indent=2, sort_keys=True).encode() + b"\n"
 
 
 def _expected_test(test: TestOutcome) -> JSONObject:

@@ -17,6 +17,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from oota import times
+from oota.results.assemble import now
 from oota.results.jsonfields import JSON
 from oota.results.model import CellRef, Result, TestOutcome
 from oota.vocab import Status
@@ -177,9 +178,11 @@ def run_record(results: Sequence[Result], origin: Origin, git_revision: str | No
     cells = tuple(cell_record(r, f"{p}, run {r.run_id or r.started_at}"
                               if places.count((r.cell.id, p)) > 1 else p)
                   for r, (_, p) in zip(results, places, strict=True))
+    # A merged run is the merge itself, made now: its results' times are their own runs'.
+    merged = times.utc(now()) if origin == "merge" else ""
     return RunRecord(key=run_key(results), origin=origin,
-                     started_at=min(times.utc(r.started_at) for r in results),
-                     finished_at=max(times.utc(r.finished_at) for r in results),
+                     started_at=merged or min(times.utc(r.started_at) for r in results),
+                     finished_at=merged or max(times.utc(r.finished_at) for r in results),
                      oota_version=results[0].oota_version, git_revision=git_revision,
                      hosts=tuple(sorted({p for _, p in places})), cells=cells)
 

@@ -133,13 +133,16 @@ class BaseImage(Record):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Sealed(Record):
-    """The verification put into the image: the new image id and file, or why that failed."""
+    """The verification put into the image: the new image id and file, or why that failed;
+    ``at`` and ``run_id``: the verification it carries (a run that keeps an equivalent seal
+    did not make it: the pair says whose it is)."""
 
     json_shape = Shape(omit=ALL)
 
     id: str | None = None
     file: str | None = None
     at: str | None = None
+    run_id: str | None = None
     error: str | None = None
 
 

@@ -16,7 +16,7 @@ import pytest
 from oota.api import flags
 from oota.config.matrix import load_matrix
 from oota.console import Console
-from oota.engine.base import RegistryAuth
+from oota.engine.base import Endpoint, RegistryAuth
 from oota.errors import InputError, StepFailed
 from oota.execute.publish import publish_cells, refusal
 from oota.plan import plan
@@ -30,6 +30,8 @@ DIGEST = "sha256:" + "ab" * 32
 
 
 class FakeEngine:
+    endpoint = Endpoint()
+
     def __init__(self, labels: dict[str, str] | None, image_id: str = "sha256:sealed",
                  fails: bool = False) -> None:
         self.labels, self.id, self.fails = labels, image_id, fails
@@ -181,6 +183,7 @@ class Identified(FakeEngine):
     def __init__(self, engine_id: str, labels: dict[str, str] | None, image_id: str) -> None:
         super().__init__(labels, image_id)
         self.engine_id = engine_id
+        self.endpoint = Endpoint(name=engine_id.removeprefix("id-"))
 
     def facts(self) -> dict[str, str]:
         return {"engine_id": self.engine_id}
@@ -197,11 +200,13 @@ def test_an_image_is_pushed_from_the_engine_that_verified_it(project, tmp_path):
     save(tmp_path / "results" / cell.id, _verified_on(cell, current, "id-e2"))
     e1 = Identified("id-e1", _labels(current), "sha256:built-here-too")
     e2 = Identified("id-e2", _labels(current), "sha256:sealed")
-    [outcome] = publish_cells(matrix, [cell], e1, Console(io.StringIO(), live=False),
+    said = io.StringIO()
+    [outcome] = publish_cells(matrix, [cell], e1, Console(said, live=False),
                               results_dir=tmp_path / "results", registry="r:5000",
                               namespace="oota", local_namespace="oota", auth=None, others=[e2])
     assert outcome.status == "pushed"
     assert (e1.pushed, [p[1] for p in e2.pushed]) == ([], [outcome.ref])
+    assert outcome.engine == "e2" and said.getvalue().rstrip().endswith("(from e2)")
 
 
 def test_a_cell_verified_on_an_engine_not_reached_is_refused_naming_it(project, tmp_path):

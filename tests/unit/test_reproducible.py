@@ -22,7 +22,9 @@ from oota.execute.samebytes import same_verification
 from oota.execute.sources import resolve_sources
 from oota.execute.verify import EXPECTED_IN_IMAGE, expected_results
 from oota.plan import plan
+from oota.results.assemble import assemble, cell_ref, now
 from oota.results.model import Host, Image, Sealed, TestOutcome, VendorCheck
+from oota.results.store import load, save
 
 
 def _no_base(cell):
@@ -146,8 +148,9 @@ def test_a_verification_that_finds_what_the_seal_says_keeps_the_image(project, t
     run = _cell_run(project, tmp_path, engine)
     verified = run._seal(_verified(run))
     assert engine.seals == []
+    # The seal's time with the seal's run (r0), not this run's: one verification, one pair.
     assert verified.image.sealed == Sealed(id="sha256:sealed", file=EXPECTED_IN_IMAGE,
-                                      at="2026-01-01T00:00:00+00:00")
+                                      at="2026-01-01T00:00:00+00:00", run_id="r0")
 
 
 def test_a_different_outcome_is_sealed_anew(project, tmp_path):
@@ -203,3 +206,24 @@ def test_a_folded_verification_differing_only_in_what_the_budget_reached_keeps_t
     broken = dict(expected_results(earlier.cell, (*TESTS, _op("add", "failed"), _folded(
         11, 10)), None, earlier.host, "r1").document)
     assert not same_verification(sealed, broken)
+
+
+def test_the_sealed_bytes_are_the_same_made_fresh_or_read_back_from_the_result(project,
+                                                                               tmp_path):
+    """A fresh verification writes the folded ops entry's keys as the suite gave them; a
+    reseal on another Engine reads them back from result.json (sorted): the sealed file, and
+    so the sealed image id, must be the same bytes."""
+    run = _cell_run(project, tmp_path, SealedImage(None))
+    tests = (*TESTS, _op("add"), _folded(2891, 640))
+    assert list(tests[-1].data) == ["unrun_pairs", "unrun_operators"]
+    fresh = expected_results(run.cell, tests, None, run.host, "r0",
+                             verified_at="2026-01-01T00:00:00+00:00")
+    folder = tmp_path / "result"
+    save(folder, assemble(cell=cell_ref(run.cell.coordinates(), id=run.cell.id,
+                                        fingerprint=run.inputs.fingerprint),
+                          stages={}, tests=tests, host=run.host, started_at=now(),
+                          run_id="r0"))
+    back = load(folder / "result.json")
+    again = expected_results(run.cell, back.tests, None, back.host, "r0",
+                             verified_at="2026-01-01T00:00:00+00:00")
+    assert again.to_bytes() == fresh.to_bytes()
