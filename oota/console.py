@@ -21,8 +21,8 @@ from typing import TextIO
 # screen), format characters (a right-to-left override reverses what follows), line breaks.
 _UNSEEN = frozenset(("Cc", "Cf", "Zl", "Zp"))
 
-MARKS = {"ok": "ok  ", "cached": "hit ", "fail": "FAIL", "skip": "skip", "info": "    ",
-         "warn": "warn"}
+MARKS = {"ok": "ok  ", "cached": "hit ", "fail": "FAIL", "error": "ERR ", "skip": "skip",
+         "info": "    ", "warn": "warn"}
 
 
 def inert(value: object) -> str:

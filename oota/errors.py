@@ -55,6 +55,17 @@ class EnvironmentProblem(OotaError):
     exit_code = EXIT_ENVIRONMENT
 
 
+class EnvironmentFault(OotaError):
+    """The environment broke a cell's step: a registry or base image that cannot be reached, a
+    full disk, a lost Engine. The cell's status is 'error', not 'failed': nothing of its stack
+    was tested. ``short`` is the one line results and summaries show; the message has the
+    evidence, said once where it happened."""
+
+    def __init__(self, message: str, *, short: str):
+        self.short = short
+        super().__init__(message)
+
+
 class StepFailed(OotaError):
     """A build or verify step failed; carries the evidence a user needs."""
 

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from oota.config.matrix import OsSpec
 from oota.engine.base import Engine
-from oota.errors import EnvironmentProblem, InputError, StepFailed
+from oota.errors import EnvironmentFault, EnvironmentProblem, InputError, StepFailed
+from oota.execute.faults import unreachable
 
 log = logging.getLogger("oota.bases")
 
@@ -105,9 +106,13 @@ def ensure_base(engine: Engine, image: str, spec: OsSpec, workdir: Path,
     if spec.bootstrap is None or image != spec.image:
         where = f"os.{spec.key} in matrix.yaml declares no bootstrap" if image == spec.image \
             else "it is the vendor's base image, which oota cannot bootstrap"
-        raise StepFailed(f"base image {image} is not available ({why}) and {where}; pull it "
-                         "or `docker load` it on this host, or name your registry mirror with "
-                         f"--registry-mirror {split_registry(image)[0]}=MIRROR")
+        message = (f"base image {image} is not available ({why}) and {where}; pull it or "
+                   "`docker load` it on this host, or name your registry mirror with "
+                   f"--registry-mirror {split_registry(image)[0]}=MIRROR")
+        if unreachable(why):
+            raise EnvironmentFault(message, short=f"base image {image} could not be pulled: "
+                                   f"its registry {split_registry(image)[0]} did not answer")
+        raise StepFailed(message)
     tag = bootstrap_tag(spec)
     wanted = _bootstrap_labels(spec)
     with _one_bootstrap_at_a_time(tag, workdir):

@@ -21,11 +21,12 @@ from pathlib import Path
 from oota.config.matrix import Matrix
 from oota.console import Console
 from oota.engine.base import SEALED_FROM_LABEL, BuildRequest, Engine, StepEvent
-from oota.errors import InputError, OotaError, StepFailed
+from oota.errors import EnvironmentFault, InputError, OotaError, StepFailed
 from oota.execute import samebytes
 from oota.execute.bases import Base
 from oota.execute.buildinfo import BuildRecords, requirements_of
 from oota.execute.context import build_request, cell_inputs
+from oota.execute.faults import disk_full
 from oota.execute.interrupts import Interrupted, deferred, signal_name
 from oota.execute.leftovers import context_root
 from oota.execute.samebytes import host_identity, same_verification
@@ -273,14 +274,18 @@ class CellRun:
         records it."""
         t0 = dt.datetime.now()
         status: Status = "passed"
-        message, tail = "", ""
+        message, tail, said = "", "", False
         detail = _Detail()
         # On GitHub Actions the stage's lines fold; its outcome and log tail stay outside.
         with self.console.group(f"{self.cell.id}: {name}"):
             try:
                 yield detail
+            except EnvironmentFault as exc:  # said in full where it happened (the base's line)
+                status, message, said = "error", exc.short, True
             except StepFailed as exc:
-                status, message, tail = "failed", str(exc), exc.log_tail
+                full = disk_full(f"{exc}\n{exc.log_tail}")
+                status, message, tail = ("error", full, "") if full else \
+                    ("failed", str(exc), exc.log_tail)
             except OotaError as exc:
                 status, message = "error", str(exc)
             except Exception as exc:  # a bug in oota must not stop the other cells
@@ -293,7 +298,8 @@ class CellRun:
             status, message = "error", self.lost
         elif tail:
             self.console.block(tail)
-        stages[name] = self._record(name, t0, status, message, detail.value, differs or {})
+        stages[name] = self._record(name, t0, status, message, detail.value, differs or {},
+                                    said=said)
 
     def _stopped_or_lost(self, stage: str, message: str) -> bool:
         """After a stage failed: was it because the run is stopping (then the interruption goes
@@ -312,10 +318,11 @@ class CellRun:
         return bool(self.lost)
 
     def _record(self, name: str, t0: dt.datetime, status: Status, message: str,
-                detail: JSONObject | None, differs: JSONObject | None = None) -> Stage:
+                detail: JSONObject | None, differs: JSONObject | None = None, *,
+                said: bool = False) -> Stage:
         """The record of stage ``name`` (the verify stage's with the run's pass_env switches
         and, when the image is not the one verified before, what differs); said on the
-        console."""
+        console, without its message when that was ``said`` already."""
         log_name = f"{name}.log"
         if name == "verify":
             different: JSONObject = {"not_the_verified_image": differs} if differs else {}
@@ -323,12 +330,12 @@ class CellRun:
         stage = Stage(status=status, message=message, detail=detail or {},
                       duration_s=round((dt.datetime.now() - t0).total_seconds(), 3),
                       log=log_name if (self.folder / log_name).exists() else None)
-        kind = {"passed": "ok", "failed": "fail", "error": "fail",
+        kind = {"passed": "ok", "failed": "fail", "error": "error",
                 "interrupted": "fail"}.get(status, "skip")
         text = f"{self.cell.id}: {name} {status}"
         if status == "interrupted":  # the message says which signal, during which stage
             text = f"{self.cell.id}: {message}"
-        elif message and status != "passed":
+        elif message and status != "passed" and not said:
             text += f": {message.splitlines()[0]}"
         self.console.line(kind, text, stage.duration_s)
         return stage

@@ -35,7 +35,7 @@ from pathlib import Path
 from oota.config.matrix import Matrix
 from oota.console import Console
 from oota.engine.base import Engine
-from oota.errors import StepFailed
+from oota.errors import EnvironmentFault, StepFailed
 from oota.execute import enginenames
 from oota.execute.bases import Base, ensure_base
 from oota.execute.build import BuildOptions, CellRun
@@ -74,7 +74,7 @@ class Station:
         self.name, self.engine, self.vendors, self.jobs = name, engine, vendors, jobs
         self.engine_id = engine_id
         self.lost = ""   # why the run stopped using this host ('' while it is in use)
-        self._bases: dict[str, Base | StepFailed] = {}
+        self._bases: dict[str, Base | StepFailed | EnvironmentFault] = {}
         self._checks: dict[str, HostCheck] = {}
         self._lock = threading.RLock()
 
@@ -84,13 +84,14 @@ class Station:
     def base(self, cell: Cell, console: Console, workdir: Path,
              mirrors: dict[str, str]) -> Base:
         """The cell's base image on this engine, made available once per run; a failure is
-        kept and raised for every cell on it (StepFailed)."""
+        kept and raised for every cell on it (StepFailed, or EnvironmentFault when the
+        registry did not answer)."""
         key = cell.base_image
         with self._lock:
             if key not in self._bases:
                 self._bases[key] = _prepare_base(self, cell, console, workdir, mirrors)
         base = self._bases[key]
-        if isinstance(base, StepFailed):
+        if isinstance(base, (StepFailed, EnvironmentFault)):
             raise base
         return base
 
@@ -120,14 +121,16 @@ class Station:
 
 
 def _prepare_base(station: Station, cell: Cell, console: Console, workdir: Path,
-                  mirrors: dict[str, str]) -> Base | StepFailed:
+                  mirrors: dict[str, str]) -> Base | StepFailed | EnvironmentFault:
     t0 = dt.datetime.now()
     where = f" on {station.name}" if station.vendors is not None else ""
     try:
         with console.status(f"base image {cell.base_image}{where}"):
             base = ensure_base(station.engine, cell.base_image, cell.os, workdir, mirrors)
-    except StepFailed as exc:
-        console.line("fail", f"base {cell.base_image}{where}: {exc}")
+    except (StepFailed, EnvironmentFault) as exc:
+        # Said here once, in full; each cell on this base then names it in one line.
+        kind = "error" if isinstance(exc, EnvironmentFault) else "fail"
+        console.line(kind, f"base {cell.base_image}{where}: {exc}")
         return exc
     took = (dt.datetime.now() - t0).total_seconds()
     note = f", {base.note}" if base.how == "pulled" and base.note else ""

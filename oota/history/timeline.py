@@ -3,9 +3,10 @@ them: failing since when (against the 72-hour rule), last passed, the first bad 
 what changed since the last good one, and failures that were only flaky. Pure: the store reads
 a :class:`Timeline` in a few bulk queries, everything here works on it.
 
-Only passes and bad outcomes (failed, error, interrupted) are judged; a skipped cell or one
-whose host lacked the hardware says nothing about whether the cell works, so it neither ends
-nor starts a failure.
+Only passes and bad outcomes (failed, interrupted) are judged; a skipped cell, one whose host
+lacked the hardware, or an error (the environment or oota broke: an unreachable registry, a
+full disk, a lost Engine) says nothing about whether the cell works, so it neither ends nor
+starts a failure, and no one is blamed for it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from oota.history.records import Inputs
 from oota.results.model import CellRef
 from oota.vocab import BAD, Status, worst
 
+# The bad outcomes that are the stack's: an error is the environment's (or oota's).
+JUDGED_BAD = BAD - {"error"}
 # Breakage is to be found and fixed within 72 hours (the out-of-tree validation RFC): a cell
 # failing for longer is flagged.
 OVERDUE = dt.timedelta(hours=72)
@@ -155,7 +158,7 @@ def judge(series: CellSeries) -> CellState:
                 episodes.append(_closed(open_, outcome))
                 open_ = None
             last_pass = outcome
-        elif outcome.status in BAD:
+        elif outcome.status in JUDGED_BAD:
             open_ = _extended(open_, outcome, last_pass)
     if open_ is not None:
         episodes.append(open_)

@@ -17,7 +17,8 @@ from oota.report.skips import EXPIRY_WINDOW_DAYS
 from oota.report.templating import html_environment
 from oota.vocab import MaybeStatus
 
-LEGEND = (("passed", "✓ passed"), ("failed", "✗ failed"), ("skipped", "skip: skipped"),
+LEGEND = (("passed", "✓ passed"), ("failed", "✗ failed"), ("error", "⚠ error"),
+          ("skipped", "skip: skipped"),
           ("unsupported-here", "n/a here: no such hardware on the host"),
           ("interrupted", "stopped: interrupted by a signal before it finished"),
           ("none", "–: not tested"))

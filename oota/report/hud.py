@@ -34,7 +34,7 @@ from oota.vocab import MaybeStatus
 DEFAULT_RUNS = 50
 DEFAULT_SINCE = dt.timedelta(hours=24)
 HUD_FILE, DIGEST_FILE = "hud.html", "hud.md"
-SYMBOL = {"passed": "✓", "failed": "✗", "error": "✗", "interrupted": "◼", "skipped": "–",
+SYMBOL = {"passed": "✓", "failed": "✗", "error": "⚠", "interrupted": "◼", "skipped": "–",
           "unsupported-here": "○", "": "·"}
 SPARK_W, SPARK_H, SPARK_PAD = 120, 26, 3
 # A line needs three points to show a trend; before that a figure is shown as its value.
@@ -310,7 +310,7 @@ def to_html(page: HudPage) -> str:
         title="oota HUD", page=page, version=__version__, overdue_h=_hours(OVERDUE),
         utc=dt.timezone.utc,
         spark_w=SPARK_W, spark_h=SPARK_H,
-        legend=(("passed", "✓ passed"), ("failed", "✗ failed or error"),
+        legend=(("passed", "✓ passed"), ("failed", "✗ failed"), ("error", "⚠ error"),
                 ("flaky", "≈ flaky: a failure between two passes with the same inputs"),
                 ("skipped", "– skipped"), ("unsupported-here", "○ no such hardware"),
                 ("none", "· not in that run")))

@@ -24,7 +24,7 @@ from oota.vocab import (
 
 # The report's columns: the build stage, then the suite's layers (oota.vocab.LAYERS).
 COLUMNS = ("build", *LAYERS)
-SYMBOL = {"passed": "✓", "failed": "✗", "error": "✗", "interrupted": "stopped",
+SYMBOL = {"passed": "✓", "failed": "✗", "error": "⚠", "interrupted": "stopped",
           "skipped": "skip", "unsupported-here": "n/a here", "": "–"}
 WORD = {"passed": "passed", "failed": "failed", "error": "error", "interrupted": "interrupted",
         "skipped": "skipped", "unsupported-here": "n/a here", "": "not run"}

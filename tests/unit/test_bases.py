@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from oota.config.matrix import OsSpec
-from oota.errors import InputError, StepFailed
+from oota.errors import EnvironmentFault, InputError
 from oota.execute.bases import ensure_base, mirrored, parse_mirrors, split_registry
 
 GAUDI = "vault.habana.ai/gaudi-docker/1.23.0/ubuntu24.04/habanalabs/pytorch-installer-2.9.0:latest"
@@ -72,13 +72,16 @@ def test_docker_hub_images_have_a_mirror_too(tmp_path: Path):
 
 
 def test_when_nothing_answers_the_error_names_both_and_the_flag(tmp_path: Path):
+    """No registry answered: the environment's fault (the cell is an error, not a failure)."""
     engine = FakeEngine()
-    with pytest.raises(StepFailed) as info:
+    with pytest.raises(EnvironmentFault) as info:
         ensure_base(engine, GAUDI, UBUNTU, tmp_path, {"vault.habana.ai": "registry.lab"})
     text = str(info.value)
     assert "the mirror's registry.lab/gaudi-docker" in text and "vault.habana.ai: no such host" \
         in text
     assert "--registry-mirror vault.habana.ai=MIRROR" in text
+    assert info.value.short == (f"base image {GAUDI} could not be pulled: its registry "
+                                "vault.habana.ai did not answer")
 
 
 @pytest.mark.parametrize("bad", ["vault.habana.ai", "=mirror", "vault.habana.ai=",
