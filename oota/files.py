@@ -13,12 +13,18 @@ file it cannot read reports these too, with their reason.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import stat
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from oota.errors import EnvironmentProblem
 
 MIB = 1 << 20
 # A data file (matrix.yaml, vendor.yaml, skips.yaml, hosts.yaml, a lock, history-policy.yaml):
@@ -108,6 +114,40 @@ def link_problem(path: Path, root: Path) -> str:
         elif not current.exists():
             break
     return ""
+
+
+class Busy(EnvironmentProblem):
+    """Another process holds the lock of what this one is to write (exit 3)."""
+
+
+@contextlib.contextmanager
+def exclusive(lock: Path, what: str, wait_s: float) -> Iterator[None]:
+    """Hold ``lock`` (an advisory ``flock`` on that file, created beside what it guards)
+    while the body writes ``what``; another process holding it is waited for up to
+    ``wait_s`` seconds, then :class:`Busy` names it. The system drops a lock whose process
+    is gone (killed too), so what a lock holder finds left beside ``what`` is a dead
+    writer's, and a live writer's work is never taken for leftovers."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+                 | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+                    raise Busy(f"{what} is being written by another oota (pid {holder}); "
+                               f"waited {wait_s:g} s: run again when it has finished, or "
+                               "write elsewhere") from None
+                time.sleep(0.2)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:

@@ -92,21 +92,26 @@ def _shown_endpoint(endpoint: Endpoint, base_url: str) -> str:
     return f"{redact(env)[:200]} (DOCKER_HOST)" if env else "unix:///var/run/docker.sock"
 
 
-def _clients(docker: Any, base_url: str, tls: TlsFiles | None
-             ) -> tuple[DockerClient, APIClient]:
-    """The SDK's client of the Engine at ``base_url`` ('': the environment's), and a second
-    one with a short timeout for :meth:`DockerEngine.alive`. Each asks the Engine its API
-    version as it is made."""
+def _client(docker: Any, base_url: str, tls: TlsFiles | None) -> DockerClient:
+    """The SDK's client of the Engine at ``base_url`` ('': the environment's); it asks the
+    Engine its API version as it is made."""
+    if not base_url:
+        return docker.from_env(timeout=CONNECT_TIMEOUT_S)  # type: ignore[no-any-return]
+    return docker.DockerClient(  # type: ignore[no-any-return]
+        base_url=base_url, timeout=CONNECT_TIMEOUT_S, use_ssh_client=base_url.startswith(
+            "ssh://"), tls=sdk_tls(docker, tls))
+
+
+def _pinger(docker: Any, base_url: str, tls: TlsFiles | None) -> APIClient:
+    """A second client with a short timeout, for :meth:`DockerEngine.alive`."""
     import docker.utils
 
     if not base_url:
-        return (docker.from_env(timeout=CONNECT_TIMEOUT_S),
-                docker.APIClient(timeout=PING_TIMEOUT_S, **docker.utils.kwargs_from_env()))
-    ssh = base_url.startswith("ssh://")
-    return (docker.DockerClient(base_url=base_url, timeout=CONNECT_TIMEOUT_S,
-                                use_ssh_client=ssh, tls=sdk_tls(docker, tls)),
-            docker.APIClient(base_url=base_url, timeout=PING_TIMEOUT_S,
-                             tls=sdk_tls(docker, tls), use_ssh_client=ssh))
+        return docker.APIClient(  # type: ignore[no-any-return]
+            timeout=PING_TIMEOUT_S, **docker.utils.kwargs_from_env())
+    return docker.APIClient(  # type: ignore[no-any-return]
+        base_url=base_url, timeout=PING_TIMEOUT_S, tls=sdk_tls(docker, tls),
+        use_ssh_client=base_url.startswith("ssh://"))
 
 
 class DockerEngine:
@@ -134,9 +139,13 @@ class DockerEngine:
         self.deadlines = Deadlines(_shown_endpoint(self.endpoint, base_url), CONNECT_TIMEOUT_S)
         try:
             with self.deadlines.request(CONNECT_TIMEOUT_S, "GET /version"):
-                self.client, self._pinger = _clients(docker, base_url, tls)
+                self.client = _client(docker, base_url, tls)
+            # The ping's own sockets: a deadline of the main client does not cut them.
+            pings = Deadlines(self.deadlines.where, PING_TIMEOUT_S)
+            with pings.request(CONNECT_TIMEOUT_S, "GET /version"):
+                self._pinger = _pinger(docker, base_url, tls)
             self.deadlines.watch_session(self.client.api)
-            self.deadlines.watch_session(self._pinger, PING_TIMEOUT_S)
+            pings.watch_session(self._pinger)
             self.client.ping()
             self.client.api.timeout = REQUEST_TIMEOUT_S
             self.deadlines.seconds = REQUEST_TIMEOUT_S

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from oota.errors import InputError
-from oota.files import REPORT_LIMIT, read_bytes, write_atomic, write_json
+from oota.files import REPORT_LIMIT, exclusive, read_bytes, write_atomic, write_json
 from oota.report import crcr, getstarted, hud
 from oota.report.data import Accept, Report, collect, collect_merged
 from oota.report.htmlpages import cell_page, to_html
@@ -178,6 +178,10 @@ def _write_hud(folder: Path, history: hud.HudInput, current: dict[str, str | Non
     write_atomic(folder / hud.DIGEST_FILE, hud.to_markdown(page.digest, page.regressions))
 
 
+# How long a report waits for another one being written into the same folder.
+LOCK_WAIT_S = 300
+
+
 def _leftovers(out_dir: Path, kind: str) -> list[Path]:
     return sorted(out_dir.parent.glob(f".{out_dir.name}.{kind}-*"))
 
@@ -290,15 +294,20 @@ def write_pages(report: Report, out_dir: Path, results_dir: Path, *,
     ``current`` maps cell ids to today's fingerprints (None: staleness is not judged)."""
     target = out_dir.resolve() if out_dir.is_symlink() else out_dir  # keep the link, fill it
     target.parent.mkdir(parents=True, exist_ok=True)
-    _recover(target)
-    new = Path(tempfile.mkdtemp(prefix=f".{target.name}.{_NEW}-", dir=target.parent))
-    try:
-        os.chmod(new, 0o755)  # mkdtemp makes 0700; reports are served by static web servers
-        _write_files(report, new, results_dir, target, extras or Extras(), hud_input, current)
-        _swap(new, target)
-    except BaseException:
-        shutil.rmtree(new, ignore_errors=True)
-        raise
+    # One writer at a time: a second report into the same folder waits for the first, and
+    # the folders a writer finds beside the report are a dead writer's (a live one holds it).
+    with exclusive(target.parent / f".{target.name}.lock", f"the report {out_dir}",
+                   LOCK_WAIT_S):
+        _recover(target)
+        new = Path(tempfile.mkdtemp(prefix=f".{target.name}.{_NEW}-", dir=target.parent))
+        try:
+            os.chmod(new, 0o755)  # mkdtemp makes 0700; reports are served by static servers
+            _write_files(report, new, results_dir, target, extras or Extras(), hud_input,
+                         current)
+            _swap(new, target)
+        except BaseException:
+            shutil.rmtree(new, ignore_errors=True)
+            raise
 
 
 def write_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = None, *,

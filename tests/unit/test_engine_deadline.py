@@ -32,7 +32,7 @@ def test_an_endpoint_that_drips_ends_at_the_deadline_naming_it(monkeypatch) -> N
     assert str(caught.value).startswith(
         f"the Docker Engine at tcp://{where} (host gpu-a) gave no complete answer to "
         "GET /version within 2 s")
-    assert took < 10
+    assert took < 20  # 2 s, and a busy machine's start of the SDK
 
 
 def test_a_later_request_that_drips_ends_at_its_deadline(monkeypatch) -> None:
@@ -43,7 +43,7 @@ def test_a_later_request_that_drips_ends_at_its_deadline(monkeypatch) -> None:
         with pytest.raises(NoAnswer, match=f"the Docker Engine at tcp://{where} gave no "
                            "complete answer to GET /info within 2 s"):
             engine.facts()
-        assert time.monotonic() - started < 10
+        assert time.monotonic() - started < 20
         assert engine.alive()  # a new connection: the Engine still answers its ping
 
 
