@@ -56,7 +56,7 @@ def job_for(cell: Cell, fingerprint: str) -> Job:
     coords = cell.coordinates()
     toolkit = coords["toolkit_version"]
     return Job(cell=cell.id, vendor=cell.vendor.name, name=title(cell),
-               runs_on=cell.vendor.ci.runs_on, torch=cell.torch_text,
+               runs_on=cell.vendor.ci.labels_for(cell.platform), torch=cell.torch_text,
                python=str(cell.python), os=cell.os.key, fingerprint=fingerprint,
                toolkit=toolkit)
 
@@ -68,6 +68,8 @@ def title(cell: Cell) -> str:
     if cell.vendor.toolkit is not None and cell.toolkit is not None:
         parts.append(f"{cell.vendor.toolkit.id_prefix}{cell.toolkit}")
     parts += [f"py{cell.python}", cell.os.key]
+    if cell.platform != "linux/amd64":
+        parts.append(cell.arch)
     return " / ".join(parts)
 
 

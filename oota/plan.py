@@ -14,7 +14,16 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from oota.config.matrix import CHANNELS, CORE_AXES, Channel, Matrix, OsSpec, VendorMatrix
+from oota.config.matrix import (
+    CHANNELS,
+    CORE_AXES,
+    DEFAULT_PLATFORM,
+    PLATFORM,
+    Channel,
+    Matrix,
+    OsSpec,
+    VendorMatrix,
+)
 from oota.config.names import NAME_RULE, cell_id_problem
 from oota.config.provenance import Fact
 from oota.config.vendors import Vendor
@@ -35,6 +44,17 @@ class Cell:
     torch: Version | None               # None: a channel's build, resolved at build time
     toolkit: Version | None
     channel: Channel | None = None
+    platform: str = DEFAULT_PLATFORM    # what the image is built for: linux/amd64, linux/arm64
+
+    @property
+    def arch(self) -> str:
+        """'amd64', 'arm64': the platform's architecture, as Docker names it."""
+        return self.platform.split("/", 1)[1]
+
+    @property
+    def machine(self) -> str:
+        """'x86_64', 'aarch64': the architecture as uname and wheel tags name it."""
+        return {"amd64": "x86_64", "arm64": "aarch64"}.get(self.arch, self.arch)
 
     @property
     def torch_text(self) -> str:
@@ -47,6 +67,8 @@ class Cell:
         if self.vendor.toolkit and self.toolkit is not None:
             parts.append(f"{self.vendor.toolkit.id_prefix}{self.toolkit}")
         parts += [f"py{self.python}", self.os.key]
+        if self.platform != DEFAULT_PLATFORM:  # linux/amd64 cells keep the ids they always had
+            parts.append(self.arch)
         return "-".join(parts)
 
     @property
@@ -63,6 +85,7 @@ class Cell:
         """What vendor.yaml format strings (requirements, index_url) may use: the
         coordinates, the toolkit axis by name, and ``<axis>_nodot`` (13.0 -> 130)."""
         coords = {k: v for k, v in self.coordinates().items() if v is not None}
+        coords |= {"platform": self.platform, "arch": self.arch, "machine": self.machine}
         if self.vendor.toolkit and self.toolkit is not None:
             coords[self.vendor.toolkit.axis] = str(self.toolkit)
             coords[f"{self.vendor.toolkit.axis}_nodot"] = str(self.toolkit).replace(".", "")
@@ -116,7 +139,8 @@ class Cell:
 
     def coordinates(self) -> dict[str, str | None]:
         """The cell's position in the matrix, as plain strings (labels, results, templates);
-        a channel's cell also names its channel (release cells carry no such key)."""
+        a channel's cell also names its channel (release cells carry no such key), a cell for
+        another platform than linux/amd64 its platform."""
         coords = {
             "vendor": self.vendor.name,
             "os": self.os.key,
@@ -125,7 +149,8 @@ class Cell:
             "toolkit": self.vendor.toolkit.axis if self.vendor.toolkit else None,
             "toolkit_version": str(self.toolkit) if self.toolkit is not None else None,
         }
-        return coords | ({"channel": self.channel.name} if self.channel is not None else {})
+        return coords | ({"channel": self.channel.name} if self.channel is not None else {}) \
+            | ({"platform": self.platform} if self.platform != DEFAULT_PLATFORM else {})
 
 
 def channel_index(release_index: str, channel: str) -> str | None:
@@ -213,7 +238,8 @@ def vendor_cells(matrix: Matrix, vm: VendorMatrix) -> list[Cell]:
         channel = vm.channel(combo["torch"]) if combo["torch"] in CHANNELS else None
         cell = Cell(vendor=vm.vendor, os=os_spec, python=python,
                     torch=None if channel else Version(combo["torch"]),
-                    toolkit=Version(combo[toolkit.axis]) if toolkit else None, channel=channel)
+                    toolkit=Version(combo[toolkit.axis]) if toolkit else None, channel=channel,
+                    platform=combo.get(PLATFORM, DEFAULT_PLATFORM))
         if cell.id not in seen and _id_is_valid(matrix, vm, cell) and _has_index(matrix, vm, cell):
             seen.add(cell.id)
             cells.append(cell)
@@ -270,7 +296,10 @@ def select(matrix: Matrix, cells: list[Cell], *, ids: list[str] | None = None,
     for cell in cells:
         rules = matrix.vendors[cell.vendor.name].default
         coords = _combo_of(cell)
-        hits = [i for i, rule in enumerate(rules) if _matches(coords, dict(rule))]
+        # A default entry that names no platform means linux/amd64: builds without --cell or
+        # --all never start an emulated build by surprise.
+        hits = [i for i, rule in enumerate(rules)
+                if _matches(coords, {PLATFORM: DEFAULT_PLATFORM, **dict(rule)})]
         used.update((cell.vendor.name, i) for i in hits)
         if not rules or hits:
             chosen.append(cell)
@@ -285,7 +314,8 @@ def select(matrix: Matrix, cells: list[Cell], *, ids: list[str] | None = None,
 
 
 def _combo_of(cell: Cell) -> Combo:
-    combo = {"os": cell.os.key, "python": str(cell.python), "torch": cell.torch_text}
+    combo = {"os": cell.os.key, "python": str(cell.python), "torch": cell.torch_text,
+             PLATFORM: cell.platform}
     if cell.vendor.toolkit and cell.toolkit is not None:
         combo[cell.vendor.toolkit.axis] = str(cell.toolkit)
     return combo

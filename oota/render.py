@@ -143,7 +143,7 @@ def channel_install(cell: Cell) -> ChannelInstall | None:
 def _channel_companions(cell: Cell) -> tuple[str, ...]:
     """The companions (torchvision) the vendor's requirements name: they follow torch's
     channel, as PyTorch's own nightly instructions install them together."""
-    texts = cell.vendor.requirements + cell.vendor.test_requirements
+    texts = cell.vendor.requirements_for(cell.platform) + cell.vendor.test_requirements
     return tuple(name for name in sorted(cell.vendor.companions)
                  if any(f"{{{name}}}" in text for text in texts))
 
@@ -220,7 +220,8 @@ def render_cell(matrix: Matrix, cell: Cell) -> Rendered:
     coords = cell.format_vars()
     vendor = cell.vendor
     requirements = {
-        "requirements": _requirements(cell, vendor.requirements, "requirements"),
+        "requirements": _requirements(cell, vendor.requirements_for(cell.platform),
+                                      "requirements"),
         "test_requirements": _requirements(cell, vendor.test_requirements, "test_requirements"),
     }
     channel = channel_install(cell)

@@ -33,7 +33,10 @@ def format_rows(rows: Sequence[MatrixRow], fmt: str) -> str:
     shown = [row.to_json() for row in rows]
     if fmt == "json":
         return json.dumps(shown, indent=2)
-    headers = ("id", "vendor", "torch", "python", "toolkit_version", "os", "default")
+    headers = ("id", "vendor", "torch", "python", "toolkit_version", "os", "platform",
+               "default")
+    # A cell says its platform only when it is not linux/amd64 (Cell.coordinates).
+    shown = [{"platform": "linux/amd64", **row} for row in shown]
     table = [[str(r.get(h) if r.get(h) is not None else "-") for h in headers] for r in shown]
     widths = [max(len(h), *(len(row[i]) for row in table)) if table else len(h)
               for i, h in enumerate(headers)]

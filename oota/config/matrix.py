@@ -64,6 +64,11 @@ from oota.errors import MatrixError
 SCHEMA_VERSION = 1
 CHECKOUT = Path(__file__).resolve().parents[2]   # the repository, for an editable install
 CORE_AXES = ("os", "python", "torch")
+# The platform an image is built for (docker build --platform); a vendor without the axis
+# builds for linux/amd64 only. Its vendor.yaml says which it supports (``platforms``).
+PLATFORM = "platform"
+PLATFORMS = ("linux/amd64", "linux/arm64")
+DEFAULT_PLATFORM = "linux/amd64"
 _RULE_KEYS = ("include", "exclude", "default")
 NIGHTLY = "nightly"
 CHANNELS = (NIGHTLY,)
@@ -291,7 +296,7 @@ def _load_os(doc: Doc, key: str, value: Any) -> OsSpec:
 
 def _load_vendor_matrix(doc: Doc, path: Path_, value: Any, vendor: Vendor,
                         oses: dict[str, OsSpec]) -> VendorMatrix:
-    axis_names = CORE_AXES + ((vendor.toolkit.axis,) if vendor.toolkit else ())
+    axis_names = CORE_AXES + ((vendor.toolkit.axis,) if vendor.toolkit else ()) + (PLATFORM,)
     f = Fields(doc, path, value, allowed=axis_names + _RULE_KEYS)
     axes = []
     channels: tuple[Channel, ...] = ()
@@ -307,7 +312,10 @@ def _load_vendor_matrix(doc: Doc, path: Path_, value: Any, vendor: Vendor,
         if not values and len(doc.problems) == reported:  # not after "expected a list ..."
             doc.error(path + (axis,), "the axis is empty", "list at least one value or remove it")
         for i, text in enumerate(values):
-            _check_value(doc, path + (axis, i), axis, text, oses)
+            if axis == PLATFORM:
+                _check_platform(doc, path + (axis, i), text, vendor)
+            else:
+                _check_value(doc, path + (axis, i), axis, text, oses)
         axes.append((axis, values))
     rules = {key: _load_rules(doc, path + (key,), f.raw(key), axis_names, oses, pins)
              for key in _RULE_KEYS}
@@ -404,10 +412,25 @@ def _load_channel(doc: Doc, path: Path_, value: dict[str, Any]) -> Channel | Non
     return Channel(name=name, index_url=index, max_age_days=age)
 
 
+def _check_platform(doc: Doc, path: Path_, text: str, vendor: Vendor) -> None:
+    """A platform oota builds for, and one the vendor's data says it supports."""
+    if text not in PLATFORMS:
+        doc.error(path, f"unknown platform '{text}'", did_you_mean(text, PLATFORMS)
+                  or "write linux/amd64 or linux/arm64")
+    elif text not in vendor.platforms:
+        doc.error(path, f"vendor {vendor.name} does not support {text} (its vendor.yaml "
+                  f"platforms: {', '.join(vendor.platforms)})",
+                  f"add {text} to vendors/{vendor.name}/vendor.yaml platforms, or remove it here")
+
+
 def _check_value(doc: Doc, path: Path_, axis: str, text: str, oses: dict[str, OsSpec]) -> None:
     if axis == "os":
         if text not in oses:
             doc.error(path, f"unknown os '{text}'", did_you_mean(text, tuple(oses)))
+        return
+    if axis == PLATFORM:
+        if text not in PLATFORMS:
+            doc.error(path, f"unknown platform '{text}'", did_you_mean(text, PLATFORMS))
         return
     if axis == "torch" and text in CHANNELS:
         return

@@ -170,6 +170,11 @@ class CiSpec:
     job asks for (``invoke matrix --format github``)."""
 
     runs_on: tuple[str, ...] = HOSTED_RUNNER
+    per_platform: Mapping[str, tuple[str, ...]] = field(default_factory=_empty)
+
+    def labels_for(self, platform: str) -> tuple[str, ...]:
+        """The runner labels of a cell built for ``platform``."""
+        return self.per_platform.get(platform, self.runs_on)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -279,6 +284,13 @@ class Vendor:
     # -> version (from vendors/companions.yaml, oota/config/companions.py, or typed by hand).
     # Each becomes a format variable of the requirements ("torchvision=={torchvision}").
     companions: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
+    # The platforms its cells may be built for (matrix.yaml's platform axis).
+    platforms: tuple[str, ...] = ("linux/amd64",)
+    # The requirements of one platform's cells, where they differ from ``requirements``.
+    platform_requirements: Mapping[str, tuple[str, ...]] = field(default_factory=_empty)
+
+    def requirements_for(self, platform: str) -> tuple[str, ...]:
+        return self.platform_requirements.get(platform, self.requirements)
     # The requirements' {local}: a local version such as "+cu{cuda_nodot}", left empty for the
     # cells whose torch PyPI's default wheel already is (facts.pypi_default: torch -> toolkit).
     local_version: str = ""
@@ -360,9 +372,14 @@ def _build(data: dict[str, Any], folder: Path) -> Vendor:
         run=_run(data.get("run", {})), host=_host(data.get("host", {}), sources),
         verify=_verify(data.get("verify", _DEFAULT_VERIFY)),
         facts=_facts(data, folder.name, sources),
-        ci=CiSpec(runs_on=tuple(data.get("ci", {}).get("runs-on", HOSTED_RUNNER))),
+        ci=CiSpec(runs_on=tuple(data.get("ci", {}).get("runs-on", HOSTED_RUNNER)),
+                  per_platform=MappingProxyType({
+                      k: tuple(v) for k, v in data.get("ci", {}).get("platforms", {}).items()})),
         companions=_companions(data.get("companions", {})),
         local_version=data.get("local_version", ""),
+        platforms=tuple(data.get("platforms", ("linux/amd64",))),
+        platform_requirements=MappingProxyType({
+            k: tuple(v) for k, v in data.get("platform_requirements", {}).items()}),
     )
 
 

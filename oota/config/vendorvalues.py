@@ -28,7 +28,8 @@ from oota.config.yamlsrc import Doc, Path_, did_you_mean
 
 # What each format variable looks like when a cell fills it, for checking the result's shape.
 _SAMPLES = {"vendor": "demo", "os": "debian12", "python": "3.11", "torch": "2.13.0",
-            "toolkit_version": "13.0", "local": "+cu130"}
+            "toolkit_version": "13.0", "local": "+cu130", "platform": "linux/amd64",
+            "arch": "amd64", "machine": "x86_64"}
 _URL = re.compile(r"^((https?|file)://[^\s\"'<>\\]+)?$")
 _LOCAL = re.compile(r"^(\+[A-Za-z0-9]+([._-][A-Za-z0-9]+)*)?$")
 
@@ -125,6 +126,9 @@ def check_values(doc: Doc, data: Any, reported: set[Path_]) -> None:
 def _templates(check: _Checker) -> None:
     for key in ("requirements", "test_requirements"):
         for path, text in check.strings(key):
+            check.check_filled(path, text, _requirement_problem)
+    for platform in _dict(check.data.get("platform_requirements")):
+        for path, text in check.strings("platform_requirements", platform):
             check.check_filled(path, text, _requirement_problem)
     for path, text in check.strings("index_url"):
         check.check_filled(path, text, lambda url: None if _URL.match(url) else

@@ -26,6 +26,7 @@ import logging
 import os
 import subprocess
 import tarfile
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -286,11 +287,12 @@ class DockerEngine:
         run so that a run killed before removing it gets it removed by the next one."""
         return self.client.containers.create(image, labels={RUN_LABEL: run_id} if run_id else {})
 
-    def pull(self, ref: str) -> str | None:
-        """Pull ``ref``; None (with the reason logged) when the registry does not answer."""
+    def pull(self, ref: str, platform: str | None = None) -> str | None:
+        """Pull ``ref`` (for ``platform``, else the Engine's own); None (with the reason
+        logged) when the registry does not answer."""
         repo, tag = split_tag(ref)
         try:
-            self.client.images.pull(repo, tag=tag)
+            self.client.images.pull(repo, tag=tag, platform=platform)
             return None
         except self._errors.DockerException as exc:
             log.debug("pull %s failed: %s", ref, exc)
@@ -359,8 +361,14 @@ class DockerEngine:
         self.client.images.get(source).tag(repository, tag=tag)
 
     # -- creation --------------------------------------------------------------------------
-    def import_rootfs(self, rootfs: Path, tag: str, labels: dict[str, str]) -> None:
-        """``tar -C rootfs -c . | docker import`` with labels, streamed (no temp tarball)."""
+    def import_rootfs(self, rootfs: Path, tag: str, labels: dict[str, str],
+                      platform: str | None = None) -> None:
+        """``tar -C rootfs -c . | docker import`` with labels, streamed (no temp tarball). For
+        another ``platform`` (linux/arm64) ``docker import`` would record the Engine's own
+        architecture, so BuildKit makes the image instead: FROM scratch, ADD the tarball."""
+        if platform is not None:
+            self._import_for(rootfs, tag, labels, platform)
+            return
         cli = plain_cli()
         changes = [arg for key, value in sorted(labels.items())
                    for arg in ("--change", f"LABEL {key}={label_quote(value)}")]
@@ -377,6 +385,27 @@ class DockerEngine:
             tar.wait(timeout=60)
         if proc.returncode != 0 or tar.returncode != 0:
             raise StepFailed(f"importing {rootfs} as {tag} failed", command=argv,
+                             returncode=proc.returncode, log_tail=_tail(proc.stderr))
+
+    def _import_for(self, rootfs: Path, tag: str, labels: dict[str, str], platform: str) -> None:
+        if self._cli is None:
+            self._cli = find_buildkit_cli()
+        cli, extra_env = self._cli
+        with tempfile.TemporaryDirectory(prefix="rootfs-import-", dir=rootfs.parent) as tmp:
+            context = Path(tmp)
+            tar = ["tar", "--numeric-owner", "-C", str(rootfs), "-cf",
+                   str(context / "rootfs.tar"), "."]
+            subprocess.run(tar, check=True, capture_output=True, timeout=900)
+            (context / "Dockerfile").write_text("FROM scratch\nADD rootfs.tar /\n",
+                                                encoding="utf-8")
+            argv = [cli[0], *self._flags, *cli[1:], "--platform", platform, "-t", tag,
+                    *[arg for key, value in sorted(labels.items())
+                      for arg in ("--label", f"{key}={value}")], str(context)]
+            log.debug("run: %s", " ".join(argv))
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800,
+                                  env={**self._env, **extra_env})
+        if proc.returncode != 0:
+            raise StepFailed(f"importing {rootfs} as {tag} ({platform}) failed", command=argv,
                              returncode=proc.returncode, log_tail=_tail(proc.stderr))
 
     def build(self, request: BuildRequest, on_step: Callable[[StepEvent], None]) -> str:
@@ -397,6 +426,8 @@ class DockerEngine:
         iidfile.unlink(missing_ok=True)
         argv = [*prefix, "--progress=plain", "--target", request.target,
                 "--iidfile", str(iidfile)]
+        if request.platform:
+            argv += ["--platform", request.platform]
         for key, value in sorted(request.build_args.items()):
             argv += ["--build-arg", f"{key}={value}"]
         for key, value in sorted(request.labels.items()):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oota import __version__, reproducible
-from oota.config.matrix import Matrix
+from oota.config.matrix import DEFAULT_PLATFORM, Matrix
 from oota.engine.base import BuildRequest
 from oota.execute.bases import Base
 from oota.execute.sources import PipSources, fill_wheelhouse
@@ -152,7 +152,8 @@ def build_request(matrix: Matrix, cell: Cell, inputs: CellInputs, tmp: Path,
                         build_args={"BASE_IMAGE": base.ref, **(
                             {"SOURCE_DATE_EPOCH": epoch} if epoch.isdigit() else {})},
                         log_path=log_path, timeout_s=timeout_s,
-                        epoch=stamp.epoch or reproducible.epoch(os.environ))
+                        epoch=stamp.epoch or reproducible.epoch(os.environ),
+                        platform=None if cell.platform == DEFAULT_PLATFORM else cell.platform)
 
 
 def input_paths(matrix: Matrix, cell: Cell) -> list[Path]:

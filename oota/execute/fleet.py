@@ -37,7 +37,7 @@ from oota.console import Console
 from oota.engine.base import Engine
 from oota.errors import EnvironmentFault, StepFailed
 from oota.execute import enginenames
-from oota.execute.bases import Base, ensure_base
+from oota.execute.bases import Base, ensure_base, foreign_platform
 from oota.execute.build import BuildOptions, CellRun
 from oota.execute.hostinfo import host_facts
 from oota.execute.hosts import HostCheck, check_vendor, check_vendor_in, describe
@@ -86,7 +86,7 @@ class Station:
         """The cell's base image on this engine, made available once per run; a failure is
         kept and raised for every cell on it (StepFailed, or EnvironmentFault when the
         registry did not answer)."""
-        key = cell.base_image
+        key = f"{cell.base_image} {cell.platform}"
         with self._lock:
             if key not in self._bases:
                 self._bases[key] = _prepare_base(self, cell, console, workdir, mirrors)
@@ -126,7 +126,8 @@ def _prepare_base(station: Station, cell: Cell, console: Console, workdir: Path,
     where = f" on {station.name}" if station.vendors is not None else ""
     try:
         with console.status(f"base image {cell.base_image}{where}"):
-            base = ensure_base(station.engine, cell.base_image, cell.os, workdir, mirrors)
+            base = ensure_base(station.engine, cell.base_image, cell.os, workdir, mirrors,
+                               platform=foreign_platform(cell, station.engine))
     except (StepFailed, EnvironmentFault) as exc:
         # Said here once, in full; each cell on this base then names it in one line.
         kind = "error" if isinstance(exc, EnvironmentFault) else "fail"

@@ -24,7 +24,7 @@ from oota.console import Console
 from oota.engine.base import RUN_LABEL, BuildRequest, Engine, Mount, RunRequest
 from oota.engine.docker import DockerEngine
 from oota.errors import StepFailed
-from oota.execute.bases import ensure_base
+from oota.execute.bases import ensure_base, foreign_platform
 from oota.execute.context import stage_context
 from oota.execute.interrupts import deferred
 from oota.execute.leftovers import context_root, owned_run
@@ -83,7 +83,7 @@ def build_builder(matrix: Matrix, cell: Cell, engine: Engine, options: LockOptio
     and return its tag; labelled with the run id so the caller's clean-up removes it."""
     work = _work(matrix, options)
     base = ensure_base(engine, cell.base_image, cell.os, matrix.root / ".oota-cache",
-                       dict(options.registry_mirrors))
+                       dict(options.registry_mirrors), platform=foreign_platform(cell, engine))
     files = context_files(matrix, render_cell(matrix, cell))
     tag = f"oota-lock/{cell.vendor.name}:{cell.id}-builder-{options.run_id}"
     with tempfile.TemporaryDirectory(prefix=f"{cell.id}-", dir=work) as tmp:

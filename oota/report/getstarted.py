@@ -155,9 +155,19 @@ def _coordinates(row: CellRow, cell: CellRef) -> tuple[tuple[str, str], ...]:
     if row.torch.nightly:
         torch += f" ({row.torch.nightly})"
     pairs = [("torch", torch), ("Python", cell.python), ("OS", cell.os)]
+    if cell.platform:  # recorded for cells of another platform than linux/amd64
+        pairs.append(("platform", cell.platform))
     if cell.toolkit:
         pairs.append(("toolkit", f"{cell.toolkit} {cell.toolkit_version or ''}".strip()))
     return tuple(pairs)
+
+
+def _machine(cell: CellRef, row: CellRow) -> str:
+    """The machine a cell's wheels are for: its platform's (an arm64 cell verified under
+    emulation on an x86_64 host is for aarch64), else the host's."""
+    if cell.platform:
+        return {"linux/arm64": "aarch64", "linux/amd64": "x86_64"}.get(cell.platform, "")
+    return row.host.text("arch") or ""
 
 
 def _run_line(row: CellRow, image: str) -> str:
@@ -193,7 +203,7 @@ def start_cell(row: CellRow, result: Result, current: Mapping[str, str] | None,
         channel=result.cell.channel, pulls=pulls, publish=publish,
         run="" if in_place else _run_line(row, image),
         pip=pip_install(row, result.requirements),
-        platform=f"Python {result.cell.python} on Linux {row.host.text('arch') or ''}".rstrip(),
+        platform=f"Python {result.cell.python} on Linux {_machine(result.cell, row)}".rstrip(),
         torch_source=row.torch.source or "not recorded",
         notes=result.sources.notes if result.sources else (),
         stale=_stale(result.cell, current),

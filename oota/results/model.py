@@ -32,7 +32,7 @@ SCHEMA_ID = "oota.result/v1"
 class CellRef(Record):
     """Which cell: its coordinates, and the fingerprint of everything its image was built from."""
 
-    json_shape = Shape(omit=("channel",))
+    json_shape = Shape(omit=("channel", "platform"))
 
     id: str
     vendor: str
@@ -43,6 +43,7 @@ class CellRef(Record):
     toolkit_version: str | None
     fingerprint: str
     channel: str | None = None   # 'nightly': torch from a channel (then torch says the same)
+    platform: str | None = None  # 'linux/arm64': built for it; None (absent): linux/amd64
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

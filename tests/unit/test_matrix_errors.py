@@ -79,7 +79,7 @@ CASES = [
     ("toolkit-axis-on-vendor-without-toolkit",
      BASE + '    cuda: ["13.0"]\n',
      ["matrix.yaml:14:5: vendors.cpu.cuda: unknown key 'cuda'; expected one of: default, "
-      "exclude, include, os, python, torch"]),
+      "exclude, include, os, platform, python, torch"]),
     # --- versions
     ("version-typo-O-for-zero-python",
      edit('    python: ["3.11"]\n    torch', '    python: ["3.1O"]\n    torch'),
