@@ -343,8 +343,8 @@ def context_files(matrix: Matrix, rendered: Rendered) -> dict[str, bytes | Path]
     loops back into a folder it is in."""
     files: dict[str, bytes | Path] = {name: text.encode() for name, text in rendered.files.items()}
     vendor = rendered.cell.vendor.folder
-    allowed = (matrix.root.resolve(), vendor.resolve())
-    for root_name, folder in (("verify", matrix.root / "verify"), ("vendor", vendor)):
+    allowed = (matrix.root.resolve(), vendor.resolve(), matrix.verify_dir.resolve())
+    for root_name, folder in (("verify", matrix.verify_dir), ("vendor", vendor)):
         for rel, path in _tree(folder, PurePosixPath(), allowed, matrix.root, (folder.resolve(),)):
             files[f"{root_name}/{rel}"] = path
     # The vocabulary the suite shares with oota (statuses, layers), beside oota-verify.

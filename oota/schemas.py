@@ -7,15 +7,15 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 import jsonschema
 
 from oota import times
+from oota.resources import shipped
 
-SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schema"
+SCHEMA_DIR = shipped("schema")
 
 
 @functools.cache

@@ -5,7 +5,7 @@ the check that turns what invoke parsed (a str, a bool, a list for a repeatable 
 field's type (an :class:`~oota.errors.InputError`, exit 2, names a bad flag before the task
 reads the matrix or contacts Docker); flags that exclude each other are checked in
 ``__post_init__``. ``tasks.py``'s invoke tasks, the ``oota`` command and ``--help`` are derived
-from these classes (:func:`oota.cli.task_of`); :func:`flags_of` lists them as data.
+from these classes (:func:`oota.tasking.task_of`); :func:`flags_of` lists them as data.
 
 **Adding a flag** is one field here, in the request of each task that takes it; the task's body
 reads it as ``r.name``. The field's name is the flag's (``ca_bundle`` is ``--ca-bundle``);
@@ -450,6 +450,14 @@ class JudgeRequest:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class InitRequest:
+    vendor: str = flag("the new vendor's name: vendors/NAME/ is written (a name of lower-case "
+                       "letters, digits, '.', '_' and '-')", REQUIRED)
+    matrix: str = flag(MATRIX + "; written with the vendor's one cell when it does not exist",
+                       "matrix.yaml")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LintRequest:
     matrix: str = _matrix()
 
@@ -465,5 +473,5 @@ class TestRequest:
 REQUESTS: tuple[type, ...] = (
     MatrixRequest, GenerateRequest, BuildRequest, VerifyRequest, PublishRequest, KeygenRequest,
     PullRequest, HostsRequest, ReportRequest, HistoryRequest, ReleaseCheckRequest, LockRequest,
-    JudgeRequest, LintRequest, TestRequest)
+    JudgeRequest, InitRequest, LintRequest, TestRequest)
 

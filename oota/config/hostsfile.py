@@ -30,8 +30,9 @@ from oota.config.schemacheck import check_against
 from oota.config.yamlsrc import Doc, did_you_mean, load_yaml
 from oota.errors import InputError
 from oota.net import redact
+from oota.resources import shipped
 
-SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "hosts-v1.json"
+SCHEMA_FILE = shipped("schema") / "hosts-v1.json"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -60,6 +60,7 @@ from oota.config.names import NAME_RULE, image_problem, name_problem
 from oota.config.vendors import Vendor, discover, load_vendor
 from oota.config.yamlsrc import Doc, Path_, did_you_mean, load_yaml, path_str
 from oota.errors import MatrixError
+from oota.resources import shipped
 
 SCHEMA_VERSION = 1
 CHECKOUT = Path(__file__).resolve().parents[2]   # the repository, for an editable install
@@ -148,8 +149,16 @@ class Matrix:
 
     @property
     def templates_dir(self) -> Path:
-        """The shared, hand-written Dockerfile stages that vendor templates extend."""
-        return self.root / "templates" / "dockerfile"
+        """The shared, hand-written Dockerfile stages that vendor templates extend: the
+        project's own (``templates/dockerfile``), else those oota ships."""
+        own = self.root / "templates" / "dockerfile"
+        return own if own.is_dir() else shipped("templates") / "dockerfile"
+
+    @property
+    def verify_dir(self) -> Path:
+        """The in-image verify suite: the project's own ``verify/``, else oota's."""
+        own = self.root / "verify"
+        return own if own.is_dir() else shipped("verify")
 
 
 def load_matrix(file: Path | str) -> Matrix:

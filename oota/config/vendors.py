@@ -26,9 +26,10 @@ from oota.config.provenance import Fact, Provenance, Source, provenance_of, sour
 from oota.config.schemacheck import check_against
 from oota.config.vendorvalues import check_values
 from oota.config.yamlsrc import Doc, load_yaml
+from oota.resources import shipped
 
 VENDOR_FILE = "vendor.yaml"
-SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "vendor-v1.json"
+SCHEMA_FILE = shipped("schema") / "vendor-v1.json"
 # The project's one name pattern (vendor names become paths, image tags and cell ids).
 # Vendor names follow the project's one name rule (oota/config/names.py); the schema's
 # $defs.name says the same (a test holds them together).

@@ -159,5 +159,5 @@ def build_request(matrix: Matrix, cell: Cell, inputs: CellInputs, tmp: Path,
 def input_paths(matrix: Matrix, cell: Cell) -> list[Path]:
     """The files and folders a cell's image is made from (its fingerprint's sources, and the
     templates and matrix its Dockerfile is rendered from)."""
-    return [matrix.file, matrix.templates_dir, cell.vendor.folder, matrix.root / "verify",
+    return [matrix.file, matrix.templates_dir, cell.vendor.folder, matrix.verify_dir,
             lock_path(matrix, cell), VOCAB_FILE]

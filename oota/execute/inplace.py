@@ -29,12 +29,13 @@ from oota.errors import EnvironmentProblem
 from oota.execute.hosts import HostCheck, check_vendor
 from oota.plan import Cell, plan
 from oota.render import cell_manifest, context_files, fingerprint, render_cell
+from oota.resources import shipped
 from oota.results.assemble import SuiteOutput, assemble, cell_ref, now, read_suite_output
 from oota.results.jsonfields import ResultFormatError, json_object
 from oota.results.model import Host, Image, Result, Stage, VendorCheck
 from oota.results.store import CASES_FILE, keep_recording, save
 
-PROBE = Path(__file__).resolve().parents[2] / "verify" / "oota_probe.py"
+PROBE = shipped("verify") / "oota_probe.py"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -160,7 +161,7 @@ def verify_here(matrix: Matrix, vendor: str, results_dir: Path, *,
            "OOTA_VENDOR_VERIFY": str(matrix.vendors[vendor].vendor.folder / "verify")}
     if not check.supported:
         env["OOTA_UNSUPPORTED_HERE"] = "; ".join(check.reasons)
-    argv = [python, str(matrix.root / "verify" / "oota-verify"), "--out", str(out)]
+    argv = [python, str(matrix.verify_dir / "oota-verify"), "--out", str(out)]
     if layers:
         argv += ["--layer", ",".join(layers)]
     try:

@@ -24,8 +24,9 @@ from typing import Any
 
 from oota.engine.base import Engine, Mount, RunRequest
 from oota.errors import EnvironmentProblem, InputError
+from oota.resources import shipped
 
-VERIFY = Path(__file__).resolve().parents[2] / "verify"
+VERIFY = shipped("verify")
 JUDGE = VERIFY / "oota_judge.py"
 IN_IMAGE = "/opt/oota/judge"
 IMAGE_PYTHON = "/opt/venv/bin/python"  # every oota image's venv (templates/dockerfile)

@@ -30,10 +30,11 @@ from oota.errors import EnvironmentProblem, InputError
 from oota.files import SMALL_LIMIT, read_text
 from oota.net import redact
 from oota.report.data import Report
+from oota.resources import shipped
 from oota.results.jsonfields import JSON, JSONObject, json_object
 from oota.vocab import MaybeStatus, worst
 
-SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "crcr-v1.json"
+SCHEMA_FILE = shipped("schema") / "crcr-v1.json"
 CRCR_FILE = "crcr.json"
 SCHEMA_VERSION: Final = "1"
 

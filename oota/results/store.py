@@ -15,12 +15,13 @@ from xml.etree import ElementTree as ET
 
 from oota import schemas
 from oota.files import RESULT_LIMIT, json_bytes, read_text, write_atomic
+from oota.resources import shipped
 from oota.results.assemble import overall_status, summarize
 from oota.results.jsonfields import ResultFormatError
 from oota.results.model import SCHEMA_ID, Result, Stage, TestOutcome
 from oota.vocab import Status
 
-SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "result-v1.json"
+SCHEMA_FILE = shipped("schema") / "result-v1.json"
 RESULT_FILE = "result.json"
 SIGNATURE_FILE = "result.sig"   # oota/results/signed.py
 JUNIT_FILE = "junit.xml"

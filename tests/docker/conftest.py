@@ -84,7 +84,7 @@ os.environ.setdefault("OOTA_OPS_BUDGET_S", "0")
 SHARES = {
     "reference": frozenset({"test_history_runs.py", "test_judge.py", "test_reference.py",
                             "test_workload.py", "test_cuda_cell.py", "test_getstarted_install.py",
-                            "test_vendor_from_folder.py"}),
+                            "test_vendor_from_folder.py", "test_installed_wheel.py"}),
     "own": frozenset({"test_fleet.py", "test_nightly.py"}),
 }
 if _WORKER.startswith("gw") and _WORKER[2:].isdigit():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import tasks
+from oota import tasks
 from oota.api.history import history_target
 from oota.api.runs import Ran
 from oota.history.location import locate

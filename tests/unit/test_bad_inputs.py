@@ -401,7 +401,8 @@ def test_the_corpus_reaches_its_cases_not_docker(checkout: Path) -> None:
 
 def test_an_unexpected_error_is_one_line_and_its_traceback_is_saved(checkout: Path) -> None:
     with (checkout / "tasks.py").open("a", encoding="utf-8") as fh:
-        fh.write('\n\n@task\ndef boom(c: Context) -> None:\n'
+        fh.write('\n\nfrom invoke.context import Context\nfrom oota.tasks import task\n\n\n'
+                 '@task\ndef boom(c: Context) -> None:\n'
                  '    raise ValueError("a bug\\nsecond line")\n')
     proc = oota(checkout, "boom")
     assert proc.returncode == 1

@@ -20,10 +20,10 @@ from invoke.context import Context
 import tasks
 from oota.api import requests
 from oota.api.requests import REQUIRED, BuildRequest, flag, flags_of, parse
-from oota.cli import bind, request_of
 from oota.engine.base import RegistryAuth
 from oota.errors import InputError
 from oota.supply.signing import PrivateKey
+from oota.tasking import bind, request_of
 from tests.conftest import REPO
 
 TASKS = {name: getattr(tasks, name) for name in dir(tasks)
