@@ -360,15 +360,15 @@ def test(c: Context, r: TestRequest) -> None:
     selected = ["-k", r.k] if r.k else []   # argv lists: -k text never reaches a shell
     pytest = [sys.executable, "-m", "pytest"]
     passed = (0, NO_TESTS_COLLECTED) if r.k else (0,)   # -k may select none of a group
-    code = subprocess.call([*pytest, "-m", "not docker and not network", "-n", "auto",
-                            *selected])
+    code = subprocess.call([*pytest, "-m", "not docker and not network and not xla", "-n",
+                            "auto", *selected])
     if code not in passed:
         if r.docker:
             print("unit or browser tests failed: the Docker tests were not started (fix those "
                   "first, or run tests/docker alone)", file=sys.stderr)
         raise Exit(code=code)
     if r.docker:
-        code = subprocess.call([*pytest, "-m", "not network", "-n", "3", "--dist", "loadscope",
-                                "tests/docker", *selected])
+        code = subprocess.call([*pytest, "-m", "not network and not xla", "-n", "3", "--dist",
+                                "loadscope", "tests/docker", *selected])
         if code not in passed:
             raise Exit(code=code)

@@ -12,16 +12,19 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Final, Literal
 
-Status = Literal["passed", "failed", "error", "skipped", "unsupported-here", "interrupted"]
+Status = Literal["passed", "failed", "error", "skipped", "unsupported-here", "interrupted",
+                 "cpu-fallback"]
 # A status, or "" where there is none: nothing ran (an empty table entry, a cell not in a run).
 MaybeStatus = Literal[Status, ""]
 
 # Every status, worst first: the status of a layer, a cell or a run is the first of these that
 # any of its parts has. 'interrupted' (the run was stopped by a signal) and 'error' (oota or the
 # environment broke) outrank 'failed' (the stack is wrong); 'unsupported-here' (the host lacks
-# the hardware) is never shown as a pass; 'skipped' wins only when nothing else ran.
+# the hardware) is never shown as a pass; 'cpu-fallback' (an operator the backend ran on the
+# CPU, so its result is the CPU's own) is never a pass either, and wins only over 'skipped';
+# 'skipped' wins only when nothing else ran.
 STATUS_ORDER: Final[tuple[Status, ...]] = (
-    "interrupted", "error", "failed", "unsupported-here", "passed", "skipped")
+    "interrupted", "error", "failed", "unsupported-here", "passed", "cpu-fallback", "skipped")
 STATUSES: Final[frozenset[str]] = frozenset(STATUS_ORDER)
 # Statuses that make a run's exit code 1 (README: exit codes).
 BAD: Final[frozenset[str]] = frozenset({"interrupted", "error", "failed"})
@@ -37,6 +40,11 @@ LAYERS: Final[tuple[str, ...]] = (
 # How the suite words a skip caused by the host check (no hardware here), so that oota can
 # give it its own status instead of 'skipped'.
 UNSUPPORTED_PREFIX: Final = "unsupported-here: "
+# How the ops layer words a skip of an operator × dtype whose device run went through the
+# backend's CPU fallback (verify/oota_hooks.py), so that oota gives it the status
+# 'cpu-fallback' ("ran on the CPU"): counted apart, never as a pass.
+CPU_PREFIX: Final = "ran on the CPU: "
+FALLBACK: Final = "cpu-fallback"
 # How a test the ops layer's time budget left unrun begins its skip reason. Which operators a
 # budget reaches depends on the host's speed, so two runs are not compared on those tests.
 BUDGET_PREFIX: Final = "time budget of "
@@ -50,7 +58,8 @@ UNRUN_KEY: Final = "unrun_pairs"
 
 # What a count of tests per layer shows (oota-verify's table in verify.log, the cell page's):
 # every status that makes a run fail counts as failed.
-COUNT_COLUMNS: Final[tuple[str, ...]] = ("passed", "skipped", "unsupported-here", "failed")
+COUNT_COLUMNS: Final[tuple[str, ...]] = ("passed", "cpu-fallback", "skipped", "unsupported-here",
+                                         "failed")
 
 
 def layer_counts(tests: Iterable[tuple[str, str]]) -> dict[str, dict[str, int]]:
@@ -74,9 +83,12 @@ def worst(statuses: Iterable[MaybeStatus]) -> MaybeStatus:
 
 
 def normalized(status: str, message: str) -> tuple[str, str]:
-    """(status, message) with the suite's unsupported-here skips given their own status."""
+    """(status, message) with the suite's unsupported-here and ran-on-the-CPU skips given
+    their own status."""
     if status == "skipped" and message.startswith(UNSUPPORTED_PREFIX):
         return "unsupported-here", message.removeprefix(UNSUPPORTED_PREFIX)
+    if status == "skipped" and message.startswith(CPU_PREFIX):
+        return FALLBACK, message.removeprefix(CPU_PREFIX)
     return status, message
 
 

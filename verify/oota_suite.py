@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import oota_hooks
 import oota_ops
 import oota_summary  # noqa: F401 - first: it makes oota_vocab importable in a checkout too
 import pytest
@@ -188,6 +189,10 @@ def device(cell, device_type):
         except Exception as exc:  # noqa: BLE001 - the install layer reports it in detail
             pytest.fail(f"cannot import {name}, which registers the device: "
                         f"{type(exc).__name__}: {exc}")
+    try:
+        oota_hooks.vendor_hook()  # may give torch the device module it lacks (oota_hooks)
+    except oota_hooks.HookError as exc:
+        pytest.fail(f"the vendor's verify hook: {exc}")
     if device_type == "cpu":
         yield torch.device("cpu")
         return

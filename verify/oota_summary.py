@@ -43,6 +43,8 @@ def _load_vocab() -> None:
 _load_vocab()
 import oota_vocab  # noqa: E402 - found by _load_vocab
 from oota_vocab import (  # noqa: E402
+    COUNT_COLUMNS,
+    FALLBACK,
     UNRUN_KEY,
     budget_blind,
     layer_counts,
@@ -51,8 +53,9 @@ from oota_vocab import (  # noqa: E402
     worst,
 )
 
+COLUMN_TITLE = {"unsupported-here": "n/a here", "cpu-fallback": "ran on CPU"}
 MARK = {"passed": "✓", "failed": "✗", "error": "✗", "interrupted": "stopped", "skipped": "skip",
-        "unsupported-here": "n/a here", "": "–"}
+        "unsupported-here": "n/a here", "cpu-fallback": "on CPU", "": "–"}
 
 
 def normalized(test: dict[str, Any]) -> tuple[str, str]:
@@ -67,13 +70,15 @@ def report(cell: dict[str, Any], tests: list[dict[str, Any]]) -> str:
     toolkit = f", {cell['toolkit']} {cell['toolkit_version']}" if cell.get("toolkit") else ""
     lines = [f"oota-verify report: {cell.get('id', '?')} (torch {cell.get('torch')}, Python "
              f"{cell.get('python')}{toolkit}, device {cell.get('device')}): "
-             f"{MARK.get(worst(s for v in by_layer.values() for s in v), '?')}", "",
-             "| layer | result | passed | skipped | n/a here | failed |",
-             "|---|---|---|---|---|---|"]
+             f"{MARK.get(worst(s for v in by_layer.values() for s in v), '?')}", ""]
     counts = layer_counts((layer, s) for layer, states in by_layer.items() for s in states)
+    # 'ran on CPU' (operators the backend's CPU fallback computed) only where a layer has any.
+    columns = [c for c in COUNT_COLUMNS if c != FALLBACK or any(n[c] for n in counts.values())]
+    lines += ["| layer | result | " + " | ".join(COLUMN_TITLE.get(c, c) for c in columns) + " |",
+              "|---|---|" + "---|" * len(columns)]
     for layer, n in counts.items():  # the counts the report shows too (oota_vocab)
-        lines.append(f"| {layer} | {MARK.get(worst(by_layer[layer]), '?')} | {n['passed']} | "
-                     f"{n['skipped']} | {n['unsupported-here']} | {n['failed']} |")
+        lines.append(f"| {layer} | {MARK.get(worst(by_layer[layer]), '?')} | "
+                     + " | ".join(str(n[c]) for c in columns) + " |")
     lines += _models(tests) + _workload(tests) + _not_passed(tests)
     return "\n".join(lines)
 
@@ -126,8 +131,13 @@ def _not_passed(tests: list[dict[str, Any]]) -> list[str]:
     out = []
     # The ops layer skips thousands of operator x dtype pairs: counted by why, not listed.
     ops_skipped: dict[str, int] = {}
+    fell_back: dict[str, int] = {}  # aten operator -> pairs whose samples called it
     for test in tests:
         status, message = normalized(test)
+        if status == FALLBACK:
+            for name in (test.get("data") or {}).get("fallback_ops") or ["?"]:
+                fell_back[name] = fell_back.get(name, 0) + 1
+            continue
         # The pairs the time budget left unrun are one entry already, listed with its count.
         if status == "skipped" and test.get("layer") == "ops" and UNRUN_KEY not in (
                 test.get("data") or {}):
@@ -141,6 +151,12 @@ def _not_passed(tests: list[dict[str, Any]]) -> list[str]:
                                                              key=lambda kv: (-kv[1], kv[0])))
         out.append(f"- ops layer: {sum(ops_skipped.values())} operator x dtype pairs not "
                    f"compared: {counts} (each reason is in tests.json)")
+    if fell_back:
+        pairs = sum(1 for t in tests if normalized(t)[0] == FALLBACK)
+        names = ", ".join(f"aten::{name} ({n})" for name, n in
+                          sorted(fell_back.items(), key=lambda kv: (-kv[1], kv[0])))
+        out.append(f"- ops layer: {pairs} operator x dtype pairs ran on the CPU (the backend's "
+                   f"fallback), not on the device: {names}")
     return ["", "Not passed:"] + out if out else []
 
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import oota_cases
+import oota_hooks
 import oota_judge
 import oota_opinfo
 import oota_ops
@@ -175,6 +176,34 @@ def _run(op: Any, sample: Any) -> Any:
     return sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs))
 
 
+def _synchronize(device: Any) -> None:
+    import torch
+
+    synchronize = getattr(getattr(torch, device.type, None), "synchronize", None)
+    if callable(synchronize):
+        synchronize()
+
+
+def _samples(op: Any, device: Any, dtype: Any, reference: bool) -> list[Any]:
+    """The operator's samples on the device: made there, or made on the CPU and copied there
+    where the vendor's hook asks so (``oota_hooks.samples_on_cpu``)."""
+    import torch
+
+    if not oota_hooks.samples_on_cpu(oota_hooks.vendor_hook()):
+        return oota_opinfo.samples(op, device, dtype, reference=reference)
+    made = oota_opinfo.samples(op, torch.device("cpu"), dtype, reference=reference)
+    return [s.transform(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t)
+            for s in made]
+
+
+def _run_on_device(op: Any, sample: Any, device: Any) -> Any:
+    """The sample run on the device, and the device synchronised: a lazy backend
+    (PyTorch/XLA) compiles and runs its graph there, so its failures surface here."""
+    got = _run(op, sample)
+    _synchronize(device)
+    return got
+
+
 def _to_float64(value: Any) -> Any:
     import torch
 
@@ -231,6 +260,7 @@ class _Judged:
     outcome: oota_ops.Outcome
     case: dict[str, Any] | None = None
     calls: list[str] = field(default_factory=list)
+    coverage: oota_hooks.Coverage | None = None  # where the device runs computed
 
 
 def _device_failure(exc: Exception, samples: int, ran: int, index: int) -> oota_ops.Outcome:
@@ -252,13 +282,14 @@ def _judge_samples(op: Any, name: str, dtype_name: str, device: Any, rule: oota_
 
     dtype = getattr(torch, dtype_name)
     try:
-        made = oota_opinfo.samples(op, device, dtype, reference=rule.kind == oota_rules.PYTORCH)
+        made = _samples(op, device, dtype, reference=rule.kind == oota_rules.PYTORCH)
     except Exception as exc:  # noqa: BLE001 - the device's failure is the finding
         if _not_implemented(exc):
             return _Judged(oota_ops.Outcome(not_implemented=f"making samples: {_first_line(exc)}"))
         return _Judged(oota_ops.Outcome(error=f"making samples: {_first_line(exc)}"))
     samples = ran = cpu_errors = 0
     worst, kept, kept_ratio = 0.0, None, -1.0
+    coverage = oota_hooks.Coverage(oota_hooks.vendor_hook())
     for index, sample in enumerate(made):
         samples += 1
         cpu_sample = _cpu_copy(sample)
@@ -269,9 +300,9 @@ def _judge_samples(op: Any, name: str, dtype_name: str, device: Any, rule: oota_
             continue
         ran += 1
         try:
-            got = _run(op, sample)
+            got = coverage.watch(lambda: _run_on_device(op, sample, device))  # noqa: B023
         except Exception as exc:  # noqa: BLE001 - the device's failure is the finding
-            return _Judged(_device_failure(exc, samples, ran, index))
+            return _Judged(_device_failure(exc, samples, ran, index), coverage=coverage)
         wide = rule.kind == oota_rules.FLOAT64 and not oota_judge.identical(
             oota_cases.plain(got, copy=False), oota_cases.plain(want, copy=False))
         reference = _reference(op, cpu_sample) if wide else None
@@ -282,14 +313,14 @@ def _judge_samples(op: Any, name: str, dtype_name: str, device: Any, rule: oota_
         verdict = oota_judge.judge(case, device.type, RECORDING.settings)
         if verdict.status == "failed":
             return _Judged(oota_ops.Outcome(samples=samples, ran=ran, failure=verdict.message),
-                           oota_cases.finish(case, verdict), _calls(op, sample))
+                           oota_cases.finish(case, verdict), _calls(op, sample), coverage)
         ratio = verdict.ratio or 0.0
         worst = max(worst, ratio)
         if keep_passing and ratio > kept_ratio and \
                 oota_cases.case_elements(case) <= PASSING_CASE_ELEMENTS:
             kept, kept_ratio = oota_cases.finish(case, verdict), ratio
     return _Judged(oota_ops.Outcome(samples=samples, ran=ran, cpu_errors=cpu_errors,
-                                    rule=rule.describe(), worst=worst), kept)
+                                    rule=rule.describe(), worst=worst), kept, coverage=coverage)
 
 
 def _run_only(op: Any, dtype_name: str, device: Any) -> oota_ops.Outcome:
@@ -351,6 +382,10 @@ def _check(op_name: str, op_dtype: str, device: Any, device_module: Any,
     outcome = judged.outcome
     status, message = oota_ops.verdict(outcome, op=op_name, dtype=op_dtype, device=device.type,
                                        must_pass=must)
+    cover = judged.coverage
+    coverage = cover.to_data() if cover is not None else {}
+    if status == "passed" and cover is not None and cover.ran_on == oota_hooks.CPU:
+        status, message = "skipped", cover.message()  # never a device pass
     if judged.case is not None:
         RECORDING.cases.append(judged.case)
     record_data(op=op_name, aten=str(getattr(op, "aten_name", op.name)), dtype=op_dtype,
@@ -358,7 +393,7 @@ def _check(op_name: str, op_dtype: str, device: Any, device_module: Any,
                 cpu_errors=outcome.cpu_errors, compared=not outcome.cpu_only,
                 rule=rule.kind if rule else "", rule_source=rule.source if rule else "",
                 worst=round(outcome.worst, 4), recorded=judged.case is not None,
-                **({"calls": judged.calls} if judged.calls else {}), note=message)
+                **({"calls": judged.calls} if judged.calls else {}), **coverage, note=message)
     if status == "skipped":
         pytest.skip(message)
     if status == "failed":

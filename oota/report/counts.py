@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from oota.report.data import Report
-from oota.report.rows import CellRow, OpsSummary, ops_summary
+from oota.report.rows import WORD, CellRow, OpsSummary, ops_summary
 from oota.vocab import COUNT_COLUMNS, MaybeStatus, layer_counts, worst
 
 OPS = "ops"
@@ -52,8 +52,7 @@ def ops_in_tests(rows: Sequence[CellRow], summary: OpsSummary | None = None) -> 
     ops = next((c for c in layer_table(rows) if c.layer == OPS), None)
     if summary is None or ops is None:
         return ""
-    shown = ", ".join(f"{ops.counts[c]} {c.replace('unsupported-here', 'n/a here')}"
-                      for c in COUNT_COLUMNS if ops.counts[c])
+    shown = ", ".join(f"{ops.counts[c]} {WORD.get(c, c)}" for c in COUNT_COLUMNS if ops.counts[c])
     checks = ops.counts["passed"] - summary.passed
     unrun_tests = ops.total - summary.tried - checks
     parts = [f"{summary.tried} ran an operator×dtype pair ({summary.passed} passed)"]

@@ -23,6 +23,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from oota.report.compare import Comparison, compare, known_models, load_previous, model_of
+from oota.report.coverage import CoverageTable, coverage_table
 from oota.report.rows import (
     CELL_FILES,
     COLUMNS,
@@ -60,6 +61,7 @@ class Report:
     groups: tuple[CellGroup, ...] = ()
     sources: tuple[str, ...] = ()  # the folders merged (--merge); empty for one folder
     ops: tuple[OpsSummary, ...] = ()  # per vendor that ran the ops layer
+    coverage: CoverageTable | None = None  # operators × vendors: where each pair computed
     # Per cell of today's matrix, the vendor facts it rests on that no source confirms
     # (oota.plan.Cell.unverified_facts), as sentences; the report and get-started pages mark
     # those cells.
@@ -253,6 +255,7 @@ def build_from(loaded: Sequence[Loaded], problems: Sequence[str], *,
         rows=rows, groups=groups,
         models=_model_rows(results, vendors), comparison=comparison, counts=counts,
         sources=tuple(sources), ops=_vendor_ops(groups, vendors),
+        coverage=coverage_table(groups, vendors),
         skip_debt=tuple(skip_debt(v, [r for r in results if r.cell.vendor == v], today)
                         for v in vendors))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from oota import __version__
 from oota.report.counts import in_tests_by_vendor, layer_table, ops_in_tests
+from oota.report.coverage import LEGEND as COVERAGE_LEGEND
 from oota.report.data import Report
 from oota.report.imageview import image_view
 from oota.report.markdown import OPS_FAILURES_SHOWN
@@ -20,6 +21,7 @@ from oota.vocab import MaybeStatus
 LEGEND = (("passed", "✓ passed"), ("failed", "✗ failed"), ("error", "⚠ error"),
           ("skipped", "skip: skipped"),
           ("unsupported-here", "n/a here: no such hardware on the host"),
+          ("cpu-fallback", "on CPU: the backend ran it on the CPU (its fallback), not the device"),
           ("interrupted", "stopped: interrupted by a signal before it finished"),
           ("none", "–: not tested"))
 
@@ -40,7 +42,7 @@ def to_html(report: Report, results_rel: str | Links = "../results", *,
         title="oota compatibility matrix", report=report, links=_links(results_rel),
         version=__version__, columns=COLUMNS, word=WORD, legend=LEGEND,
         window=EXPIRY_WINDOW_DAYS, no_mark=Mark(), hud=hud, ops_tests=in_tests_by_vendor(report),
-        ops_shown=OPS_FAILURES_SHOWN)
+        ops_shown=OPS_FAILURES_SHOWN, coverage_legend=COVERAGE_LEGEND)
 
 
 def cell_page(cell: CellGroup | CellRow, results_rel: str | Links) -> str:

@@ -35,7 +35,7 @@ DEFAULT_RUNS = 50
 DEFAULT_SINCE = dt.timedelta(hours=24)
 HUD_FILE, DIGEST_FILE = "hud.html", "hud.md"
 SYMBOL = {"passed": "✓", "failed": "✗", "error": "⚠", "interrupted": "◼", "skipped": "–",
-          "unsupported-here": "○", "": "·"}
+          "unsupported-here": "○", "cpu-fallback": "c", "": "·"}
 SPARK_W, SPARK_H, SPARK_PAD = 120, 26, 3
 # A line needs three points to show a trend; before that a figure is shown as its value.
 MIN_CHART_RUNS = 3
@@ -313,6 +313,7 @@ def to_html(page: HudPage) -> str:
         legend=(("passed", "✓ passed"), ("failed", "✗ failed"), ("error", "⚠ error"),
                 ("flaky", "≈ flaky: a failure between two passes with the same inputs"),
                 ("skipped", "– skipped"), ("unsupported-here", "○ no such hardware"),
+                ("cpu-fallback", "c ran on the CPU: the backend's fallback computed it"),
                 ("none", "· not in that run")))
 
 

@@ -14,6 +14,7 @@ from oota.results.software import Package, TorchInfo
 from oota.results.store import RESULT_FILE
 from oota.vocab import (
     BAD,
+    FALLBACK,
     LAYERS,
     WORKLOAD_LAYER,
     MaybeStatus,
@@ -25,9 +26,10 @@ from oota.vocab import (
 # The report's columns: the build stage, then the suite's layers (oota.vocab.LAYERS).
 COLUMNS = ("build", *LAYERS)
 SYMBOL = {"passed": "✓", "failed": "✗", "error": "⚠", "interrupted": "stopped",
-          "skipped": "skip", "unsupported-here": "n/a here", "": "–"}
+          "skipped": "skip", "unsupported-here": "n/a here", "cpu-fallback": "on CPU", "": "–"}
 WORD = {"passed": "passed", "failed": "failed", "error": "error", "interrupted": "interrupted",
-        "skipped": "skipped", "unsupported-here": "n/a here", "": "not run"}
+        "skipped": "skipped", "unsupported-here": "n/a here", "cpu-fallback": "ran on the CPU",
+        "": "not run"}
 CELL_FILES = (RESULT_FILE, "junit.xml", "build.log", "verify.log")
 OPS_REASONS_SHOWN = 3  # the ops layer's reasons in its table entry
 
@@ -300,7 +302,8 @@ def _not_passed(tried: Sequence[TestRow]) -> tuple[tuple[str, int], ...]:
     counts: dict[str, int] = {}
     for test in tried:
         if test.status != "passed":
-            reason = "failed" if test.status in BAD else not_compared_reason(test.message)
+            reason = "failed" if test.status in BAD else WORD[FALLBACK] \
+                if test.status == FALLBACK else not_compared_reason(test.message)
             counts[reason] = counts.get(reason, 0) + 1
     return _most_first(counts)
 

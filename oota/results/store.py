@@ -30,7 +30,8 @@ JUNIT_FILE = "junit.xml"
 CASES_FILE = "cases.pt"
 # JUnit has no word for these: each maps to the element CI systems count it under.
 _JUNIT_ELEMENT = {"failed": "failure", "error": "error", "interrupted": "error",
-                  "skipped": "skipped", "unsupported-here": "skipped"}
+                  "skipped": "skipped", "unsupported-here": "skipped", "cpu-fallback": "skipped"}
+_JUNIT_SKIPPED: tuple[Status, ...] = ("skipped", "unsupported-here", "cpu-fallback")
 _MESSAGE_CHARS = 500
 
 __all__ = ["CASES_FILE", "RESULT_FILE", "SCHEMA_ID", "junit_xml", "keep_recording", "load",
@@ -82,7 +83,7 @@ def junit_xml(result: Result) -> str:
     suite = ET.Element("testsuite", name=result.cell.id, tests=str(len(cases)),
                        failures=str(statuses.count("failed")),
                        errors=str(statuses.count("error") + statuses.count("interrupted")),
-                       skipped=str(statuses.count("skipped") + statuses.count("unsupported-here")),
+                       skipped=str(sum(statuses.count(s) for s in _JUNIT_SKIPPED)),
                        time=f"{sum(c.duration_s for c in cases):.3f}")
     for name, stage in result.stages.items():
         _case(suite, result.cell.id, "stage", f"stage::{name}", stage.status, stage.duration_s,

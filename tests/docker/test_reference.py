@@ -10,6 +10,7 @@ from pathlib import Path
 
 from oota.api.runs import judge
 from oota.results.store import CASES_FILE
+from oota.vocab import CPU_PREFIX
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "verify"))
@@ -156,8 +157,13 @@ def test_ops_layer_catches_an_operator_broken_on_purpose(reference_built, docker
     assert "error against the float64 reference" in half
     shrink = failed["test_ops.py::test_op_matches_cpu[nn.functional.tanhshrink-float32]"]
     assert "tanh" in shrink["data"]["calls"]  # the report: "fails through tanh"
-    passed = [t for t in tests if t["status"] == "passed" and "test_op_matches_cpu" in t["id"]]
-    assert len(passed) > 30  # the other must-pass operators still match
+    # The other must-pass operators still match: most through refdev's host fallback, so the
+    # suite reports them as run on the CPU (skipped with CPU_PREFIX), the rest as passed.
+    matched = [t for t in tests if "test_op_matches_cpu" in t["id"] and (
+        t["status"] == "passed" or t["message"].startswith(CPU_PREFIX))]
+    assert len(matched) > 30
+    on_host = {t["data"]["op"] for t in matched if t["data"].get("ran_on") == "cpu"}
+    assert {"mm", "add", "softmax"} <= on_host, on_host
     replay = judge([str(tmp_path / "out" / CASES_FILE)], python=None,
                        image=reference_built.tag, matrix_path=str(REPO / "matrix.yaml"),
                        check=True)

@@ -23,6 +23,7 @@ ASCEND_MOUNTS = ["/usr/local/dcmi", "/usr/local/bin/npu-smi", "/usr/local/Ascend
 EXPECTED = {
     "cpu": [],
     "reference": [],
+    "xla": [],
     "cuda": ["--gpus", "all", "--ipc", "host"],
     "rocm": ["--ipc", "host", "--device", "/dev/kfd", "--device", "/dev/dri",
              "--group-add", "video", "--security-opt", "seccomp=unconfined"],

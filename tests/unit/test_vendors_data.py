@@ -188,10 +188,7 @@ def test_extension_requirement_admits_the_compat_pairing(name):
     assert v.facts.extension is not None
     distribution = v.facts.extension.distribution
     for cell in cells_of(name):
-        coords = {"torch": str(cell.torch), "python": str(cell.python)}
-        if v.toolkit:
-            coords[v.toolkit.axis] = str(cell.toolkit)
-        reqs = [Requirement(r.format(**coords)) for r in v.requirements]
+        reqs = [Requirement(cell.format(r, "requirements")) for r in v.requirements]
         req = next(r for r in reqs if r.name == distribution)
         pairs = [row.extension for row in v.facts.compat if Version(row.torch) == cell.torch]
         assert pairs, f"{cell.id}: torch {cell.torch} has no {distribution} in compat"

@@ -33,7 +33,14 @@ def test_cpu_and_reference_run_the_workload(name: str) -> None:
                                     timed_forwards=30, warmup_forwards=3, judge=None)
 
 
-@pytest.mark.parametrize("name", sorted(set(SHIPPED) - {"cpu", "reference"}))
+def test_xla_runs_the_workload_of_llama() -> None:
+    """PyTorch/XLA compiles each new graph: one model keeps its cell's run in minutes."""
+    workload = load_vendor(SHIPPED["xla"], REPO).verify.workload
+    assert workload == WorkloadSpec(models=("llama",), train_steps=20, timed_forwards=30,
+                                    warmup_forwards=3, judge=None)
+
+
+@pytest.mark.parametrize("name", sorted(set(SHIPPED) - {"cpu", "reference", "xla"}))
 def test_it_is_off_unless_a_vendor_asks(name: str) -> None:
     assert load_vendor(SHIPPED[name], REPO).verify.workload is None
     cells = sorted((REPO / "images" / name).glob("*/cell.json"))
