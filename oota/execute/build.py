@@ -475,8 +475,9 @@ class CellRun:
             log.debug("no usable seal in %s: %s", self.inputs.tag, exc)
             return None
         if not isinstance(sealed, dict) or not same_verification(sealed, expected.document) \
-                or (exact and carried != expected.to_bytes()):
-            return None
+                or (exact and carried != expected.to_bytes()) \
+                or carried != replace(expected, document=sealed).to_bytes():
+            return None  # another verification, or a seal of an older, non-canonical form
         self.console.info(f"{self.cell.id}: the image's results ({EXPECTED_IN_IMAGE}, "
                           f"{sealed.get('verified_at')}) match this verification; kept")
         return Sealed(id=image_id, file=EXPECTED_IN_IMAGE, at=str(sealed.get("verified_at")),

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
+import shutil
 import tarfile
 
 from testcontainers.core.container import DockerContainer
 
-from oota.execute.verify import forwarded_env
-from oota.results.store import validation_errors
+from oota.config.matrix import load_matrix
+from oota.console import Console
+from oota.execute.verify import EXPECTED_IN_IMAGE, expected_results, forwarded_env
+from oota.plan import plan, select
+from oota.results.store import load, validation_errors
+from oota.vocab import UNRUN_KEY
+from tests.runs import build_cells
 
-from .conftest import DEFAULT_CELL
+from .conftest import DEFAULT_CELL, REPO
 
 
 def test_default_cell_builds_and_verifies(built):
@@ -123,3 +130,34 @@ def test_a_run_that_differs_from_the_verification_says_which_tests(built, docker
                                         stderr=False,
                                         labels={"oota.run": built.options.run_id}).decode()
     assert "test_install.py::test_python_version_matches_cell: passed then, failed now" in text
+
+
+def test_the_sealed_bytes_are_those_a_reseal_elsewhere_makes_and_reverify_keeps_the_pair(
+        built, engine, tmp_path):
+    """The session's real verification (the ops layer's folded entry included) is sealed in
+    canonical bytes: made again from result.json, as a reuse on another Engine seals it, they
+    are the same bytes, so the same sealed image id. A --reverify that finds the same outcome
+    keeps the seal, and its result pairs the seal's time with the seal's run, not its own."""
+    carried = engine.read_file(built.tag, EXPECTED_IN_IMAGE)
+    result = load(built.results_dir / DEFAULT_CELL / "result.json")
+    assert any(UNRUN_KEY in t.data for t in result.tests)  # the budget's folded entry
+    sealed = result.image.sealed if result.image else None
+    assert sealed is not None and sealed.at and sealed.run_id
+    document = json.loads(carried)
+    assert (document["verified_at"], document["run_id"]) == (sealed.at, sealed.run_id)
+    matrix = load_matrix(REPO / "matrix.yaml")
+    cell = select(matrix, plan(matrix, ["cpu"]), ids=[DEFAULT_CELL])[0]
+    again = expected_results(cell, result.tests, result.installed, result.host, sealed.run_id,
+                             verified_at=sealed.at)
+    assert again.to_bytes() == carried
+
+    results = tmp_path / "results"
+    shutil.copytree(built.results_dir, results)
+    options = dataclasses.replace(built.options, results_dir=results, run_id="r-reverify",
+                                  reverify=True)
+    [reverified] = build_cells(matrix, [cell], engine, Console(), options, build=False)
+    assert reverified.run_id == "r-reverify"
+    kept = reverified.image.sealed if reverified.image else None
+    assert kept is not None and kept.id == sealed.id  # the same outcome: the seal is kept
+    assert (kept.at, kept.run_id) == (sealed.at, sealed.run_id)
+    assert engine.read_file(built.tag, EXPECTED_IN_IMAGE) == carried

@@ -87,10 +87,11 @@ def test_without_git_there_is_no_creation_time(project, monkeypatch):
 # -- a cell's build request and its seal --------------------------------------------------------
 
 class SealedImage:
-    """An engine holding one sealed image whose /opt/oota/expected.json is ``sealed``."""
+    """An engine holding one sealed image whose /opt/oota/expected.json is ``sealed``, as the
+    seal writes it (``canonical`` False: as an older oota did, keys in any order)."""
 
-    def __init__(self, sealed: dict[str, object] | None):
-        self.sealed = sealed
+    def __init__(self, sealed: dict[str, object] | None, *, canonical: bool = True):
+        self.sealed, self.canonical = sealed, canonical
         self.seals: list[dict[str, str]] = []
 
     def image_labels(self, ref: str) -> dict[str, str]:
@@ -101,7 +102,9 @@ class SealedImage:
 
     def read_file(self, image: str, path: str, *, run_id: str = "") -> bytes:
         assert path == EXPECTED_IN_IMAGE
-        return json.dumps(self.sealed).encode()
+        if not self.canonical:
+            return json.dumps(self.sealed, indent=2).encode() + b"\n"
+        return json.dumps(self.sealed, indent=2, sort_keys=True).encode() + b"\n"
 
     def seal(self, image: str, files: dict[str, bytes], labels: dict[str, str], *,
              run_id: str = "") -> str:
@@ -151,6 +154,17 @@ def test_a_verification_that_finds_what_the_seal_says_keeps_the_image(project, t
     # The seal's time with the seal's run (r0), not this run's: one verification, one pair.
     assert verified.image.sealed == Sealed(id="sha256:sealed", file=EXPECTED_IN_IMAGE,
                                       at="2026-01-01T00:00:00+00:00", run_id="r0")
+
+
+def test_a_seal_of_an_older_non_canonical_form_is_sealed_anew(project, tmp_path):
+    """Kept, it would give the same verification another image id than a reseal elsewhere."""
+    earlier = _cell_run(project, tmp_path, SealedImage(None))
+    sealed = dict(expected_results(earlier.cell, TESTS, None, earlier.host, "r0").document)
+    engine = SealedImage(dict(reversed(sealed.items())), canonical=False)
+    run = _cell_run(project, tmp_path, engine)
+    verified = run._seal(_verified(run))
+    assert engine.seals and verified.image.sealed is not None
+    assert verified.image.sealed.id == "sha256:resealed"
 
 
 def test_a_different_outcome_is_sealed_anew(project, tmp_path):
