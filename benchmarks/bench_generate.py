@@ -5,7 +5,9 @@ synthetic one with ``--scale`` times as many torch versions per vendor, and prin
 (median of the runs) and peak Python memory (tracemalloc) for each, plus their ratio. Per-cell
 cost should stay flat as the matrix grows: `invoke generate --check` runs in CI on every change.
 
-    .venv/bin/python benchmarks/bench_generate.py [--runs 5] [--scale 10]
+    .venv/bin/python benchmarks/bench_generate.py [--runs 5] [--scale 10] [--record]
+
+``--record`` also writes the table to benchmarks/results/ (benchmarks/record.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
+import record
 import yaml
 
 from oota.config.matrix import load_matrix
@@ -33,7 +36,9 @@ def scaled_copy(dest: Path, scale: int) -> Path:
     data = yaml.safe_load((REPO / "matrix.yaml").read_text())
     for vendor in data["vendors"].values():
         torches = vendor.get("torch", [])
-        vendor["torch"] = [f"{t}.post{i}" if i else t for t in torches for i in range(scale)]
+        # A pinned release ({release, pinned}) or a channel ({channel: nightly}) stays one entry.
+        vendor["torch"] = [f"{t}.post{i}" if i else t for t in torches if isinstance(t, str)
+                           for i in range(scale)] + [t for t in torches if not isinstance(t, str)]
         vendor.pop("default", None)
     (dest / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     return dest / "matrix.yaml"
@@ -56,6 +61,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--scale", type=int, default=10)
+    parser.add_argument("--record", action="store_true", help="write benchmarks/results/")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         variants = {"repo": REPO / "matrix.yaml",
@@ -76,6 +82,19 @@ def main() -> None:
     (a, b) = rows.values()
     print(f"ratio x{args.scale}/repo: {b[1] / a[1]:.2f} per-cell time, "
           f"{b[2] / a[2]:.2f} peak memory for {b[0] / a[0]:.1f}x the cells")
+    if args.record:
+        record.write(
+            "bench_generate.py", title="Planning, rendering and fingerprinting the matrix",
+            what="the repository's matrix and one with --scale times as many torch versions per "
+                 "vendor, alternating in one process: time per cell (median of the runs) and "
+                 "peak Python memory (tracemalloc). Per-cell cost should stay flat as the matrix "
+                 "grows.",
+            columns=[("matrix", ""), ("cells", ""), ("per cell", "ms"), ("peak", "MiB")],
+            rows=[[name, cells, round(ms, 2), round(peak, 1)]
+                  for name, (cells, ms, peak) in rows.items()],
+            notes=[f"Ratio x{args.scale}/repo: {b[1] / a[1]:.2f} per-cell time, "
+                   f"{b[2] / a[2]:.2f} peak memory for {b[0] / a[0]:.1f}x the cells; "
+                   f"{args.runs} runs each."])
 
 
 if __name__ == "__main__":

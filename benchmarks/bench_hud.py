@@ -13,7 +13,9 @@ and prints the median and spread of each, the HUD's peak Python memory (tracemal
 peak resident memory of `invoke report`'s process, and the size of hud.html (the goal: under
 5 s, and the page under 2 MB).
 
-    .venv/bin/python benchmarks/bench_hud.py [--runs 5] [--days 365] [--cells 50]
+    .venv/bin/python benchmarks/bench_hud.py [--runs 5] [--days 365] [--cells 50] [--record]
+
+``--record`` also writes the figures to benchmarks/results/ (benchmarks/record.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ import tempfile
 import time
 import tracemalloc
 from pathlib import Path
+
+import record
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -73,7 +77,8 @@ def cell_run(ref: CellRef, when: str, rng: random.Random, broken: bool) -> CellR
                          duration_s=0.1),
              TestOutcome(id=WORKLOAD, layer="workload", status="passed", duration_s=1.0))
     return CellRecord(
-        cell=ref, status=status, message="", host="lab-a", engine="lab-a", hostname=None,
+        cell=ref, status=status, message="", host="lab-a", engine="lab-a", engine_id=None,
+        hostname=None,
         started_at=when, finished_at=when, image_tag=None, image_id=None, image_digest=None,
         base_ref="oota/base", tests=tests,
         inputs=Inputs(torch=torch, base="oota/base", fingerprint=ref.fingerprint,
@@ -122,6 +127,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--days", type=int, default=365)
     parser.add_argument("--cells", type=int, default=50)
+    parser.add_argument("--record", action="store_true", help="write benchmarks/results/")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -175,6 +181,21 @@ def main() -> None:
           f"{child_rss / 2**10:.0f} MiB; hud.html {size / 2**20:.2f} MiB "
           f"({'under' if size < 2 * 2**20 else 'OVER'} 2 MiB)")
     print("hud.md begins: " + " | ".join(digest.splitlines()[2:4]))
+    if args.record:
+        steps = {"hud": "the HUD alone: read, judge, render hud.html and hud.md",
+                 "report": "the whole report with its HUD, in process",
+                 "invoke": "`invoke report --history ...`, a new process each time"}
+        record.write(
+            "bench_hud.py", title="The HUD over a year of history",
+            what=f"a synthetic history of {args.days} daily runs x {args.cells} cells (breakages, "
+                 "flaky failures, two workload metrics per cell) in SQLite; each step timed "
+                 f"{args.runs} times. The goal: under 5 s, and hud.html under 2 MiB.",
+            columns=[("step", ""), ("median", "s"), ("min", "s"), ("max", "s")],
+            rows=[[steps[name], round(statistics.median(took), 2), round(min(took), 2),
+                   round(max(took), 2)] for name, took in timings.items()],
+            notes=[f"The HUD's peak Python memory {peak / 2**20:.1f} MiB; `invoke report`'s "
+                   f"peak resident memory {child_rss / 2**10:.0f} MiB; hud.html "
+                   f"{size / 2**20:.2f} MiB."])
 
 
 if __name__ == "__main__":

@@ -7,7 +7,10 @@ worktree, default ``HEAD~1``) run by run (A B A B ...), and prints the median wa
 each and the median of the pairwise ratios A/B, with the interpreter's bare start-up
 (``python -c pass``) as the floor.
 
-    .venv/bin/python benchmarks/bench_startup.py [--against REV] [--runs 10]
+    .venv/bin/python benchmarks/bench_startup.py [--against REV] [--runs 10] [--record]
+
+``--record`` also writes the table to benchmarks/results/ (benchmarks/record.py), which the
+docs' performance page renders.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import record
 
 REPO = Path(__file__).resolve().parents[1]
 COMMANDS = {
@@ -46,7 +51,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--against", default="HEAD~1", help="git revision B (default HEAD~1)")
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--record", action="store_true", help="write benchmarks/results/")
     args = parser.parse_args()
+    rows: list[list[record.Cell]] = []
     with tempfile.TemporaryDirectory() as tmp:
         other = Path(tmp) / "b"
         subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "--quiet",
@@ -61,9 +68,18 @@ def main() -> None:
                 b = statistics.median(p[1] for p in pairs)
                 ratio = statistics.median(p[0] / p[1] for p in pairs)
                 print(f"{name:28} {a:11.3f} {b:11.3f} {ratio:11.2f}")
+                rows.append([name, round(a, 3), round(b, 3), round(ratio, 2)])
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force",
                             str(other)], check=False)
+    if args.record:
+        record.write("bench_startup.py", title="Start-up of a command line",
+                     what="each command line run as a subprocess, this checkout (A) and a git "
+                          "revision (B) alternating run by run; medians, and the median of the "
+                          "pairwise ratios A/B. `python -c pass` is the interpreter's floor.",
+                     columns=[("command", ""), ("A median", "s"), (f"B ({args.against}) median",
+                                                                    "s"), ("A/B", "")],
+                     rows=rows, notes=[f"{args.runs} runs each, alternating."])
 
 
 if __name__ == "__main__":

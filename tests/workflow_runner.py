@@ -3,10 +3,11 @@ job in a fresh export of the committed tree, its ``run:`` steps under ``bash -eo
 with their ``env:`` (expressions evaluated), ``if:`` conditions, step outputs and
 ``$GITHUB_OUTPUT``/``$GITHUB_STEP_SUMMARY``; the actions the workflow uses done locally:
 checkout (the export), setup-python (a virtual environment), cache restore and save (a folder
-keyed like GitHub's cache), upload and download of artifacts (a folder per artifact), and the
-relay's callback (its payload written, not sent). GitHub Actions cannot run here (no runner,
-no ``act``): this checks what the workflow's own commands do, with a real Docker Engine, a
-real PostgreSQL and a real registry, while actionlint checks the rest.
+keyed like GitHub's cache), upload and download of artifacts (a folder per artifact), the
+GitHub Pages artifact (a tar made as the action makes it) and its deployment (unpacked into
+``WORK/pages``), and the relay's callback (its payload written, not sent). GitHub Actions
+cannot run here (no runner, no ``act``): this checks what the workflow's own commands do, with
+a real Docker Engine, a real PostgreSQL and a real registry, while actionlint checks the rest.
 
     python -m tests.workflow_runner --work /tmp/oota-wf --event schedule \\
         --var OOTA_VENDORS=cpu --var OOTA_REGISTRY=127.0.0.1:5000 \\
@@ -262,11 +263,32 @@ def _action(run: Run, uses: str, step: dict[str, Any], workspace: Path,
                 shutil.copytree(artifact, workspace / given["path"] / artifact.name,
                                 dirs_exist_ok=True)
         return True
+    if "upload-pages-artifact" in uses:
+        return pages_artifact(workspace / given["path"],
+                              store / "artifacts" / given.get("name", "github-pages"))
+    if "deploy-pages" in uses:
+        site = run.work / "pages"
+        shutil.rmtree(site, ignore_errors=True)
+        site.mkdir()
+        archive = store / "artifacts" / "github-pages" / "artifact.tar"
+        subprocess.run(["tar", "-x", "-f", str(archive), "-C", str(site)], check=True)
+        log.write(f"pages deployed (here: {site})\n")
+        return True
     if "cross-repo-ci-relay-callback" in uses:
         (run.work / "callback.json").write_text(json.dumps(given, indent=2))
         log.write(f"relay callback (not sent): {json.dumps(given)}\n")
         return True
     raise ValueError(f"no local stand-in for {uses}")
+
+
+def pages_artifact(site: Path, target: Path) -> bool:
+    """upload-pages-artifact on Linux: ``site`` as ``target/artifact.tar``, made with its own tar
+    command (links followed; no .git, no .github, and no other dotfile: it leaves them out)."""
+    target.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "--dereference", "--hard-dereference", "--directory", str(site),
+                    "-cf", str(target / "artifact.tar"), "--exclude=.git", "--exclude=.github",
+                    "--exclude=.[^/]*", "."], check=True)
+    return True
 
 
 def _restore(cache: Path, given: dict[str, str], workspace: Path, log: Any) -> bool:

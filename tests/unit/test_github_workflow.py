@@ -244,8 +244,10 @@ def test_least_privilege_and_no_event_data_in_scripts() -> None:
         assert doc.get("concurrency"), path
         for name, job in doc["jobs"].items():
             assert job.get("timeout-minutes"), f"{path.name}: job {name} has no timeout"
-            # One job may mint an OIDC token (the relay's callback), and nothing else.
-            allowed = {"contents": "read", "id-token": "write"} if name == "callback" else {}
+            # Two jobs may mint an OIDC token: the relay's callback, and pages, which alone may
+            # also write, to GitHub Pages; no job may do more.
+            allowed = {"callback": {"contents": "read", "id-token": "write"},
+                       "pages": {"pages": "write", "id-token": "write"}}.get(name, {})
             assert "permissions" not in job or all(
                 value == "read" or allowed.get(key) == value
                 for key, value in job["permissions"].items()), (name, job["permissions"])
