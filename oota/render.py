@@ -73,6 +73,7 @@ class ChannelInstall:
     index_url: str
     packages: tuple[str, ...]         # torch and the companions its requirements name
     max_age_days: int
+    version: str | None = None        # the test channel's expected release
 
     @property
     def trusted_host(self) -> str | None:
@@ -121,7 +122,8 @@ def _channel_manifest(cell: Cell) -> dict[str, Any]:
     if install is None:
         return {}
     return {"channel": {"name": install.name, "index_url": install.index_url,
-                        "max_age_days": install.max_age_days}}
+                        "max_age_days": install.max_age_days,
+                        **({"version": install.version} if install.version else {})}}
 
 
 def channel_install(cell: Cell) -> ChannelInstall | None:
@@ -137,7 +139,8 @@ def channel_install(cell: Cell) -> ChannelInstall | None:
                          "https://USER:PASSWORD@host/... instead (sent as a build secret)")
     return ChannelInstall(name=cell.channel.name, index_url=without_credentials(cell.index_url),
                           packages=("torch", *_channel_companions(cell)),
-                          max_age_days=cell.channel.max_age_days)
+                          max_age_days=cell.channel.max_age_days,
+                          version=cell.channel.version)
 
 
 def _channel_companions(cell: Cell) -> tuple[str, ...]:

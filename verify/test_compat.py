@@ -47,11 +47,11 @@ def test_torch_is_the_cells_release(cell, record_data):
 
 
 def test_nightly_is_recent(cell, record_data):
-    """The torch of a channel's cell is a dated nightly, recent enough (PyTorch's smoke test
+    """The torch of a nightly cell is a dated nightly, recent enough (PyTorch's smoke test
     rule); records its version, date and git commit for the report."""
     channel = cell.get("channel")
-    if not channel:
-        pytest.skip("a release cell: torch comes from no channel")
+    if not channel or channel.get("name") != "nightly":
+        pytest.skip("not a nightly cell: torch comes from a release or a candidate")
     import torch
 
     version = torch.__version__
@@ -64,6 +64,24 @@ def test_nightly_is_recent(cell, record_data):
                 max_age_days=channel["max_age_days"], index_url=channel["index_url"])
     problem = age_problem(version, today, int(channel["max_age_days"]))
     assert problem is None, problem
+
+
+def test_candidate_is_the_release_it_stands_for(cell, record_data):
+    """The torch of a release candidate's cell (the test channel) is a candidate, not a
+    nightly, and, where the cell names it, the very release it stands for: PyTorch's smoke
+    test fails 'Torch version mismatch, expected X for channel test' the same way."""
+    channel = cell.get("channel")
+    if not channel or channel.get("name") != "test":
+        pytest.skip("not a release candidate's cell")
+    installed = _torch_version()
+    expected = channel.get("version")
+    record_data(channel="test", version=str(installed), expected=expected,
+                index_url=channel.get("index_url"))
+    assert not installed.is_devrelease, (
+        f"torch {installed} is a nightly: the test channel's index served no candidate")
+    if expected:
+        assert installed.release == Version(expected).release, (
+            f"torch {installed} is installed, the candidate of {expected} was expected")
 
 
 def _requires_on_torch(distribution: str) -> list[Requirement]:

@@ -32,6 +32,11 @@ id says ``torchnightly`` where a release cell says ``torch2.15.0``; the verify s
 nightly older than ``max_age_days`` (default 3, PyTorch's own smoke test's limit). Rules
 (include, exclude, default) name the channel as ``torch: nightly``.
 
+``test`` is a release candidate: ``pip install --pre torch`` from PyTorch's test index
+(``/whl/test/cpu``), or ``index``; ``{channel: test, version: "2.16.0"}`` names the release it
+must be (PyTorch's smoke test checks the candidate's version the same way). The report puts
+each candidate's cell beside the release cell of its coordinates: the go/no-go table.
+
 ``release-check --update`` rewrites each torch axis to the index's N and N-1. A release that
 must stay through such an update is pinned, with the reason the update prints::
 
@@ -72,9 +77,10 @@ PLATFORMS = ("linux/amd64", "linux/arm64")
 DEFAULT_PLATFORM = "linux/amd64"
 _RULE_KEYS = ("include", "exclude", "default")
 NIGHTLY = "nightly"
-CHANNELS = (NIGHTLY,)
+TEST = "test"            # release candidates (PyTorch's /whl/test/...)
+CHANNELS = (NIGHTLY, TEST)
 DEFAULT_MAX_AGE_DAYS = 3        # pytorch/pytorch .ci/pytorch/smoke_test: a nightly is <= 3 days old
-_CHANNEL_KEYS = ("channel", "index", "max_age_days")
+_CHANNEL_KEYS = ("channel", "index", "max_age_days", "version")
 _RELEASE_KEYS = ("release", "pinned")
 PINNED = "pinned"
 _PINNABLE_RULES = ("include", "default")
@@ -87,6 +93,7 @@ class Channel:
     name: str
     index_url: str | None = None    # None: derived from the vendor's release index
     max_age_days: int = DEFAULT_MAX_AGE_DAYS
+    version: str | None = None      # test: the release the candidate must be ('2.16.0')
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -416,9 +423,15 @@ def _load_channel(doc: Doc, path: Path_, value: dict[str, Any]) -> Channel | Non
     if f.has("max_age_days") and age < 0:
         doc.error(path + ("max_age_days",), f"{age} is not an age in days",
                   "give 0 or more (PyTorch's smoke test uses 3)")
+    version = f.str("version") if f.has("version") else None
+    if version is not None and name != TEST:
+        doc.error(path + ("version",), f"only the {TEST} channel names the version it stands for",
+                  "remove version:, or use channel: test")
+    elif version is not None:
+        parse_version(doc, path + ("version",), version)
     if len(doc.problems) != reported:
         return None
-    return Channel(name=name, index_url=index, max_age_days=age)
+    return Channel(name=name, index_url=index, max_age_days=age, version=version)
 
 
 def _check_platform(doc: Doc, path: Path_, text: str, vendor: Vendor) -> None:
@@ -444,7 +457,8 @@ def _check_value(doc: Doc, path: Path_, axis: str, text: str, oses: dict[str, Os
     if axis == "torch" and text in CHANNELS:
         return
     if axis == "torch" and text[:1].isalpha():   # no release starts with a letter
-        hint = did_you_mean(text, CHANNELS) or ""
+        near = [c for c in CHANNELS if abs(len(c) - len(text)) <= 1]  # 'latest' is no 'test'
+        hint = did_you_mean(text, tuple(near)) or ""
         doc.error(path, f"'{text}' is neither a release nor a channel",
                   hint if hint.startswith("did you mean") else
                   "write it like '2.13.0', or name a channel: " + ", ".join(CHANNELS))

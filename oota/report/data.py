@@ -24,6 +24,7 @@ from packaging.version import Version
 
 from oota.report.compare import Comparison, compare, known_models, load_previous, model_of
 from oota.report.coverage import CoverageTable, coverage_table
+from oota.report.gonogo import CandidateRow, candidate_rows
 from oota.report.rows import (
     CELL_FILES,
     COLUMNS,
@@ -66,6 +67,10 @@ class Report:
     # (oota.plan.Cell.unverified_facts), as sentences; the report and get-started pages mark
     # those cells.
     unverified: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def candidates(self) -> tuple[CandidateRow, ...]:
+        """Each release candidate's cell beside its release's: the go/no-go table."""
+        return candidate_rows(self.groups)
 
     def unverified_cells(self) -> list[tuple[str, tuple[str, ...]]]:
         """(cell id, facts) of this report's cells that rest on an unverified fact."""
@@ -163,7 +168,9 @@ def _cell_row(result: Result, files: tuple[str, ...], known: list[str], *, origi
         id=cell.id, vendor=cell.vendor, status=result.status, message=result.message,
         coordinates={"os": cell.os, "python": cell.python, "torch": cell.torch,
                      "toolkit": cell.toolkit, "toolkit_version": cell.toolkit_version,
-                     "fingerprint": cell.fingerprint},
+                     "fingerprint": cell.fingerprint,
+                     **({"channel": cell.channel} if cell.channel else {}),
+                     **({"platform": cell.platform} if cell.platform else {})},
         layers={layer: layer_mark(result, layer) for layer in COLUMNS},
         stages=result.stages, tests=tests,
         torch=installed.torch if installed else TorchInfo(),

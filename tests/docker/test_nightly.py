@@ -109,7 +109,12 @@ def _copy_raw(src: zipfile.ZipFile, info: zipfile.ZipInfo, out: zipfile.ZipFile,
 
 def nightly_wheel(folder: Path, day: dt.date) -> Path:
     """The host's torch wheel as the nightly of ``day``, written into ``folder``."""
-    new = f"2.13.0.dev{day:%Y%m%d}+cpu"
+    return renamed_wheel(folder, f"2.13.0.dev{day:%Y%m%d}+cpu")
+
+
+def renamed_wheel(folder: Path, new: str) -> Path:
+    """The host's torch wheel with its version rewritten to ``new``, written into ``folder``:
+    a nightly (2.13.0.dev20261123+cpu) or a release candidate (2.16.0+cpu)."""
     old_info, new_info = f"torch-{OLD}.dist-info/", f"torch-{new}.dist-info/"
     target = folder / WHEEL.name.replace(OLD, new)
     changed: dict[str, bytes] = {}

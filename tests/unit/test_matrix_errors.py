@@ -99,7 +99,7 @@ CASES = [
     ("version-word-torch-shows-format",
      edit('torch: ["2.13.0"]', "torch: [latest]"),
      ["matrix.yaml:13:13: vendors.cpu.torch[0]: 'latest' is neither a release nor a channel; "
-      "write it like '2.13.0', or name a channel: nightly"]),
+      "write it like '2.13.0', or name a channel: nightly, test"]),
     ("version-in-exclude",
      BASE + '    exclude: [{python: "3.l1"}]\n',
      ["matrix.yaml:14:16: vendors.cpu.exclude[0].python: '3.l1' is not a version; "

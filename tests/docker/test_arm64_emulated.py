@@ -1,0 +1,65 @@
+"""The CPU vendor's linux/arm64 cell, built and verified on an x86_64 host under emulation
+(Debian's qemu-user-static registered with binfmt; BuildKit --platform linux/arm64): through
+the install, compat and device layers.
+
+Opt-in (``-m emulation``): on this project's 2-core hosts it takes far more than 10 minutes
+(README, "Platforms", gives the figures): every step of the build and the suite runs under
+QEMU, and PyPI's aarch64 torch (download.pytorch.org's +cpu build is not reachable here)
+brings the CUDA wheels it depends on.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from oota.config.matrix import load_matrix
+from oota.console import Console
+from oota.engine.base import RUN_LABEL
+from oota.execute.build import BuildOptions
+from oota.plan import plan, select
+from tests.runs import build_cells
+
+from .conftest import NAMESPACE, copy_project
+
+CELL = "cpu-torch2.13.0-py3.11-debian12-arm64"
+BINFMT = Path("/proc/sys/fs/binfmt_misc/qemu-aarch64")
+
+pytestmark = pytest.mark.emulation
+
+
+@pytest.fixture(autouse=True)
+def opted_in(request: pytest.FixtureRequest) -> None:
+    if "emulation" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("opt-in: -m emulation (an emulated arm64 build and verification takes "
+                    "well over 10 minutes here)")
+    if not BINFMT.is_file():
+        pytest.skip(f"{BINFMT} is missing: apt-get install qemu-user-static binfmt-support")
+
+
+def test_the_arm64_cpu_cell_installs_and_runs_under_emulation(engine: Any, run_id: str,
+                                                               tmp_path: Path) -> None:
+    matrix_file = copy_project(tmp_path / "project")
+    data = yaml.safe_load(matrix_file.read_text())
+    data["vendors"] = {"cpu": {"os": ["debian12"], "python": ["3.11"], "torch": ["2.13.0"],
+                               "platform": ["linux/arm64"]}}
+    matrix_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    matrix = load_matrix(matrix_file)
+    cells = select(matrix, plan(matrix), everything=True)
+    assert [c.id for c in cells] == [CELL]
+    options = BuildOptions(results_dir=tmp_path / "results", run_id=run_id, namespace=NAMESPACE,
+                           layers=("install", "compat", "device"),
+                           extra_labels=(("oota.test", "true"), (RUN_LABEL, run_id)))
+    [result] = [r.to_json() for r in build_cells(matrix, cells, engine, Console(), options)]
+    assert result["status"] == "passed", result.get("message")
+    assert result["cell"]["platform"] == "linux/arm64"
+    assert result["installed"]["torch"]["version"].startswith("2.13.0")
+    layers = {t["layer"] for t in result["tests"] if t["status"] == "passed"}
+    assert {"install", "compat", "device"} <= layers
+    arch = subprocess.run(["docker", "image", "inspect", "--format", "{{.Architecture}}",
+                           result["image"]["tag"]], capture_output=True, text=True, check=True)
+    assert arch.stdout.strip() == "arm64"
