@@ -10,11 +10,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from packaging.version import Version
+
 from oota.api.cells import cells_for
 from oota.api.flags import engine_endpoint, folder
 from oota.api.tables import HostRow, host_row
 from oota.config.hostsfile import HostsFile, load_hosts
 from oota.config.matrix import Matrix, load_matrix
+from oota.config.vendors import Vendor
 from oota.console import Console
 from oota.engine.base import Endpoint, Engine, RegistryAuth, TlsFiles
 from oota.engine.docker import DockerEngine
@@ -31,6 +34,7 @@ from oota.execute.attach import Signer
 from oota.execute.bases import Base
 from oota.execute.build import BuildOptions
 from oota.execute.fleet import Down, Station, lost_hosts, run_on_stations
+from oota.execute.hosts import HostCheck
 from oota.execute.publish import Outcome as PublishOutcome, publish_cells
 from oota.execute.pull import Pulled, pull_and_verify
 from oota.plan import Cell, plan, select
@@ -240,8 +244,24 @@ def hosts(matrix_path: str, vendors: list[str] | None, console: Console,
                 return s.base(c, console, workdir, {})
 
             check = station.check(cell, console, base_for, f"hosts-{uuid.uuid4().hex[:8]}")
-            rows.append(host_row(station.name, cell.vendor.name, check, ""))
+            rows.append(host_row(station.name, cell.vendor.name, check, "",
+                                 _toolkit_verdicts(matrix, cell.vendor, check)))
     return rows
+
+
+def _toolkit_verdicts(matrix: Matrix, vendor: Vendor, check: HostCheck
+                      ) -> tuple[tuple[str, str], ...]:
+    """For each toolkit version of the vendor's cells (CUDA 12.6, 13.0, 13.2), what its
+    published driver rules say of this host's driver."""
+    if vendor.toolkit is None or not vendor.host.driver.rules:
+        return ()
+    versions = sorted({str(c.toolkit) for c in plan(matrix, [vendor.name]) if c.toolkit},
+                      key=Version)
+    verdicts = []
+    for version in versions:
+        verdict = check.for_cell(version, vendor)
+        verdicts.append((f"{vendor.toolkit.name} {version}", verdict.reason or verdict.note))
+    return tuple(verdicts)
 
 
 def verify_here(matrix_path: str, vendors: list[str] | None, results_dir: Path,

@@ -56,19 +56,25 @@ class HostRow:
     driver: str | None
     reasons: tuple[str, ...]
     facts: Mapping[str, Any]
+    # Per toolkit version of the vendor's cells, what its driver rules say of this host's
+    # driver: '' (enough), the note (NVIDIA's minor-version compatibility), or why not.
+    toolkits: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {"host": self.host, "vendor": self.vendor, "supported": self.supported,
                 "answered": self.answered, "driver": self.driver,
-                "reasons": list(self.reasons), "facts": dict(self.facts)}
+                "reasons": list(self.reasons), "facts": dict(self.facts),
+                "toolkits": {toolkit: verdict for toolkit, verdict in self.toolkits}}
 
 
-def host_row(host: str, vendor: str, check: HostCheck | None, error: str) -> HostRow:
+def host_row(host: str, vendor: str, check: HostCheck | None, error: str,
+             toolkits: tuple[tuple[str, str], ...] = ()) -> HostRow:
     if check is None:
         return HostRow(host=host, vendor=vendor, supported=False, answered=False, driver=None,
                        reasons=(error.splitlines()[0],), facts={})
     return HostRow(host=host, vendor=vendor, supported=check.supported, answered=True,
-                   driver=check.driver, reasons=tuple(check.reasons), facts=check.facts)
+                   driver=check.driver, reasons=tuple(check.reasons), facts=check.facts,
+                   toolkits=toolkits if check.supported else ())
 
 
 def format_hosts(rows: Sequence[HostRow], fmt: str) -> str:
@@ -82,6 +88,8 @@ def format_hosts(rows: Sequence[HostRow], fmt: str) -> str:
         driver = f" (driver {row.driver})" if row.driver else ""
         reasons = "" if row.supported else ": " + "; ".join(row.reasons)
         lines.append(f"{row.host:<12} {row.vendor:<10} {state}{driver}{reasons}")
+        lines += [f"{'':<24}{toolkit}: {verdict or 'the driver is enough'}"
+                  for toolkit, verdict in row.toolkits]
     return "\n".join(lines)
 
 

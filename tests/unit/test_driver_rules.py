@@ -78,3 +78,26 @@ def test_a_simulated_580_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         assert check.for_cell(toolkit, CUDA).reason == "", toolkit
     assert "below CUDA 13.2's own minimum (13.2: 595.45.04" in check.for_cell("13.2", CUDA).note
     assert check.for_cell("13.0", CUDA).note == ""  # 580.95.05 >= 13.0's own 580.65.06
+
+
+def test_hosts_says_per_cuda_version_what_a_580_host_runs(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """`oota hosts` on a 580 host: a line per CUDA version of the matrix's cells."""
+    from oota.api.runs import _toolkit_verdicts
+    from oota.api.tables import format_hosts, host_row
+    from oota.config.matrix import load_matrix
+
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text("#!/bin/sh\necho '580.95.05, NVIDIA H100 80GB HBM3'\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    matrix = load_matrix(REPO / "matrix.yaml")
+    cuda = matrix.vendors["cuda"].vendor
+    check = check_vendor(cuda, docker_facts=None)
+    text = format_hosts([host_row("lab-a", "cuda", check, "",
+                                  _toolkit_verdicts(matrix, cuda, check))], "table")
+    lines = text.splitlines()
+    assert lines[0].split() == ["lab-a", "cuda", "available", "(driver", "580.95.05)"]
+    assert lines[1].strip() == "CUDA 12.6: the driver is enough"
+    assert lines[3].strip().startswith("CUDA 13.2: NVIDIA driver 580.95.05 is below CUDA 13.2's "
+                                       "own minimum (13.2: 595.45.04; 13.2.1: 595.58.03)")
