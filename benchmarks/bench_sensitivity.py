@@ -16,8 +16,8 @@ has torch (the CPU image has one), from the repository's root::
 
     python benchmarks/bench_sensitivity.py [RECORDINGS...] [--json OUT]
 
-(default: tests/data/recordings/cuda-h100-2026-11-24). README's "How results are judged"
-quotes its table.
+(default: tests/data/recordings/cuda-h100-2026-11-24). docs/design/judging.md quotes its
+table.
 """
 
 from __future__ import annotations

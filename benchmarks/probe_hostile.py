@@ -1,4 +1,4 @@
-"""Probe: hostile and mistaken inputs, run from outside, tallied (README: Reliability).
+"""Probe: hostile and mistaken inputs, run from outside, tallied (docs/design/security.md).
 
 Each case runs the real command (``python -m oota TASK ...``, what ``./oota.sh`` and the ``oota``
 script run) as a subprocess in its own copy of the checkout's inputs, after damaging one of them
@@ -8,10 +8,11 @@ A password, the canary, is put wherever a credential can go. Every command runs 
 cap (4 GiB) and a time cap (180 s), and, but for the cases marked ``docker``, with DOCKER_HOST
 pointing at nothing: a command that reached Docker before checking its input ends in exit 3.
 
-For every case it tallies: the exit code against the documented one (README: Exit codes), a
-traceback, an "internal error", a run that hit a cap (ran away), the canary in anything the
-command printed or wrote (the checkout's every file after it), and, for the cases that start
-from a lab's results and report, a result file lost or a report that shows fewer results.
+For every case it tallies: the exit code against the documented one
+(docs/reference/exit-codes.md), a traceback, an "internal error", a run that hit a cap (ran
+away), the canary in anything the command printed or wrote (the checkout's every file after
+it), and, for the cases that start from a lab's results and report, a result file lost or a
+report that shows fewer results.
 
     .venv/bin/python benchmarks/probe_hostile.py [--jobs 2] [--only SUBSTRING] [--json FILE]
 

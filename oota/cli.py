@@ -4,9 +4,10 @@ folder's ``tasks.py``, a checkout's), with a command line it cannot parse report
 
 ``oota build --vendor=cpu`` is ``invoke build --vendor=cpu`` with one difference: invoke exits 1
 when it cannot parse the command line (an unknown task or flag, a flag without its value),
-where our exit codes (README.md) say 2, bad input. invoke documents subclassing its ``Program``
-to ship a program of one's own; the two parse steps are wrapped here and nothing else changes,
-so ``invoke TASK`` keeps working the same way (except for that exit code).
+where our exit codes (docs/reference/exit-codes.md) say 2, bad input. invoke documents
+subclassing its ``Program`` to ship a program of one's own; the two parse steps are wrapped
+here and nothing else changes, so ``invoke TASK`` keeps working the same way (except for that
+exit code).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The one exception hierarchy; the task layer maps each class to a documented exit code.
 
-Exit codes (also in README.md):
+Exit codes (all of them, with every case: docs/reference/exit-codes.md):
   0  every selected cell passed (skips allowed)
   1  at least one cell failed, errored, or `generate --check` found stale files
   2  bad input: matrix/vendor data, unknown cell or vendor, bad flag
@@ -10,6 +10,7 @@ Exit codes (also in README.md):
   5  `invoke pull` refused the image before running it: unsigned, a signature of another image
      (re-tagged or tampered), a bad signature, or missing or mismatched provenance
   130 interrupted
+  141 the program reading oota's output closed it early (as a shell tool stopped by SIGPIPE)
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ check; add a flag there); each body imports the job it calls, so a command line 
 the modules of its own task. Exit codes: 0 all selected cells passed; 1 a cell failed or
 generated files are stale; 2 bad input (matrix, vendor, cell, flag); 3 environment (Docker,
 BuildKit, host tool); 5 `pull` refused an image (signature or provenance); 130 interrupted.
-See README.md. Run through ``oota`` (oota/cli.py) a command line that cannot be parsed is
-exit 2 as well; plain ``invoke`` exits 1 for that.
+See docs/reference/tasks.md. Run through ``oota`` (oota/cli.py) a command line that cannot be
+parsed is exit 2 as well; plain ``invoke`` exits 1 for that.
 """
 
 from __future__ import annotations

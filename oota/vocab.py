@@ -26,7 +26,7 @@ MaybeStatus = Literal[Status, ""]
 STATUS_ORDER: Final[tuple[Status, ...]] = (
     "interrupted", "error", "failed", "unsupported-here", "passed", "cpu-fallback", "skipped")
 STATUSES: Final[frozenset[str]] = frozenset(STATUS_ORDER)
-# Statuses that make a run's exit code 1 (README: exit codes).
+# Statuses that make a run's exit code 1 (docs/reference/exit-codes.md).
 BAD: Final[frozenset[str]] = frozenset({"interrupted", "error", "failed"})
 
 # The layer whose tests record workload figures (training stability, latency, throughput; run

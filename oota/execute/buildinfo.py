@@ -41,7 +41,8 @@ class Restored:
 class BuildRecords:
     """The logs and package sources of the builds that made a cell's images, kept by image id
     in ``.oota-cache/builds/<cell-id>/`` (the newest few per cell): a run that finds its image
-    up to date shows the log of the build that made it (README: results/<cell>/build.log)."""
+    up to date shows the log of the build that made it (results/<cell>/build.log: see
+    docs/guides/results.md)."""
 
     root: Path
     cell: str

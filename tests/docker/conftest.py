@@ -62,7 +62,8 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # the Ryuk image 
 # the same fixed set on any machine, so an outcome never depends on how far a faster or slower
 # CI machine got in a wall-clock budget, and the many verifications of this suite stay short.
 # The budget itself is tested in test_ops_layer.py (5 s); the full layer on refdev is measured
-# by hand (README). oota passes the variable into each verify container (verify.FORWARDED).
+# by hand (docs/reference/verify-suite.md). oota passes the variable into each verify container
+# (verify.FORWARDED).
 os.environ.setdefault("OOTA_OPS_BUDGET_S", "0")
 
 

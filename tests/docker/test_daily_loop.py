@@ -5,7 +5,8 @@ sealed into it on both is one sealed id; where a step is not reproducible, the l
 file are named; a daemon killed while a run's container runs leaves that container (running,
 then stopped by the restarted daemon) and the run's duty to remove it, which the next run that
 reaches the Engine discharges. The whole loop with real cells (two Engines, a CPU cell built on
-both, publish from one and pull into the other) is measured by hand: README, "The daily loop".
+both, publish from one and pull into the other) is run by hand with tests/workflow_runner.py
+(docs/guides/github-actions.md).
 
 Cost: two dockerds and a copy of the base image into each (about 40 s), three tiny builds per
 Engine (seconds), one daemon restart.

@@ -223,7 +223,8 @@ def test_hosts_probes_each_host_of_the_file(engines, project):
                               timeout=300)
     finally:
         subprocess.run(["docker", "context", "rm", "-f", context], capture_output=True)
-    # Exit 4: two hosts answered, one did not (README, exit codes); the table still lists all.
+    # Exit 4: two hosts answered, one did not (docs/reference/exit-codes.md); the table still
+    # lists all.
     assert proc.returncode == 4, proc.stderr
     rows = {row["host"]: row for row in json.loads(proc.stdout)}
     assert rows["e1"]["supported"] and rows["e1"]["vendor"] == "fleet"

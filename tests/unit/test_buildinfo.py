@@ -1,5 +1,5 @@
-"""A reused image keeps the log of the build that made it (README: results/<cell>/build.log),
-and the package sources that build used."""
+"""A reused image keeps the log of the build that made it (results/<cell>/build.log:
+docs/guides/results.md), and the package sources that build used."""
 
 from __future__ import annotations
 

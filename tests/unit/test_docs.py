@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -172,3 +173,14 @@ def test_a_broken_link_or_anchor_fails_the_build(tmp_path: Path) -> None:
     proc = _mkdocs(root, tmp_path / "site")
     assert proc.returncode == 1
     assert "'reference/missing.md'" in proc.stderr and "'#no-such-task'" in proc.stderr
+
+
+def test_the_exit_codes_page_lists_every_code_oota_exits_with() -> None:
+    """docs/reference/exit-codes.md is written by hand: it must list exactly the codes of
+    oota/errors.py, and 141 (SIGPIPE: oota stops quietly when its reader goes away)."""
+    from oota import errors
+
+    page = (gen.DOCS / "reference" / "exit-codes.md").read_text(encoding="utf-8")
+    listed = {int(code) for code in re.findall(r"^- \*\*(\d+)\*\*:", page, re.MULTILINE)}
+    codes = {value for name, value in vars(errors).items() if name.startswith("EXIT_")}
+    assert listed == codes | {141}

@@ -29,7 +29,8 @@ from oota.config.yamlsrc import load_yaml
 from oota.errors import EXIT_BAD_INPUT, InputError, MatrixError
 
 REPO = Path(__file__).resolve().parents[2]
-README = REPO / "README.md"
+# The page that says how each action pin was checked (the docs' GitHub Actions guide).
+PINS_PAGE = REPO / "docs" / "guides" / "github-actions.md"
 WORKFLOWS = REPO / ".github" / "workflows"
 WORKFLOW = WORKFLOWS / "oota.yml"
 SHIPPED = discover(REPO / "vendors")
@@ -213,10 +214,10 @@ def test_the_workflow_triggers() -> None:
 
 
 def _checked_pins() -> dict[str, tuple[str, str]]:
-    """README's table of action pins: commit -> (action, tag or date), each checked in the
+    """The docs' table of action pins: commit -> (action, tag or date), each checked in the
     action's own repository."""
-    rows = re.findall(r"^\| ([\w./ (),-]+) \| `([0-9a-f]{40})` \| ([^|]+) \|", README.read_text(),
-                      re.MULTILINE)
+    rows = re.findall(r"^\| ([\w./ (),-]+) \| `([0-9a-f]{40})` \| ([^|]+) \|",
+                      PINS_PAGE.read_text(encoding="utf-8"), re.MULTILINE)
     return {sha: (action, tag.strip()) for action, sha, tag in rows}
 
 
@@ -233,7 +234,7 @@ def test_actions_are_pinned_to_commits_that_were_checked() -> None:
                                     r"releases\))?$", line)
                 assert comment, f"{line}: name the version, or the branch and day"
                 sha = match.group(1).rsplit("@", 1)[1]
-                assert sha in checked, f"{line}: not in README's table of checked pins"
+                assert sha in checked, f"{line}: not in {PINS_PAGE.name}'s table of checked pins"
                 assert checked[sha][1] == comment.group(1), (line, checked[sha])
 
 
@@ -575,7 +576,7 @@ def test_the_comment_is_posted_only_with_a_token_that_may(tmp_path: Path) -> Non
 
 
 def test_the_local_runner_reads_every_expression_of_the_workflow() -> None:
-    """tests/workflow_runner.py runs the jobs here (README: running the jobs here); every
+    """tests/workflow_runner.py runs the jobs here (docs/guides/github-actions.md); every
     condition and value it will meet must parse, and mean what GitHub means."""
     from tests import workflow_runner as runner
 

@@ -175,9 +175,9 @@ def test_a_slightly_biased_curve_fails_where_the_cpu_follows_float64(model: str)
 @pytest.mark.parametrize(("model", "caught"), [("timm_resnet18", True), ("resnet", False)])
 def test_a_chaotic_curve_still_catches_gross_faults(model: str, caught: bool) -> None:
     """resnet's curve at this learning rate is chaotic (the CPU's own float32 run leaves
-    float64 by 0.41): a 5% bias passes the curve rule there (README says so; timm's curve
-    catches it); a run whose losses go wrong by 3 times the curve's scale, or stop falling,
-    fails on both."""
+    float64 by 0.41): a 5% bias passes the curve rule there (docs/design/judging.md says so;
+    timm's curve catches it); a run whose losses go wrong by 3 times the curve's scale, or stop
+    falling, fails on both."""
     curves = H100[model]
     biased = [loss * 1.05 for loss in curves["cuda32"]]
     judged = oota_rules.judge_curve(biased, curves["cpu32"], curves["cpu64"], RULE)
