@@ -15,6 +15,7 @@ it), and, for the cases that start from a lab's results and report, a result fil
 report that shows fewer results.
 
     .venv/bin/python benchmarks/probe_hostile.py [--jobs 2] [--only SUBSTRING] [--json FILE]
+        [--record]     # the totals into benchmarks/results/, for the docs
 
 The ``docker`` cases (a registry that stalls, a credential helper that hangs) need a Docker
 Engine only to start ``invoke pull``, which talks to the registry before anything reaches the
@@ -41,6 +42,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import record  # noqa: E402 - beside this file
 from hostile_cases import CANARY, CASES, CELLS, Case, result  # noqa: E402 - beside this file
 
 from oota.results.store import save  # noqa: E402
@@ -204,6 +206,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--only", default="", help="run the cases whose id holds this")
     parser.add_argument("--json", default="", help="also write every outcome to this file")
+    parser.add_argument("--record", action="store_true",
+                        help="write the totals to benchmarks/results/ (benchmarks/record.py)")
     args = parser.parse_args()
     cases = [c for c in CASES if args.only in c.id]
     engine = engine_answers()
@@ -231,6 +235,17 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps({"totals": totals, "cases": [
             o.__dict__ for o in ran]}, indent=2))
+    if args.record:
+        record.write(
+            "probe_hostile.py", title="Hostile and mistaken input",
+            what="hostile and mistaken inputs run from outside, each as a subprocess (`python -m "
+                 f"oota TASK ...`) with a {MEMORY_CAP >> 30} GiB memory cap and a {TIME_CAP_S} s "
+                 "time cap, in its own copy of the checkout; each exit code checked against the "
+                 "documented one, and the output and files searched for tracebacks, \"internal "
+                 "error\", the canary password, and any result lost or report shrunk.",
+            columns=[("", ""), ("count", "")], rows=[[k, v] for k, v in totals.items()],
+            notes=[f"{args.jobs} cases at once" + (f"; only the cases whose id holds "
+                                                     f"{args.only!r}" if args.only else "") + "."])
     sys.exit(0 if totals["clean exits"] == len(ran) else 1)
 
 
