@@ -190,6 +190,7 @@ def _verify_manifest(cell: Cell, spec: VerifySpec) -> dict[str, Any]:
                        for ext in spec.extensions],
         "toolkit_version": spec.toolkit_version,
         "compare_as": spec.compare_as or cell.vendor.device,
+        **({"subnormals": spec.subnormals} if spec.subnormals != "note" else {}),
         # Only where the vendor asks for it: the other vendors' cell.json stay as they were.
         **({"workload": spec.workload.to_json()} if spec.workload else {}),
     }

@@ -41,7 +41,7 @@ from oota.api.requests import (
     VerifyRequest,
 )
 from oota.console import Console
-from oota.errors import EXIT_FAILED
+from oota.errors import EXIT_BAD_INPUT, EXIT_FAILED
 from oota.tasking import task_of
 
 if TYPE_CHECKING:   # only for annotations: these load when a task uses them
@@ -306,16 +306,21 @@ def lock(c: Context, r: LockRequest) -> None:
 def judge(c: Context, r: JudgeRequest) -> None:
     """Judge recorded cases again, without an accelerator.
 
-    One verdict a line; exit 1 when a case fails, or with --check when a verdict moved from the
-    recorded one."""
+    One verdict a line; exit 1 when a case fails (with --check: when a verdict moved from the
+    recorded one, whatever the verdicts), 2 when a file or a case cannot be judged."""
     from oota.api.runs import judge
 
-    out = judge([r.path], python=r.python, image=r.image, matrix_path=r.matrix, check=r.check)
+    out = judge([r.path], python=r.python, image=r.image, matrix_path=r.matrix, check=r.check,
+                keys=r.key or ())
+    _stderr(list(out.signatures))
     for case in out.cases:
-        if not r.quiet or case.status == "failed" or case.moved:
+        if not r.quiet or case.status in ("failed", "error") or case.moved:
             print(case.line())
+            print("".join(f"         note: {note}\n" for note in case.notes), end="")
     _stderr([out.summary()])
-    if out.count("failed") or (r.check and out.moved):
+    if out.count("error"):
+        raise Exit(code=EXIT_BAD_INPUT)
+    if (out.moved if r.check else out.count("failed")):
         raise Exit(code=EXIT_FAILED)
 
 

@@ -27,27 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "verify"))
 import oota_cases  # noqa: E402 - the suite's modules, beside it in verify/
 import oota_judge  # noqa: E402 - the suite's modules, beside it in verify/
 import oota_opinfo  # noqa: E402
-import oota_rules  # noqa: E402
 
 
 def _vendor_verify(path: Path) -> dict[str, Any]:
     import yaml
 
     return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("verify") or {}
-
-
-def rule_for(op: Any, dtype_name: str, device_type: str, verify: dict[str, Any]
-             ) -> oota_rules.Rule:
-    """The rule verify/test_ops.py chooses for this operator × dtype on ``device_type``."""
-    import torch
-
-    decided = oota_opinfo.decisions(op, device_type, getattr(torch, dtype_name))
-    if decided.skip:
-        return oota_rules.skip_rule(decided.skip)
-    return oota_rules.choose(
-        dtype_name, pytorch_judges=dtype_name == decided.compare_dtype,
-        override=(decided.atol, decided.rtol), judge=verify.get("judge"),
-        tolerance=(verify.get("tolerances") or {}).get(dtype_name))
 
 
 def convert(source: dict[str, Any], device_type: str, verify: dict[str, Any],
@@ -64,7 +49,8 @@ def convert(source: dict[str, Any], device_type: str, verify: dict[str, Any],
             op=old["op"], dtype=old["dtype"], sample=int(old["sample"]), input_=old["input"],
             args=old["args"], kwargs=old["kwargs"], cpu=old["cpu_out"],
             device=old["device_out"], reference=old["fp64_ref"],
-            rule=rule_for(op, old["dtype"], device_type, verify), device_type=device_type)
+            rule=oota_opinfo.rule_for(op, old["dtype"], device_type, verify, declared=False),
+            device_type=device_type)
         case = oota_cases.shrink(case)
         case["verdict"] = oota_judge.judge(case, device_type, settings).to_json()
         cases.append(case)

@@ -132,6 +132,7 @@ class Verdict:
     message: str
     notes: tuple[str, ...] = ()
     ratio: float | None = None
+    bias: Any = None  # (the device's, the CPU's) oota_rules.Bias, to pool over samples
 
     def to_json(self) -> dict[str, Any]:
         return {"status": self.status, "message": self.message}

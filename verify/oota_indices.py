@@ -44,6 +44,32 @@ INDEX_OUTPUTS: dict[str, IndexOutput] = {
 }
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Ordering:
+    """What an operator promises about the order of its values and indices: ``descending``
+    values, and with ``stable`` equal values in input order (their indices the CPU's)."""
+
+    descending: bool
+    stable: bool
+    why: str  # the call that asks for it, in words
+
+
+def ordering(op: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Ordering | None:
+    """The order ``op`` called with these arguments promises (None: no order, as for
+    ``topk(sorted=False)`` or kthvalue)."""
+    if op in ("sort", "argsort"):
+        descending = bool(argument_of(args, kwargs, 1, "descending", False))
+        stable = bool(argument_of(args, kwargs, 2 if op == "argsort" else None, "stable",
+                                  False))
+        return Ordering(descending=descending, stable=stable,
+                        why=f"{op}({'stable=True' if stable else 'descending=True'})"
+                        if stable or descending else op)
+    if op == "topk" and bool(argument_of(args, kwargs, 3, "sorted", True)):
+        largest = bool(argument_of(args, kwargs, 2, "largest", True))
+        return Ordering(descending=largest, stable=False, why="topk(sorted=True)")
+    return None
+
+
 def argument_of(args: Sequence[Any], kwargs: Mapping[str, Any], position: int | None,
               keyword: str, default: Any) -> Any:
     if keyword in kwargs:

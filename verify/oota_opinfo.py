@@ -17,20 +17,11 @@ import itertools
 import sys
 import types
 import unittest
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 COMPARE_TEST = ("TestCommon", "test_compare_cpu")  # whose decorators in op_db apply here
-
-
-def compared_with() -> str:
-    """The device type whose OpInfo dtype lists, beside the CPU's, choose the one dtype an
-    operator is compared in: the vendor's ``verify.compare_as`` (vendor.yaml, in cell.json;
-    PyTorch's own test_compare_cpu takes CUDA's), else the cell's own device."""
-    from oota_suite import read_cell
-
-    cell = read_cell()
-    return str((cell.get("verify") or {}).get("compare_as") or cell.get("device") or "cpu")
 
 
 def import_op_db() -> list[Any]:
@@ -113,29 +104,43 @@ def tolerance_override(decorators: list[Any], dtype: Any) -> tuple[float, float]
     return 0.0, 0.0
 
 
-def compare_dtype(op: Any) -> str:
+def compare_dtype(op: Any, compare_as: str) -> str:
     """The dtype PyTorch's test_compare_cpu judges ``op`` in: the first dtype of PyTorch's
-    ``ANY_DTYPE_ORDER`` that the OpInfo supports on both the CPU and the device the vendor
-    compares as (:func:`compared_with`; '' when none)."""
+    ``ANY_DTYPE_ORDER`` that the OpInfo supports on both the CPU and the device type the vendor
+    compares as (``verify.compare_as`` in vendor.yaml, else its own device; PyTorch's own test
+    takes CUDA's); '' when none. A device type this torch does not know (a replay of refdev's
+    recording without torch_refdev) takes the CPU's list, as the OpInfo does for a device it
+    has none for."""
     from torch.testing._internal.common_device_type import ANY_DTYPE_ORDER
 
-    both = set(op.supported_dtypes("cpu")) & set(op.supported_dtypes(compared_with()))
+    on_cpu = set(op.supported_dtypes("cpu"))
+    try:
+        on_device = set(op.supported_dtypes(compare_as))
+    except RuntimeError:
+        on_device = on_cpu
+    both = on_cpu & on_device
     chosen = next((dtype for dtype in ANY_DTYPE_ORDER if dtype in both), None)
     return str(chosen).removeprefix("torch.") if chosen is not None else ""
 
 
 def declares(op: Any, device_type: str, dtype: Any) -> bool:
     """Whether the OpInfo declares ``dtype`` for ``device_type``: the CPU's list for a device
-    the OpInfo has no list of its own for (PyTorch's own fallback)."""
-    return dtype in op.supported_dtypes(device_type)
+    the OpInfo has no list of its own for (PyTorch's own fallback), and for a device type this
+    torch does not know (a replay of refdev's recording where torch_refdev is not imported)."""
+    try:
+        return dtype in op.supported_dtypes(device_type)
+    except RuntimeError:
+        return dtype in op.supported_dtypes("cpu")
 
 
-def decisions(op: Any, device_type: str, dtype: Any) -> Decisions:
+def decisions(op: Any, device_type: str, dtype: Any, compare_as: str = "") -> Decisions:
     """PyTorch's decisions for ``op`` in ``dtype`` on ``device_type`` (a device other than the
-    CPU: on the CPU vendor nothing is compared)."""
+    CPU: on the CPU vendor nothing is compared), the dtype it is compared in chosen as on
+    ``compare_as`` (default: ``device_type``)."""
     decorators = compare_decorators(op, device_type, dtype)
     atol, rtol = tolerance_override(decorators, dtype)
-    return Decisions(skip=pytorch_skip(decorators), compare_dtype=compare_dtype(op),
+    return Decisions(skip=pytorch_skip(decorators),
+                     compare_dtype=compare_dtype(op, compare_as or device_type),
                      atol=atol, rtol=rtol, device_dtypes=declares(op, device_type, dtype))
 
 
@@ -146,3 +151,51 @@ def samples(op: Any, device: Any, dtype: Any, *, reference: bool,
     ``limit`` only when given (max_pool2d has 1,440)."""
     made = op.reference_inputs(device, dtype) if reference else op.sample_inputs(device, dtype)
     return list(itertools.islice(made, limit))
+
+
+def rule_for(op: Any, dtype_name: str, device_type: str, spec: Mapping[str, Any] | None = None,
+             *, declared: bool = True) -> Any:
+    """The rule the ops layer chooses for ``op`` × ``dtype_name`` on ``device_type``
+    (``oota_rules.Rule``): PyTorch's skip, PyTorch's comparison for the dtype it judges, else
+    oota's numbers or the vendor's (``spec``: cell.json's ``verify``, whose ``judge`` and
+    ``tolerances`` apply). With ``declared``, a dtype the OpInfo does not declare for the device
+    is skipped as the ops layer skips it (a replay, which holds the device's result, does not
+    ask: on a machine without CUDA, op_db declares fewer CUDA dtypes). A RuleError where the
+    vendor's numbers make no sense."""
+    import oota_rules
+    import torch
+
+    spec = spec or {}
+    dtype = getattr(torch, dtype_name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise oota_rules.RuleError(f"dtype {dtype_name!r} is not a torch dtype")
+    decided = decisions(op, device_type, dtype, str(spec.get("compare_as") or ""))
+    if decided.skip:
+        return oota_rules.skip_rule(decided.skip)
+    if declared and not decided.device_dtypes:
+        return oota_rules.skip_rule(f"the OpInfo of {full_name(op)} does not declare "
+                                    f"{dtype_name} for {device_type}")
+    return oota_rules.choose(
+        dtype_name, pytorch_judges=dtype_name == decided.compare_dtype,
+        override=(decided.atol, decided.rtol), judge=spec.get("judge"),
+        tolerance=(spec.get("tolerances") or {}).get(dtype_name))
+
+
+def _identity(function: Any) -> bool:
+    return getattr(function, "__qualname__", "") == "SampleInput.__init__.<locals>.<lambda>"
+
+
+def output_process(op: Any, dtype: Any, index: int, *, reference: bool) -> Any | None:
+    """What the OpInfo's sample number ``index`` does to the operator's output before it is
+    compared (``output_process_fn_grad``: eigh's eigenvectors in absolute value, svd's parts):
+    a function, or None when the sample cannot be made again here. Twelve operators of op_db
+    process their output; for the others the first sample says so and nothing more is made."""
+    made = op.reference_inputs("cpu", dtype) if reference else op.sample_inputs("cpu", dtype)
+    first = next(iter(made), None)
+    if first is None:
+        return None
+    if _identity(first.output_process_fn_grad):
+        return first.output_process_fn_grad
+    again = op.reference_inputs("cpu", dtype) if reference else op.sample_inputs("cpu", dtype)
+    sample = next(itertools.islice(again, index, None), None)
+    return None if sample is None else sample.output_process_fn_grad

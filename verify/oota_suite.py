@@ -18,6 +18,7 @@ its skip list. No test fetches anything: the Hugging Face libraries are forced o
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import fnmatch
 import importlib
@@ -25,6 +26,7 @@ import json
 import os
 import platform
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,9 +179,11 @@ def skip_without_device(message: str) -> None:
     pytest.skip(f"{UNSUPPORTED_PREFIX}{unsupported}; {message}" if unsupported else message)
 
 
-@pytest.fixture(scope="session")
-def device(cell, device_type):
-    """The vendor's device; skips (with the reason) when this container cannot see one."""
+@contextlib.contextmanager
+def opened_device(cell: dict[str, Any]) -> Iterator[Any]:
+    """The vendor's device, set up for comparison with the CPU: its backend imported, no TF32
+    shortcuts. Yields a torch.device, or the text of why this container cannot see one (the
+    ops layer's worker processes open it the same way)."""
     import torch
 
     for name in cell.get("smoke_imports", []):
@@ -187,12 +191,13 @@ def device(cell, device_type):
         try:
             importlib.import_module(name)
         except Exception as exc:  # noqa: BLE001 - the install layer reports it in detail
-            pytest.fail(f"cannot import {name}, which registers the device: "
-                        f"{type(exc).__name__}: {exc}")
+            raise DeviceImportError(f"cannot import {name}, which registers the device: "
+                                    f"{type(exc).__name__}: {exc}") from None
     try:
         oota_hooks.vendor_hook()  # may give torch the device module it lacks (oota_hooks)
     except oota_hooks.HookError as exc:
-        pytest.fail(f"the vendor's verify hook: {exc}")
+        raise DeviceImportError(f"the vendor's verify hook: {exc}") from None
+    device_type = cell["device"]
     if device_type == "cpu":
         yield torch.device("cpu")
         return
@@ -200,11 +205,12 @@ def device(cell, device_type):
     # The host check (oota/hosts.py) already knows when this host lacks the hardware: then the
     # device tests are "unsupported here", not skipped by choice and never passed.
     if module is None:
-        skip_without_device(f"torch has no torch.{device_type} module: the backend is not "
-                            "registered")
+        yield (f"torch has no torch.{device_type} module: the backend is not registered")
+        return
     if not module.is_available():
-        skip_without_device(f"no {device_type} device visible here "
-                            f"(torch.{device_type}.is_available() is False)")
+        yield (f"no {device_type} device visible here "
+               f"(torch.{device_type}.is_available() is False)")
+        return
     # Results are compared with the CPU at full float32 precision: no TF32 shortcuts in matmuls
     # or (on CUDA/ROCm) cuDNN convolutions, which would differ from the CPU by ~1e-3.
     torch.set_float32_matmul_precision("highest")
@@ -217,6 +223,22 @@ def device(cell, device_type):
     with cudnn.flags(enabled=cudnn.enabled, benchmark=cudnn.benchmark,
                      deterministic=cudnn.deterministic, allow_tf32=False):
         yield torch.device(device_type)
+
+
+class DeviceImportError(RuntimeError):
+    """The vendor's backend module does not import."""
+
+
+@pytest.fixture(scope="session")
+def device(cell, device_type):
+    """The vendor's device; skips (with the reason) when this container cannot see one."""
+    try:
+        with opened_device(cell) as found:
+            if isinstance(found, str):
+                skip_without_device(found)
+            yield found
+    except DeviceImportError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="session")

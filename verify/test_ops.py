@@ -35,6 +35,7 @@ layers should not pay.
 from __future__ import annotations
 
 import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,11 +45,16 @@ import oota_hooks
 import oota_judge
 import oota_opinfo
 import oota_ops
+import oota_opsworkers
 import oota_rules
 import pytest
+from oota_opsworkers import PairResult
 from oota_suite import read_cell
 
 LAYER = "ops"
+# The rules that look at a float64 result: oota's float64 rule, and PyTorch's rule with oota's
+# element check beside it.
+WIDE_RULES = (oota_rules.FLOAT64, oota_rules.PYTORCH)
 RECORD_VARIABLE = "OOTA_RECORD_EVERY"
 DEFAULT_RECORD_EVERY = 4
 # A passing case is kept only if it is this small (elements in all): a sample, not a dump.
@@ -97,18 +103,30 @@ def _cases() -> list[Any]:
                              marks=pytest.mark.skip(reason="the ops layer is not selected"))]
     if DATABASE.problem:
         return [pytest.param("op_db", "none", id="op_db")]
+    params = []
+    for name, dtype_name, runs in pairs():
+        marks = () if runs else pytest.mark.skip(
+            reason=f"the OpInfo of {name} does not support {dtype_name} on the CPU")
+        params.append(pytest.param(name, dtype_name, id=f"{name}-{dtype_name}", marks=marks))
+    return params
+
+
+def pairs() -> list[tuple[str, str, bool]]:
+    """Every operator × dtype in the order the layer runs them (must-pass first), and whether
+    the OpInfo supports the dtype on the CPU (else the pair is skipped at collection)."""
     import torch
 
-    params = []
+    found = []
     for name in oota_ops.ordered(list(DATABASE.ops), list(DATABASE.must)):
         on_cpu = DATABASE.ops[name].supported_dtypes("cpu")
         for dtype_name in SPEC.get("dtypes") or ["float32"]:
-            dtype = getattr(torch, str(dtype_name), None)
-            marks = () if dtype in on_cpu else pytest.mark.skip(
-                reason=f"the OpInfo of {name} does not support {dtype_name} on the CPU")
-            params.append(pytest.param(name, str(dtype_name), id=f"{name}-{dtype_name}",
-                                       marks=marks))
-    return params
+            found.append((name, str(dtype_name), getattr(torch, str(dtype_name), None) in on_cpu))
+    return found
+
+
+# The pairs that run, in order: what the worker processes share (oota_opsworkers).
+PAIRS = [(name, dtype) for name, dtype, runs in pairs() if runs] \
+    if _selected() and not DATABASE.problem else []
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -167,11 +185,6 @@ def _write_recording() -> Any:
 
 # -- one operator × dtype ----------------------------------------------------------------------
 
-def _check_database() -> None:
-    if DATABASE.problem:
-        pytest.fail(DATABASE.problem)
-
-
 def _run(op: Any, sample: Any) -> Any:
     return sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs))
 
@@ -205,10 +218,14 @@ def _run_on_device(op: Any, sample: Any, device: Any) -> Any:
 
 
 def _to_float64(value: Any) -> Any:
+    """A floating tensor in float64, and a floating dtype argument (cumsum's dtype=float16)
+    as float64 (the sample's transform hands both)."""
     import torch
 
     if isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex()):
         return value.to(torch.complex128 if value.is_complex() else torch.float64)
+    if isinstance(value, torch.dtype) and (value.is_floating_point or value.is_complex):
+        return torch.complex128 if value.is_complex else torch.float64
     return value
 
 
@@ -276,11 +293,20 @@ def _cpu_copy(sample: Any) -> Any:
     return sample.transform(lambda t: t.to("cpu") if isinstance(t, torch.Tensor) else t)
 
 
+def _seed(name: str, dtype_name: str) -> None:
+    """The pair's own seed: its samples are the same whichever process makes them, and on
+    every run."""
+    import torch
+
+    torch.manual_seed(zlib.crc32(f"{name}-{dtype_name}".encode()))
+
+
 def _judge_samples(op: Any, name: str, dtype_name: str, device: Any, rule: oota_rules.Rule,
                    keep_passing: bool) -> _Judged:
     import torch
 
     dtype = getattr(torch, dtype_name)
+    _seed(name, dtype_name)
     try:
         made = _samples(op, device, dtype, reference=rule.kind == oota_rules.PYTORCH)
     except Exception as exc:  # noqa: BLE001 - the device's failure is the finding
@@ -290,6 +316,7 @@ def _judge_samples(op: Any, name: str, dtype_name: str, device: Any, rule: oota_
     samples = ran = cpu_errors = 0
     worst, kept, kept_ratio = 0.0, None, -1.0
     coverage = oota_hooks.Coverage(oota_hooks.vendor_hook())
+    verdicts: list[oota_cases.Verdict] = []
     for index, sample in enumerate(made):
         samples += 1
         cpu_sample = _cpu_copy(sample)
@@ -303,30 +330,54 @@ def _judge_samples(op: Any, name: str, dtype_name: str, device: Any, rule: oota_
             got = coverage.watch(lambda: _run_on_device(op, sample, device))  # noqa: B023
         except Exception as exc:  # noqa: BLE001 - the device's failure is the finding
             return _Judged(_device_failure(exc, samples, ran, index), coverage=coverage)
-        wide = rule.kind == oota_rules.FLOAT64 and not oota_judge.identical(
+        wide = rule.kind in WIDE_RULES and not oota_judge.identical(
             oota_cases.plain(got, copy=False), oota_cases.plain(want, copy=False))
         reference = _reference(op, cpu_sample) if wide else None
         case = oota_cases.make_case(
             op=name, dtype=dtype_name, sample=index, input_=cpu_sample.input,
             args=cpu_sample.args, kwargs=cpu_sample.kwargs, cpu=want, device=got,
             reference=reference, rule=rule, device_type=device.type, copy=False)
-        verdict = oota_judge.judge(case, device.type, RECORDING.settings)
+        verdict = oota_judge.judge(case, device.type, RECORDING.settings,
+                                   rerun=_rerun(op, sample), subnormals=_subnormals())
         if verdict.status == "failed":
             return _Judged(oota_ops.Outcome(samples=samples, ran=ran, failure=verdict.message),
                            oota_cases.finish(case, verdict), _calls(op, sample), coverage)
+        verdicts.append(verdict)
         ratio = verdict.ratio or 0.0
         worst = max(worst, ratio)
         if keep_passing and ratio > kept_ratio and \
                 oota_cases.case_elements(case) <= PASSING_CASE_ELEMENTS:
             kept, kept_ratio = oota_cases.finish(case, verdict), ratio
+    pooled = oota_judge.pooled_bias(verdicts, rule, device.type)
+    if pooled:
+        return _Judged(oota_ops.Outcome(samples=samples, ran=ran, cpu_errors=cpu_errors,
+                                        failure=f"{name} ({dtype_name}): {pooled}"), kept,
+                       coverage=coverage)
     return _Judged(oota_ops.Outcome(samples=samples, ran=ran, cpu_errors=cpu_errors,
                                     rule=rule.describe(), worst=worst), kept, coverage=coverage)
 
 
-def _run_only(op: Any, dtype_name: str, device: Any) -> oota_ops.Outcome:
+def _rerun(op: Any, sample: Any) -> oota_judge.Rerun:
+    """The operator run again on the CPU on inputs the judge chooses (the sample's own output
+    processing applied, as in the comparison)."""
+    process = sample.output_process_fn_grad
+
+    def call(input_: Any, args: Any, kwargs: Any) -> Any:
+        return process(op(input_, *args, **kwargs))
+    return oota_judge.Rerun(call=call)
+
+
+def _subnormals() -> str:
+    """'keep' where the vendor's data says its device keeps subnormal results
+    (``verify.subnormals``)."""
+    return str(SPEC.get("subnormals") or "note")
+
+
+def _run_only(op: Any, name: str, dtype_name: str, device: Any) -> oota_ops.Outcome:
     """The CPU vendor: a few of the operator's samples run (nothing to compare with)."""
     import torch
 
+    _seed(name, dtype_name)
     try:
         made = oota_opinfo.samples(op, device, getattr(torch, dtype_name), reference=False,
                                    limit=oota_ops.CPU_ONLY_SAMPLES)
@@ -345,38 +396,36 @@ def _run_only(op: Any, dtype_name: str, device: Any) -> oota_ops.Outcome:
     return oota_ops.Outcome(samples=len(made), ran=ran, cpu_errors=cpu_errors, cpu_only=True)
 
 
-def _rule(op: Any, name: str, dtype_name: str, device: Any) -> oota_rules.Rule:
-    """The rule for the pair, or pytest.skip with PyTorch's (or the OpInfo's) reason."""
-    import torch
-
-    decided = oota_opinfo.decisions(op, device.type, getattr(torch, dtype_name))
-    if decided.skip:
-        pytest.skip(decided.skip)
-    if not decided.device_dtypes:
-        pytest.skip(f"the OpInfo of {name} does not declare {dtype_name} for {device.type}")
+def _rule(op: Any, name: str, dtype_name: str, device: Any) -> oota_rules.Rule | PairResult:
+    """The rule for the pair, or the result that skips it (PyTorch's or the OpInfo's reason)
+    or fails it (the vendor's numbers make no sense)."""
     try:
-        return oota_rules.choose(
-            dtype_name, pytorch_judges=dtype_name == decided.compare_dtype,
-            override=(decided.atol, decided.rtol), judge=SPEC.get("judge"),
-            tolerance=(SPEC.get("tolerances") or {}).get(dtype_name))
+        rule = oota_opinfo.rule_for(op, dtype_name, device.type, SPEC)
     except oota_rules.RuleError as exc:
-        pytest.fail(f"cell.json verify: {exc}", pytrace=False)
+        return PairResult(status="failed", message=f"cell.json verify: {exc}")
+    if rule.kind == oota_rules.SKIP:
+        return PairResult(status="skipped", message=rule.source)
+    return rule
 
 
-def _check(op_name: str, op_dtype: str, device: Any, device_module: Any,
-           record_data: Any) -> None:
-    _check_database()
+def judge_pair(op_name: str, op_dtype: str, device: Any, device_module: Any) -> PairResult:
+    """One operator × dtype on the device: run (the CPU vendor) or judged against the CPU."""
+    if DATABASE.problem:
+        return PairResult(status="failed", message=DATABASE.problem)
     must = op_name in DATABASE.must
     late = BUDGET.skip_reason(must)
     if late:
-        pytest.skip(late)
+        return PairResult(status="skipped", message=late)
     op = DATABASE.ops[op_name]
     if device.type == "cpu":
-        judged = _Judged(_run_only(op, op_dtype, device))
+        judged = _Judged(_run_only(op, op_name, op_dtype, device))
         rule = None
     else:
         RECORDING.start(device, device_module)
-        rule = _rule(op, op_name, op_dtype, device)
+        chosen = _rule(op, op_name, op_dtype, device)
+        if isinstance(chosen, PairResult):
+            return chosen
+        rule = chosen
         keep = oota_cases.keep_passing(op_name, op_dtype, _record_every())
         judged = _judge_samples(op, op_name, op_dtype, device, rule, keep)
     outcome = judged.outcome
@@ -386,18 +435,44 @@ def _check(op_name: str, op_dtype: str, device: Any, device_module: Any,
     coverage = cover.to_data() if cover is not None else {}
     if status == "passed" and cover is not None and cover.ran_on == oota_hooks.CPU:
         status, message = "skipped", cover.message()  # never a device pass
-    if judged.case is not None:
-        RECORDING.cases.append(judged.case)
-    record_data(op=op_name, aten=str(getattr(op, "aten_name", op.name)), dtype=op_dtype,
+    data = dict(op=op_name, aten=str(getattr(op, "aten_name", op.name)), dtype=op_dtype,
                 must_pass=must, tried=True, samples=outcome.samples, ran=outcome.ran,
                 cpu_errors=outcome.cpu_errors, compared=not outcome.cpu_only,
                 rule=rule.kind if rule else "", rule_source=rule.source if rule else "",
                 worst=round(outcome.worst, 4), recorded=judged.case is not None,
                 **({"calls": judged.calls} if judged.calls else {}), **coverage, note=message)
-    if status == "skipped":
-        pytest.skip(message)
-    if status == "failed":
-        pytest.fail(message, pytrace=False)
+    return PairResult(status=status, message=message, data=data, case=judged.case)
+
+
+def _report(result: PairResult, record_data: Any) -> None:
+    if result.case is not None:
+        RECORDING.cases.append(result.case)
+    if result.data:
+        record_data(**result.data)
+    if result.status == "skipped":
+        pytest.skip(result.message)
+    if result.status == "failed":
+        pytest.fail(result.message, pytrace=False)
+
+
+POOL = oota_opsworkers.Pool()
+if PAIRS and POOL.wanted() > 1:
+    POOL.start(PAIRS)
+
+
+def _check(op_name: str, op_dtype: str, device: Any, device_module: Any,
+           record_data: Any) -> None:
+    """The pair's result, from a worker process when the layer runs on several (each pair is
+    judged by the same code with the same seed wherever it runs), else judged here."""
+    if POOL.problem:
+        pytest.fail(POOL.problem, pytrace=False)
+    if POOL.wanted() > 1 and not DATABASE.problem:
+        BUDGET.skip_reason(False)  # the clock starts at the first operator, here too
+        if device.type != "cpu":
+            RECORDING.start(device, device_module)
+        _report(POOL.result(op_name, op_dtype, BUDGET), record_data)
+        return
+    _report(judge_pair(op_name, op_dtype, device, device_module), record_data)
 
 
 def test_must_pass_names_are_operators(record_data: Any) -> None:

@@ -444,8 +444,12 @@ class JudgeRequest:
                               "has torch)")
     image: str | None = flag("an image with torch to judge in (default: the CPU vendor's default "
                              "cell)")
-    check: bool = flag("exit 1 when a verdict or message differs from the recorded one", False)
+    check: bool = flag("exit 1 when a verdict or message differs from the recorded one "
+                       "(whatever the verdicts), 0 when none does", False)
     quiet: bool = flag("print failed and moved cases only", False)
+    key: list[str] | None = flag("a lab's public key (oota.pub; repeatable): a recording's "
+                                 "signature (cases.pt.sig) must check with one of them, or it "
+                                 "is refused; the unsigned are listed", repeatable=True)
     matrix: str = _matrix()
 
 

@@ -3,12 +3,14 @@ probe the hosts, verify here, judge recordings again; and signing what a run wro
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from packaging.version import Version
 
@@ -38,9 +40,10 @@ from oota.execute.hosts import HostCheck
 from oota.execute.publish import Outcome as PublishOutcome, publish_cells
 from oota.execute.pull import Pulled, pull_and_verify
 from oota.plan import Cell, plan, select
+from oota.render import cell_manifest
 from oota.results.model import Result
-from oota.results.signed import key_id, sign_result
-from oota.results.store import SIGNATURE_FILE
+from oota.results.signed import check_recording, key_id, sign_recording, sign_result
+from oota.results.store import CASES_FILE, SIGNATURE_FILE
 from oota.supply import signing
 from oota.vocab import BAD
 
@@ -177,10 +180,16 @@ def sign_results(ran: Ran, results_dir: str | Path,
     if key is None:
         return []
     written = ran.written()
+    recordings = 0
     for result in written:
-        sign_result(Path(results_dir) / result.cell.id, result, key)
+        folder = Path(results_dir) / result.cell.id
+        sign_result(folder, result, key)
+        if (folder / CASES_FILE).is_file():
+            sign_recording(folder / CASES_FILE, key)
+            recordings += 1
     return [f"signed {len(written)} result(s) with key {key_id(key.public_key())} "
-            f"({SIGNATURE_FILE} beside each result.json)"]
+            f"({SIGNATURE_FILE} beside each result.json)"
+            + (f" and {recordings} recording(s) ({CASES_FILE}.sig)" if recordings else "")]
 
 
 def keygen(out: str) -> signing.KeyFiles:
@@ -276,22 +285,66 @@ def verify_here(matrix_path: str, vendors: list[str] | None, results_dir: Path,
 
 
 def judge(paths: Sequence[str], *, python: str | None, image: str | None,
-          matrix_path: str, check: bool) -> judging.Replay:
+          matrix_path: str, check: bool, keys: Sequence[str] = ()) -> judging.Replay:
     """``judge``: recorded cases judged again by the checkout's judge, with ``python`` (it
     must have torch), else this interpreter when it has torch, else in ``image`` (default:
-    the CPU vendor's default cell as ``build`` tags it) on the environment's engine."""
+    the CPU vendor's default cell as ``build`` tags it) on the environment's engine. With
+    ``keys`` (the labs' public keys), each recording's signature must check with one of them,
+    or nothing is judged; the unsigned ones are named in the replay's ``signatures``."""
     files = judging.recordings(paths)
+    signatures = _recording_signatures(files, keys)
+    replay = _judged(files, python=python, image=image, matrix_path=matrix_path, check=check)
+    return dataclasses.replace(replay, signatures=signatures)
+
+
+def _recording_signatures(files: Sequence[Path], keys: Sequence[str]) -> tuple[str, ...]:
+    if not keys:
+        return ()
+    public = [signing.load_public(Path(key)) for key in keys]
+    lines, unsigned = [], []
+    for path in files:
+        try:
+            how = check_recording(path, public)
+        except ValueError as exc:
+            raise InputError(f"{exc}; refused") from None
+        if how:
+            lines.append(f"{path}: {how}")
+        else:
+            unsigned.append(str(path))
+    return (f"signatures: {len(lines)} recording(s) signed by --key, {len(unsigned)} "
+            "unsigned", *(f"  unsigned: {path}" for path in unsigned))
+
+
+def vendor_specs(matrix_path: str) -> dict[str, Any]:
+    """Each vendor's verify section as its cells' cell.json holds it (tolerances, the judge's
+    overrides, compare_as): the replay takes the one a recording's cell names, from this
+    checkout's data. {} where the matrix cannot be read (a recording judged outside a
+    project: oota's own numbers apply)."""
+    try:
+        matrix = load_matrix(matrix_path)
+        cells = plan(matrix)
+    except (InputError, OSError):
+        return {}
+    found: dict[str, Any] = {}
+    for cell in cells:
+        found.setdefault(cell.vendor.name, cell_manifest(cell)["verify"])
+    return found
+
+
+def _judged(files: Sequence[Path], *, python: str | None, image: str | None,
+            matrix_path: str, check: bool) -> judging.Replay:
+    vendors = vendor_specs(matrix_path)
     if python is not None and image is not None:
         raise InputError("--python and --image name two places to judge in: give one")
     if python is not None:
         if not judging.has_torch(python):
             raise InputError(f"--python {python}: it cannot import torch; name an interpreter "
                              "that has torch")
-        return judging.with_python(python, files, check)
+        return judging.with_python(python, files, check, vendors)
     if image is None and judging.has_torch(sys.executable):
-        return judging.with_python(sys.executable, files, check)
+        return judging.with_python(sys.executable, files, check, vendors)
     return judging.in_image(DockerEngine(), image or default_torch_image(matrix_path), files,
-                            check)
+                            check, vendors)
 
 
 def default_torch_image(matrix_path: str) -> str:

@@ -118,6 +118,7 @@ class VerifySpec:
     toolkit_version: str | None = None   # where torch reports it, e.g. "torch.version.cuda"
     workload: WorkloadSpec | None = None  # None: the workload layer is off
     compare_as: str | None = None         # whose OpInfo decisions the ops layer takes (device)
+    subnormals: str = "note"              # "keep": the judge fails a subnormal result flushed
 
 
 FAMILY = "family"    # a floor for every toolkit release it prefixes (CUDA 13.x: driver 580)
@@ -435,7 +436,7 @@ def _verify(data: dict[str, Any]) -> VerifySpec:
                                    torch=e.get("torch", ""))
                          for e in data.get("extensions", ())),
         toolkit_version=data.get("toolkit_version"), workload=_workload(data.get("workload")),
-        compare_as=data.get("compare_as"))
+        compare_as=data.get("compare_as"), subnormals=data.get("subnormals", "note"))
 
 
 def _workload(data: dict[str, Any] | None) -> WorkloadSpec | None:

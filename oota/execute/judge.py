@@ -2,12 +2,13 @@
 
 An accelerator's verification records the cases its ops layer judged (``cases.pt`` beside its
 result: every failing case and a sample of the passing ones; the format is documented in
-``verify/oota_judge.py``). Judging them again needs torch and no accelerator. This runs the
-checkout's own ``verify/oota_judge.py`` (so a change to the judge is what is checked) with a
+``verify/oota_cases.py``). Judging them again needs torch and no accelerator. This runs the
+checkout's own ``verify/oota_replay.py`` (so a change to the judge is what is checked) with a
 Python that has torch: the one ``--python`` names, else this interpreter when it has torch,
 else inside a local image that has it (``--image``, by default the CPU vendor's default cell
-as ``oota build --vendor=cpu`` tags it) with the recordings mounted read-only. The judge
-answers one JSON object per case; each becomes a :class:`Judged`.
+as ``oota build --vendor=cpu`` tags it) with the recordings mounted read-only. The replay
+answers one JSON object per case, each a :class:`Judged`, and ends with a summary line: output
+without it is incomplete and taken as the judge's failure, never as a shorter result.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,12 +28,13 @@ from oota.errors import EnvironmentProblem, InputError
 from oota.resources import shipped
 
 VERIFY = shipped("verify")
-JUDGE = VERIFY / "oota_judge.py"
+JUDGE = VERIFY / "oota_replay.py"
 IN_IMAGE = "/opt/oota/judge"
+SPECS_IN_IMAGE = "/opt/oota/judge-vendors.json"
 IMAGE_PYTHON = "/opt/venv/bin/python"  # every oota image's venv (templates/dockerfile)
 SUFFIX = ".pt"
 TIMEOUT_S = 1800
-BAD_RECORDING = 2  # oota_judge.py's exit code for a file that is not a recording
+BAD_RECORDING = 2  # the replay's exit code when a file or a case could not be judged
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -40,18 +42,20 @@ class Judged:
     """One recorded case judged again: the verdict now, and the one the recording holds."""
 
     file: str
-    status: str
+    status: str  # passed, failed, skipped, or error (the case could not be judged)
     message: str
     recorded: str  # the recorded status ('' when the case holds none)
     moved: bool  # the verdict or its message differs from the recorded one
+    notes: tuple[str, ...] = ()  # how it was judged: the rule, the CPU results recomputed
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Judged:
         recorded = data.get("recorded") if isinstance(data.get("recorded"), dict) else {}
+        notes: list[Any] = data["notes"] if isinstance(data.get("notes"), list) else []
         return cls(file=str(data.get("file", "")), status=str(data.get("status", "")),
                    message=str(data.get("message", "")),
                    recorded=str((recorded or {}).get("status") or ""),
-                   moved=bool(data.get("moved")))
+                   moved=bool(data.get("moved")), notes=tuple(str(n) for n in notes))
 
     def line(self) -> str:
         """The case as the judge prints it, with the recorded status where it moved."""
@@ -63,6 +67,8 @@ class Judged:
 class Replay:
     cases: tuple[Judged, ...]
     where: str  # which Python judged them, in words
+    moved_line: str = ""  # what moved from the recordings, in one line (the judge's)
+    signatures: tuple[str, ...] = ()  # with --key: which recordings are signed, which not
 
     def count(self, status: str) -> int:
         return sum(c.status == status for c in self.cases)
@@ -74,8 +80,8 @@ class Replay:
     def summary(self) -> str:
         return (f"{len(self.cases)} cases judged again by {self.where}: "
                 f"{self.count('passed')} passed, {self.count('failed')} failed, "
-                f"{self.count('skipped')} skipped; {self.moved} verdict(s) differ from the "
-                "recording")
+                f"{self.count('skipped')} skipped, {self.count('error')} could not be judged; "
+                f"{self.moved_line or f'{self.moved} verdict(s) differ from the recording'}")
 
 
 def recordings(paths: Sequence[str]) -> list[Path]:
@@ -110,34 +116,49 @@ def has_torch(python: str) -> bool:
 
 
 def _parse(output: str, exit_code: int | None, where: str, stderr: str) -> Replay:
-    cases = []
+    cases, summary = [], None
     for line in output.splitlines():
         if line.startswith("{"):
             try:
-                cases.append(Judged.from_json(json.loads(line)))
+                data = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if isinstance(data, dict) and isinstance(data.get("summary"), dict):
+                summary = data["summary"]
+            elif isinstance(data, dict):
+                cases.append(Judged.from_json(data))
     last = (stderr.strip().splitlines() or [""])[-1]
-    if exit_code == BAD_RECORDING:
-        raise InputError(last.removeprefix("oota_judge: ") or "a file is not a recording")
-    if not cases and exit_code not in (0, 1):
-        raise EnvironmentProblem(f"the judge did not run with {where} (exit {exit_code}): "
-                                 f"{last or 'no output'}")
-    return Replay(cases=tuple(cases), where=where)
+    if summary is None:
+        raise EnvironmentProblem(f"the judge with {where} stopped before it finished (exit "
+                                 f"{exit_code}, {len(cases)} case(s) judged so far): "
+                                 f"{last[:300] or 'no output'}")
+    return Replay(cases=tuple(cases), where=where, moved_line=str(summary.get("moved_line", "")))
 
 
-def with_python(python: str, files: Sequence[Path], check: bool) -> Replay:
-    """Judge ``files`` with the interpreter ``python`` (it must have torch)."""
-    argv = [python, str(JUDGE), "--json", *(["--check"] if check else []),
-            *(str(f) for f in files)]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EnvironmentProblem(f"cannot run {python}: {exc}") from None
+def _specs_file(folder: Path, vendors: Mapping[str, Any]) -> Path:
+    path = folder / "vendors.json"
+    path.write_text(json.dumps({"vendors": vendors}), encoding="utf-8")
+    path.chmod(0o644)
+    return path
+
+
+def with_python(python: str, files: Sequence[Path], check: bool,
+                vendors: Mapping[str, Any] | None = None) -> Replay:
+    """Judge ``files`` with the interpreter ``python`` (it must have torch); ``vendors``: the
+    checkout's verify section per vendor, for the recordings whose cell names one."""
+    with tempfile.TemporaryDirectory(prefix="oota-judge-") as tmp:
+        specs = ["--specs", str(_specs_file(Path(tmp), vendors))] if vendors else []
+        argv = [python, str(JUDGE), "--json", *(["--check"] if check else []), *specs,
+                *(str(f) for f in files)]
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise EnvironmentProblem(f"cannot run {python}: {exc}") from None
     return _parse(proc.stdout, proc.returncode, python, proc.stderr)
 
 
-def in_image(engine: Engine, image: str, files: Sequence[Path], check: bool) -> Replay:
+def in_image(engine: Engine, image: str, files: Sequence[Path], check: bool,
+             vendors: Mapping[str, Any] | None = None) -> Replay:
     """Judge ``files`` inside ``image`` (its own torch; the checkout's judge mounted)."""
     if engine.image_labels(image) is None:
         raise EnvironmentProblem(f"no torch here and no image {image} on this Docker Engine: "
@@ -150,9 +171,13 @@ def in_image(engine: Engine, image: str, files: Sequence[Path], check: bool) -> 
         target = f"/cases/{index}/{path.name}"
         mounts.append(Mount(source=path.resolve(), target=target))
         inside.append(target)
-    command = [IMAGE_PYTHON, f"{IN_IMAGE}/{JUDGE.name}", "--json",
-               *(["--check"] if check else []), *inside]
     with tempfile.TemporaryDirectory(prefix="oota-judge-") as tmp:
+        specs: list[str] = []
+        if vendors:
+            mounts.append(Mount(source=_specs_file(Path(tmp), vendors), target=SPECS_IN_IMAGE))
+            specs = ["--specs", SPECS_IN_IMAGE]
+        command = [IMAGE_PYTHON, f"{IN_IMAGE}/{JUDGE.name}", "--json",
+                   *(["--check"] if check else []), *specs, *inside]
         log = Path(tmp) / "judge.log"
         outcome = engine.run(RunRequest(image=image, command=command, mounts=tuple(mounts),
                                         env={"PYTHONDONTWRITEBYTECODE": "1"}, log_path=log,

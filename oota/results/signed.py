@@ -9,6 +9,11 @@ a release manager sees which results vouch for themselves and which only came in
 
 A result rewritten without a key loses its old signature (:func:`oota.results.store.save`
 removes it), so a signature always belongs to the result beside it.
+
+The ops layer's recording beside a result (``cases.pt``, the evidence ``oota judge`` judges
+again) is signed the same way when the result is: ``cases.pt.sig`` holds the signature of its
+exact bytes, and ``oota judge --key oota.pub`` refuses a recording whose signature does not
+check and names the unsigned ones.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from oota.results.store import RESULT_FILE, SIGNATURE_FILE, result_bytes
 from oota.supply import signing
 
 SCHEME = "oota.result-signature/v1"
+RECORDING_SCHEME = "oota.recording-signature/v1"
+RECORDING_LIMIT = 512 << 20  # the judge reads recordings up to this size (verify/oota_schema.py)
 
 
 def key_id(key: ec.EllipticCurvePublicKey) -> str:
@@ -54,6 +61,42 @@ def _sign(folder: Path, data: bytes, key: ec.EllipticCurvePrivateKey) -> Path:
                       "sha256": hashlib.sha256(data).hexdigest(),
                       "keyid": key_id(key.public_key()), "signature": signing.sign(key, data)})
     return path
+
+
+def recording_signature(recording: Path) -> Path:
+    """Where a recording's signature lies: ``cases.pt.sig`` beside ``cases.pt``."""
+    return recording.with_name(recording.name + ".sig")
+
+
+def sign_recording(recording: Path, key: ec.EllipticCurvePrivateKey) -> Path:
+    """Sign the recording's exact bytes; the signature file's path."""
+    data = read_bytes(recording, RECORDING_LIMIT)
+    path = recording_signature(recording)
+    write_json(path, {"scheme": RECORDING_SCHEME, "file": recording.name,
+                      "sha256": hashlib.sha256(data).hexdigest(),
+                      "keyid": key_id(key.public_key()), "signature": signing.sign(key, data)})
+    return path
+
+
+def check_recording(recording: Path, keys: Sequence[ec.EllipticCurvePublicKey]) -> str:
+    """How the recording is signed, in words ('' when unsigned); a ValueError saying why when
+    its signature does not check with any of ``keys``."""
+    sig_file = recording_signature(recording)
+    if not sig_file.exists():
+        return ""
+    try:
+        doc = json.loads(read_bytes(sig_file, SMALL_LIMIT))
+        signature, scheme, keyid = doc["signature"], doc["scheme"], str(doc.get("keyid"))
+        data = read_bytes(recording, RECORDING_LIMIT)
+    except (OSError, ValueError, LookupError, TypeError, RecursionError):
+        raise ValueError(f"{sig_file}: unreadable; re-sign the recording or remove it") from None
+    if scheme != RECORDING_SCHEME or not isinstance(signature, str):
+        raise ValueError(f"{sig_file}: not an oota recording signature")
+    if not any(signing.verify(key, data, signature) for key in keys):
+        raise ValueError(f"{recording}: its signature ({sig_file.name}, key {keyid[:16]}) does "
+                         "not check with --key: signed by another key, or changed after it "
+                         "was signed")
+    return f"signed by key {keyid[:16]}"
 
 
 @dataclass(slots=True)

@@ -1,24 +1,30 @@
 """The judge on real recordings, with real torch (in the session's images): the H100 cases of a
-known-good stack judged right, oota agreeing with PyTorch where PyTorch judges, and refdev's
-own recording judged again to the same verdicts.
+known-good stack judged right, oota agreeing with PyTorch where PyTorch judges, refdev's own
+recording judged again to the same verdicts, hostile and forged recordings judged as evidence
+(never a crash that hides a case, never a verdict the recording sets), and the detection
+benchmark's quick corpus: realistic bugs caught, correct variants passed.
 
-``oota judge`` runs the checkout's verify/oota_judge.py inside an image with torch (the host
+``oota judge`` runs the checkout's verify/oota_replay.py inside an image with torch (the host
 has none), as a user without torch runs it.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from oota.api.runs import judge
+from oota.engine.base import RUN_LABEL
 from oota.execute.judge import Replay
 from oota.results.store import CASES_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 H100 = REPO / "tests" / "data" / "recordings" / "cuda-h100-2026-11-24"
+H200 = REPO / "tests" / "data" / "recordings" / "cuda-h200-2026-11-26"
 RANDOM = ("cauchy", "exponential", "randn_like", "empty_like")
 
 
@@ -34,7 +40,8 @@ def _head(message: str) -> str:
 
 def test_the_h100_recordings_of_a_known_good_stack_pass(h100) -> None:
     """Only the one float32 conv_transpose3d case made with cuDNN's TF32 allowed fails, and it
-    says why; nothing moved from the verdicts the recordings hold."""
+    says why; nothing moved from the verdicts the recordings hold (so --check exits 0 though a
+    case fails: it asks whether a verdict moved)."""
     assert len(h100.cases) == 1766 and h100.moved == 0
     failed = [c for c in h100.cases if c.status == "failed"]
     assert [_head(c.message) for c in failed] == ["nn.functional.conv_transpose3d (float32)"]
@@ -83,3 +90,108 @@ def test_refdev_records_what_it_judged_and_the_replay_agrees(reference_built) ->
                        matrix_path=str(REPO / "matrix.yaml"), check=True)
     assert replay.cases and replay.moved == 0
     assert {c.status for c in replay.cases} == {"passed"}
+
+
+def test_the_h200_recording_of_the_element_judge_passes(built) -> None:
+    """The element judge's first GPU run failed four pairs of a known-good stack (float32 bias
+    in CUDA's rsqrtf and log10f; cumsum's dtype argument left out of the float64 reference);
+    with those mended every recorded case passes, and none moved (README there)."""
+    replay = judge([str(H200)], python=None, image=built.tag,
+                   matrix_path=str(REPO / "matrix.yaml"), check=True)
+    assert len(replay.cases) == 65 and replay.moved == 0
+    assert {c.status for c in replay.cases} == {"passed"}
+
+
+def _in_image(docker_client, image: str, run_id: str, command: list[str],
+              folder: Path) -> str:
+    """Run ``command`` in ``image`` with the checkout's verify/, benchmarks/ and tests/docker/
+    mounted and ``folder`` writable at /work; its output."""
+    folder.chmod(0o777)
+    volumes = {str(REPO / "verify"): {"bind": "/opt/oota/judge", "mode": "ro"},
+               str(REPO / "benchmarks"): {"bind": "/opt/oota/benchmarks", "mode": "ro"},
+               str(REPO / "tests" / "docker"): {"bind": "/opt/oota/tests", "mode": "ro"},
+               str(folder): {"bind": "/work", "mode": "rw"}}
+    container = docker_client.containers.run(
+        image, command=command, volumes=volumes, labels={RUN_LABEL: run_id}, detach=True,
+        environment={"PYTHONDONTWRITEBYTECODE": "1"})
+    try:
+        status = container.wait(timeout=900)
+        log = container.logs().decode(errors="replace")
+    finally:
+        container.remove(force=True)
+    assert status["StatusCode"] == 0, log[-3000:]
+    return log
+
+
+@pytest.fixture(scope="module")
+def hostile(built, docker_client, run_id, tmp_path_factory) -> subprocess.CompletedProcess[str]:
+    folder = tmp_path_factory.mktemp("hostile")
+    _in_image(docker_client, built.tag, run_id, ["/opt/venv/bin/python",
+              "/opt/oota/tests/recordings_hostile.py", "/work"], folder)
+    return subprocess.run([sys.executable, "-m", "oota", "judge", str(folder), "--image",
+                           built.tag], capture_output=True, text=True, cwd=REPO, timeout=900)
+
+
+def test_a_recording_that_would_crash_the_judge_hides_no_case(hostile) -> None:
+    """Every case the judge cannot read is an error naming its file and case, the cases after
+    it (and the files after it) are judged, and the exit code says some could not be: 2."""
+    assert hostile.returncode == 2, hostile.stderr[-2000:]
+    errors = [line for line in hostile.stdout.splitlines() if line.startswith("ERROR")]
+    assert [e.split(": ", 2)[1:] for e in errors] == [
+        ["case 0", "not a case this judge reads: sample inf is not a whole number from 0 to "
+                   "10000000"],
+        ["case 1", "not a case this judge reads: device declares 1099511627776 elements (at "
+                   "most 16777216)"],
+        ["case 2", "not a case this judge reads: device is nested more than 16 deep"],
+        ["case 3", "not a case this judge reads: device is a tensor on 'meta', not on the CPU"],
+        ["recorded.settings is a list, not a mapping"]]
+    assert all("/crash.pt" in e for e in errors[:4]) and "/header.pt" in errors[4]
+    failed = [line for line in hostile.stdout.splitlines() if line.startswith("FAILED")]
+    assert len(failed) == 5  # crash.pt's last case, forged.pt's three, later.pt's one
+    assert "max abs diff 5," in failed[-1]
+    assert "5 failed, 0 skipped, 5 could not be judged" in hostile.stderr
+
+
+def test_a_recording_cannot_set_its_own_verdict(hostile) -> None:
+    """A forged rule (atol 1e300, or 'skip') and a recorded CPU result equal to the device's
+    are evidence the judge does not take: the rule is its own, the CPU result recomputed, and
+    the output says where the recording disagreed."""
+    lines = hostile.stdout.splitlines()
+    notes = [line.strip() for line in lines if line.strip().startswith("note:")]
+    assert notes == [
+        "note: the recording says it was judged by PyTorch's test_compare_cpu rule: atol 1e+300,"
+        " rtol 1e+300; this judge applies PyTorch's test_compare_cpu rule: atol 0.001, rtol "
+        "0.001",
+        "note: the recording says it was judged by not judged: trust me; this judge applies "
+        "PyTorch's test_compare_cpu rule: atol 0.001, rtol 0.001",
+        "note: the recorded CPU result differs from this machine's (largest difference 100): "
+        "judged against this machine's"]
+    forged = [line for line in lines if line.startswith("FAILED")][1:4]
+    assert all("max abs diff 100," in line for line in forged)
+
+
+def test_the_quick_corpus_of_bugs_is_caught_and_correct_kernels_pass(
+        built, docker_client, run_id, tmp_path_factory) -> None:
+    """benchmarks/bench_detection.py --quick in the image: no correct variant (float64
+    rounded once, float32 accumulation, reordered or split-K sums, torch._refs, tie
+    permutations, the CPU overflowing where float64 does not) fails; every material case of
+    the bug classes that must be caught (beyond every correct variant at some element) is
+    caught in every dtype; rounding toward zero is caught in at least 90% of the half-precision
+    cases of at least 64 elements."""
+    folder = tmp_path_factory.mktemp("detection")
+    _in_image(docker_client, built.tag, run_id, [
+        "/opt/venv/bin/python", "/opt/oota/benchmarks/bench_detection.py", "--quick",
+        "--json", "/work/detection.json"], folder)
+    rows = json.loads((folder / "detection.json").read_text())["rows"]
+    alarms = [(r["variant"], r["dtype"], r["examples"]) for r in rows
+              if r["kind"] == "correct" and r["caught"]]
+    assert alarms == []
+    material = {"approximation swapped in", "last element 25% off", "shifted by one",
+                "output transposed", "NaN not propagated", "topk(sorted=True) out of order",
+                "stable sort reorders ties", "index points at another value"}
+    missed = [(r["variant"], r["dtype"], r["examples"][:2]) for r in rows
+              if r["kind"] == "bug" and r["variant"] in material and
+              r["material_caught"] < r["material"]]
+    assert missed == []
+    biased = [r for r in rows if r["variant"].startswith("biased") and r["dtype"] != "float32"]
+    assert sum(r["large_caught"] for r in biased) >= 0.9 * sum(r["large"] for r in biased) > 0

@@ -154,7 +154,7 @@ def test_ops_layer_catches_an_operator_broken_on_purpose(reference_built, docker
     message = failed["test_ops.py::test_op_matches_cpu[tanh-float32]"]["message"]
     assert "differs from the CPU: max abs diff 1" in message
     half = failed["test_ops.py::test_op_matches_cpu[tanh-float16]"]["message"]
-    assert "error against the float64 reference" in half
+    assert "where float64 gives" in half and "element(s) beyond (oota's float64 rule)" in half
     shrink = failed["test_ops.py::test_op_matches_cpu[nn.functional.tanhshrink-float32]"]
     assert "tanh" in shrink["data"]["calls"]  # the report: "fails through tanh"
     # The other must-pass operators still match: most through refdev's host fallback, so the
@@ -188,3 +188,32 @@ def test_a_small_bias_in_an_operator_the_models_use_fails_training(reference_bui
     assert "the device's loss curve: drift" in workload["llama"]["message"]
     assert workload["llama"]["data"]["loss_drift"] > 100 * workload["llama"]["data"][
         "loss_drift_cpu"]
+
+
+def test_the_ops_layer_on_two_workers_gives_one_workers_results(reference_built, docker_client,
+                                                                tmp_path):
+    """The ops layer's pairs judged by two worker processes (OOTA_OPS_WORKERS=2) and by the
+    pytest process alone, with refdev's tanh broken: the same tests in the same order with the
+    same verdicts and records (coverage included), and the same cases recorded (each pair's
+    samples come from its own seed, whichever process makes them)."""
+    must = tmp_path / "must-pass.yaml"
+    must.write_text(must_pass_of(BESIDE_TANH | {"tanh"}))
+    must.chmod(0o644)
+    mount = {str(must): {"bind": "/opt/oota/verify/ops-must-pass.yaml", "mode": "ro"}}
+    runs = {}
+    for workers in ("1", "2"):
+        folder = tmp_path / f"w{workers}"
+        folder.mkdir()
+        tests = _verify_refdev(docker_client, reference_built, folder, "oota-verify --layer ops",
+                               {"OOTA_OPS_BUDGET_S": "0", "OOTA_OPS_WORKERS": workers,
+                                "OOTA_RECORD_EVERY": "1", "REFDEV_WRONG_OP": "tanh"}, mount)
+        runs[workers] = [(t["id"], t["status"], t["message"], t.get("data")) for t in tests]
+    failed = [t[0] for t in runs["1"] if t[1] == "failed"]
+    assert failed and all("[tanh-" in t for t in failed), failed
+    assert runs["2"] == runs["1"]
+    replays = [judge([str(tmp_path / f"w{w}" / "out" / CASES_FILE)], python=None,
+                     image=reference_built.tag, matrix_path=str(REPO / "matrix.yaml"),
+                     check=True) for w in ("1", "2")]
+    assert replays[0].cases and replays[1].moved == 0
+    assert [(c.status, c.message) for c in replays[1].cases] == [
+        (c.status, c.message) for c in replays[0].cases]

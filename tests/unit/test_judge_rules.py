@@ -121,3 +121,60 @@ def test_a_curve_judged_against_float64_relative_to_the_cpus_drift() -> None:
     nan = oota_rules.judge_curve([3.0, math.nan, 1.0], [3.0, 2.0, 1.0], [3.0, 2.0, 1.0],
                                  oota_rules.CurveRule())
     assert not nan.passed and nan.device_drift == math.inf
+
+
+# -- rounding bias (oota_rules.Bias): the figures a device's verdict quotes ----------------------
+
+def test_round_to_nearest_stays_within_its_bound_and_toward_zero_does_not() -> None:
+    """Round to nearest from float64: errors uniform in [-0.5, 0.5] ulp, mean 0; toward zero:
+    in [-1, 0], mean -0.5. Over 4,096 elements the bound is 0.1 + 6 standard errors."""
+    nearest = oota_rules.Bias(mean=0.01, sd=0.25, elements=4096)
+    toward_zero = oota_rules.Bias(mean=-0.48, sd=0.29, elements=4096)
+    assert nearest.bound() == pytest.approx(0.1 + 6 * (12 ** -0.5) / 64)
+    assert not oota_rules.biased(nearest, None)
+    assert oota_rules.biased(toward_zero, nearest)
+    assert toward_zero.describe() == ("rounds toward zero: mean -0.48 ulp over 4096 element(s) "
+                                      "(round-to-nearest stays within ±0.13 at this count)")
+
+
+def test_too_few_elements_say_nothing_of_bias() -> None:
+    few = oota_rules.Bias(mean=-0.5, sd=0.29, elements=oota_rules.BIAS_MIN_ELEMENTS - 1)
+    assert not few.beyond() and not oota_rules.biased(few, None)
+
+
+def test_a_cpu_biased_the_same_way_shows_the_computation_not_the_device() -> None:
+    device = oota_rules.Bias(mean=-0.5, sd=0.3, elements=1000)
+    assert not oota_rules.biased(device, oota_rules.Bias(mean=-0.45, sd=0.3, elements=1000))
+    assert oota_rules.biased(device, oota_rules.Bias(mean=0.45, sd=0.3, elements=1000))
+
+
+def test_pooled_bias_is_the_samples_taken_as_one() -> None:
+    parts = [oota_rules.Bias(mean=-0.5, sd=0.0, elements=10),
+             oota_rules.Bias(mean=0.5, sd=0.0, elements=30)]
+    pooled = oota_rules.Bias.pooled(parts)
+    assert (pooled.mean, pooled.elements) == (0.25, 40)
+    assert pooled.sd == pytest.approx((0.75 ** 2 * 10 + 0.25 ** 2 * 30) ** 0.5 / 40 ** 0.5)
+    assert oota_rules.Bias.pooled([]).elements == 0
+
+
+def test_sums_products_and_affine_norms_have_their_magnitude_runs() -> None:
+    """The operators the element rule gives room for cancellation: every mean-like one is a
+    sum-like one, and no operator is both a sum and an affine norm."""
+    assert oota_rules.MEAN_OPS <= oota_rules.MAGNITUDE_OPS
+    assert not set(oota_rules.BIAS_ARGUMENT) & oota_rules.MAGNITUDE_OPS
+    assert {"mm", "sum", "nn.functional.linear", "nn.functional.conv2d"} <= \
+        oota_rules.MAGNITUDE_OPS
+
+
+def test_a_recordings_cell_picks_its_vendors_numbers() -> None:
+    """The longest vendor name the cell id starts with (then '-'); none: oota's own."""
+    import oota_replay
+
+    vendors = {"cuda": {"compare_as": "cuda"}, "cuda-sbsa": {"compare_as": "cuda"},
+               "reference": {"compare_as": "refdev"}}
+    assert oota_replay.vendor_spec(vendors, "cuda-sbsa-torch2.15.0-cu13.0") is \
+        vendors["cuda-sbsa"]
+    assert oota_replay.vendor_spec(vendors, "cuda-torch2.11.0-cu13.0-py3.12-host-here") is \
+        vendors["cuda"]
+    assert oota_replay.vendor_spec(vendors, "") == {}
+    assert oota_replay.vendor_spec(vendors, "cudanext-torch2.15.0") == {}

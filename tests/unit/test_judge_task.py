@@ -1,6 +1,6 @@
 """``oota judge PATH``: which Python judges (``--python``, this one with torch, else a local
 image with torch), what it is given, and how its answer becomes the lines and exit code a user
-sees. The judge itself is a stand-in here (an executable that answers as oota_judge.py does);
+sees. The judge itself is a stand-in here (an executable that answers as oota_replay.py does);
 the real judge runs in the docker tests, on the H100 recordings."""
 
 from __future__ import annotations
@@ -29,14 +29,24 @@ CASES = [
      "message": "tanh (float32): sample 1 (Tensor[5] float32): output on refdev differs",
      "moved": True, "recorded": {"status": "passed", "message": "..."}},
 ]
+MOVED = "1 verdict(s) moved: 1 passed -> failed: tanh (float32) s1"
+
+
+def summary(cases: list[dict[str, object]], moved: str = MOVED) -> dict[str, object]:
+    """The replay's last line: without it the output is incomplete."""
+    counts = {s: sum(c["status"] == s for c in cases)
+              for s in ("passed", "failed", "skipped", "error")}
+    return {"summary": {"cases": len(cases), **counts,
+                        "moved": sum(bool(c["moved"]) for c in cases), "moved_line": moved}}
 
 
 def stand_in(folder: Path, answer: list[dict[str, object]], code: int = 1,
-             stderr: str = "2 cases") -> Path:
-    """An executable that answers like ``python oota_judge.py --json ...`` (and like a Python
-    that imports torch, for ``has_torch``); it keeps its argv for the test to read."""
+             stderr: str = "2 cases", finished: bool = True) -> Path:
+    """An executable that answers like ``python oota_replay.py --json ...`` (and like a Python
+    that imports torch, for ``has_torch``); it keeps its argv for the test to read. Without
+    ``finished`` it stops before the summary line, as a judge that crashed half way."""
     script = folder / "python-with-torch"
-    lines = "\n".join(json.dumps(a) for a in answer)
+    lines = "\n".join(json.dumps(a) for a in [*answer, *([summary(answer)] if finished else [])])
     script.write_text(f"#!/bin/sh\necho \"$@\" > {folder}/argv\n"
                       f"[ \"$1\" = -c ] && exit 0\ncat <<'EOF'\n{lines}\nEOF\n"
                       f"echo '{stderr}' >&2\nexit {code}\n")
@@ -58,18 +68,23 @@ def test_a_python_with_torch_judges_the_files_of_a_folder(tmp_path: Path,
     replay = runs.judge([str(recording)], python=str(python), image=None,
                        matrix_path="matrix.yaml", check=True)
     argv = (tmp_path / "argv").read_text().split()
-    assert argv == [str(judge.JUDGE), "--json", "--check", str(recording / "cases.pt")]
+    assert argv[:4] == [str(judge.JUDGE), "--json", "--check", "--specs"]
+    assert argv[4].endswith("/vendors.json") and argv[5:] == [str(recording / "cases.pt")]
     assert [c.status for c in replay.cases] == ["passed", "failed"]
     assert replay.cases[1].line() == ("FAILED   tanh (float32): sample 1 (Tensor[5] float32): "
                                       "output on refdev differs  [recorded: passed]")
     assert replay.summary() == (f"2 cases judged again by {python}: 1 passed, 1 failed, "
-                                "0 skipped; 1 verdict(s) differ from the recording")
+                                f"0 skipped, 0 could not be judged; {MOVED}")
 
 
-def test_a_file_that_is_not_a_recording_is_bad_input(tmp_path: Path, recording: Path) -> None:
-    python = stand_in(tmp_path, [], code=2,
-                      stderr="oota_judge: x.pt: not an oota recording (no format 'oota.cases')")
-    with pytest.raises(InputError, match=r"^x.pt: not an oota recording"):
+def test_a_judge_that_stops_half_way_is_not_a_shorter_result(tmp_path: Path,
+                                                              recording: Path) -> None:
+    """Cases printed before a crash are not taken as the whole answer (a crashing a.pt would
+    otherwise hide a failing b.pt behind 'exit 0')."""
+    python = stand_in(tmp_path, CASES[:1], code=1, finished=False,
+                      stderr="Traceback ...\nRecursionError: maximum recursion depth exceeded")
+    with pytest.raises(EnvironmentProblem, match=r"stopped before it finished \(exit 1, 1 "
+                       r"case\(s\) judged so far\): RecursionError"):
         runs.judge([str(recording)], python=str(python), image=None, matrix_path="m",
                   check=False)
 
@@ -121,12 +136,12 @@ class FakeEngine:
 
 
 def test_in_an_image_the_checkout_judge_and_the_recordings_are_mounted(recording: Path) -> None:
-    answer = "\n".join(json.dumps(c) for c in CASES) + "\n2 cases: 1 passed, 1 failed\n"
+    answer = "\n".join(json.dumps(c) for c in [*CASES, summary(CASES)]) + "\n2 cases\n"
     engine = FakeEngine(images={"oota/cpu:cell"}, answer=answer, exit_code=1)
     replay = judge.in_image(engine, "oota/cpu:cell",  # type: ignore[arg-type]
                             judge.recordings([str(recording)]), check=False)
     (run,) = engine.runs
-    assert run.command == [judge.IMAGE_PYTHON, "/opt/oota/judge/oota_judge.py", "--json",
+    assert run.command == [judge.IMAGE_PYTHON, "/opt/oota/judge/oota_replay.py", "--json",
                            "/cases/0/cases.pt"]
     assert {(str(m.source), m.target, m.read_only) for m in run.mounts} == {
         (str(judge.VERIFY.resolve()), "/opt/oota/judge", True),
@@ -153,7 +168,7 @@ def test_the_task_prints_one_line_per_case_and_exits_1_on_a_failure(
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.splitlines() == [judge.Judged.from_json(c).line() for c in CASES]
-    assert "1 verdict(s) differ from the recording" in proc.stderr
+    assert MOVED in proc.stderr
     quiet = subprocess.run([*TASKS, "judge", str(recording), "--python", str(python),
                             "--quiet"], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert quiet.stdout.splitlines() == [judge.Judged.from_json(CASES[1]).line()]
@@ -171,3 +186,63 @@ def test_a_runs_recording_is_kept_beside_its_result(tmp_path: Path) -> None:
     # A later run that recorded nothing (the CPU vendor compares nothing) leaves no stale file.
     assert keep_recording(suite_out, tmp_path / "cell") is None
     assert not (tmp_path / "cell" / CASES_FILE).exists()
+
+
+def test_with_check_only_a_moved_verdict_exits_1(tmp_path: Path, recording: Path) -> None:
+    """--check answers "did a verdict move?", whatever the verdicts: a recording holding a
+    known failure that did not move exits 0."""
+    unmoved = [{**CASES[1], "moved": False, "recorded": {"status": "failed"}}]
+    python = stand_in(tmp_path, unmoved, code=0)
+    proc = subprocess.run([*TASKS, "judge", str(recording), "--python", str(python), "--check"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    moved = stand_in(tmp_path, CASES, code=1)
+    proc = subprocess.run([*TASKS, "judge", str(recording), "--python", str(moved), "--check"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 1 and MOVED in proc.stderr
+
+
+def test_a_case_that_cannot_be_judged_is_named_and_exits_2(tmp_path: Path,
+                                                          recording: Path) -> None:
+    error = {"file": "a.pt", "op": "?", "dtype": "?", "sample": -1, "status": "error",
+             "message": "a.pt: case 3: not a case this judge reads: sample inf is not a whole "
+                        "number from 0 to 10000000", "moved": True, "recorded": {}}
+    python = stand_in(tmp_path, [CASES[0], error, CASES[1]], code=2)
+    proc = subprocess.run([*TASKS, "judge", str(recording), "--python", str(python), "--quiet"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout.splitlines()[0].startswith("ERROR    a.pt: case 3: not a case")
+    assert "FAILED   tanh (float32)" in proc.stdout  # the case after it is still judged
+    assert "1 could not be judged" in proc.stderr
+
+
+def test_a_signed_recording_is_checked_with_the_labs_key(tmp_path: Path,
+                                                         recording: Path) -> None:
+    """The signature beside a recording (cases.pt.sig, made when its result is signed) must
+    check with --key, or nothing is judged; an unsigned one is named."""
+    from oota.results.signed import sign_recording
+    from oota.supply import signing
+
+    lab = signing.generate(tmp_path / "lab", None)
+    (recording / "other.pt").write_bytes(b"another recording")
+    sign_recording(recording / "cases.pt", signing.load_private(lab.private, None))
+    python = stand_in(tmp_path, CASES)
+    replay = runs.judge([str(recording)], python=str(python), image=None, matrix_path="m",
+                        check=False, keys=[str(lab.public)])
+    assert replay.signatures[0] == "signatures: 1 recording(s) signed by --key, 1 unsigned"
+    assert replay.signatures[1] == f"  unsigned: {recording / 'other.pt'}"
+    (recording / "cases.pt").write_bytes(b"not what was signed")
+    with pytest.raises(InputError, match=r"cases.pt: its signature \(cases.pt.sig, key [0-9a-f]+"
+                       r"\) does not check with --key.*; refused"):
+        runs.judge([str(recording)], python=str(python), image=None, matrix_path="m",
+                   check=False, keys=[str(lab.public)])
+
+
+def test_a_recording_is_judged_with_its_vendors_numbers_from_the_checkout() -> None:
+    """The replay takes the tolerances, overrides and compare_as of the vendor a recording's
+    cell names from the checkout's vendor data (never from the recording): one verify
+    section per vendor, as its cells' cell.json hold it."""
+    vendors = runs.vendor_specs(str(REPO / "matrix.yaml"))
+    assert {"cpu", "cuda", "reference"} <= set(vendors)
+    assert vendors["cuda"]["tolerances"]["float16"] == {"rtol": 2e-3, "atol": 1e-3}
+    assert runs.vendor_specs("/no/such/matrix.yaml") == {}

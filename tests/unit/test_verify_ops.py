@@ -240,3 +240,38 @@ def test_the_suite_writes_the_unrun_pairs_as_one_entry_of_tests_json(tmp_path):
     assert data["tests"][1]["message"] == ("time budget of 0 s spent (OOTA_OPS_BUDGET_S): 2 "
                                            "operator×dtype pairs of 1 operators not run")
     assert data["counts"] == {"passed": 1, "skipped": 2}
+
+
+# -- the ops layer on every core (verify/oota_opsworkers.py) --------------------------------------
+
+def test_the_ops_layer_runs_one_worker_per_core_unless_told() -> None:
+    import os
+
+    import oota_opsworkers
+
+    cores = len(os.sched_getaffinity(0))
+    assert oota_opsworkers.workers_wanted({}) == cores
+    assert oota_opsworkers.workers_wanted({"OOTA_OPS_WORKERS": "3"}) == 3
+    for bad in ("0", "two", "-1"):
+        with pytest.raises(ValueError, match=f"OOTA_OPS_WORKERS='{bad}' is not a whole"):
+            oota_opsworkers.workers_wanted({"OOTA_OPS_WORKERS": bad})
+
+
+@pytest.mark.parametrize(("op", "args", "kwargs", "order"), [
+    ("sort", [], {}, (False, False)),
+    ("sort", [0, True], {"stable": True}, (True, True)),
+    ("argsort", [-1, False, True], {}, (False, True)),
+    ("topk", [3], {}, (True, False)),
+    ("topk", [3, -1, False], {}, (False, False)),
+    ("topk", [3], {"sorted": False}, None),
+    ("kthvalue", [2], {}, None),
+])
+def test_what_order_an_index_operator_promises(op: str, args: list[object],
+                                               kwargs: dict[str, object],
+                                               order: tuple[bool, bool] | None) -> None:
+    """sort and topk(sorted=True) return values in order; stable=True keeps ties in input
+    order; topk(sorted=False) and kthvalue promise no order."""
+    import oota_indices
+
+    found = oota_indices.ordering(op, args, kwargs)
+    assert (found if found is None else (found.descending, found.stable)) == order

@@ -1,0 +1,261 @@
+"""The ops layer on every core: its operator × dtype pairs judged by several worker processes
+that share the device, reported by the pytest run in its own order.
+
+The pytest process (``test_ops.py``) collects the pairs and reports one test per pair, in the
+layer's order. With more than one worker (``OOTA_OPS_WORKERS``; by default one per core this
+container may use), it starts that many worker processes (``python oota_opsworkers.py``) the
+first time an ops test runs. Each worker opens the device as the suite does, then walks the
+pairs in order and *claims* the next unclaimed one (a file created exclusively in a shared
+folder), judges it with ``test_ops.judge_pair``, and leaves the result beside the claim. The
+pytest process waits for each pair's result in turn and reports it: the tests, their records
+and the recorded cases come out in the same order as with one process, and each pair's samples
+come from its own seed, so the verdicts are the same whichever worker judged it.
+
+A worker that dies (a kernel that crashes the process) fails the pair it held, with the end of
+its log, and another worker is started in its place (at most MAX_RESTARTS in all).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+WORKERS_VARIABLE = "OOTA_OPS_WORKERS"
+FOLDER_VARIABLE = "OOTA_OPS_FOLDER"
+THREADS_VARIABLE = "OOTA_OPS_THREADS"  # torch's threads in one worker
+GO_FILE = "go"  # holds the budget's start, seconds since the epoch: the workers may judge
+MAX_RESTARTS = 8
+POLL_S = 0.01
+HERE = Path(__file__).resolve().parent
+
+
+def workers_wanted(environ: Any = os.environ) -> int:
+    """``OOTA_OPS_WORKERS``, else the cores this process may run on (a ValueError names the
+    variable when it holds something else than a whole number >= 1)."""
+    text = str(environ.get(WORKERS_VARIABLE, "")).strip()
+    if text:
+        if not text.isdigit() or int(text) < 1:
+            raise ValueError(f"{WORKERS_VARIABLE}={text!r} is not a whole number >= 1")
+        return int(text)
+    return _cores()
+
+
+def _cores() -> int:
+    affinity = getattr(os, "sched_getaffinity", None)
+    return max(1, len(affinity(0)) if affinity else (os.cpu_count() or 1))
+
+
+@dataclass
+class PairResult:
+    """One operator × dtype judged: the test's outcome, its record in tests.json and the case
+    it records (made in the pytest process or by a worker, reported alike)."""
+
+    status: str  # passed, failed, skipped
+    message: str
+    data: dict[str, Any] = field(default_factory=dict)
+    case: dict[str, Any] | None = None
+
+
+def _claim(folder: Path, index: int) -> bool:
+    try:
+        handle = os.open(folder / f"{index}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return False
+    with os.fdopen(handle, "w") as claim:
+        claim.write(str(os.getpid()))
+    return True
+
+
+def _result_path(folder: Path, index: int) -> Path:
+    return folder / f"{index}.result"
+
+
+def _write(folder: Path, index: int, result: PairResult) -> None:
+    import torch
+
+    tmp = folder / f"{index}.result.tmp"
+    torch.save({"status": result.status, "message": result.message, "data": result.data,
+                "case": result.case}, tmp)
+    tmp.replace(_result_path(folder, index))
+
+
+def _read(folder: Path, index: int) -> dict[str, Any]:
+    import torch
+
+    loaded = torch.load(_result_path(folder, index), map_location="cpu", weights_only=True)
+    return dict(loaded)
+
+
+@dataclass
+class _Worker:
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
+@dataclass
+class Pool:
+    """The worker processes of one ops layer run, started at the first pair asked for."""
+
+    folder: Path | None = None
+    workers: list[_Worker] = field(default_factory=list)
+    index: dict[tuple[str, str], int] = field(default_factory=dict)
+    restarts: int = 0
+    _wanted: int | None = None
+    _going: bool = False
+    problem: str = ""
+    _environment: dict[str, str] = field(default_factory=dict)
+
+    def wanted(self) -> int:
+        """How many workers to run (1: none, the pytest process judges every pair); a bad
+        ``OOTA_OPS_WORKERS`` is kept in :attr:`problem` and runs none."""
+        if self._wanted is None:
+            try:
+                self._wanted = workers_wanted()
+            except ValueError as exc:
+                self.problem, self._wanted = str(exc), 1
+        return self._wanted
+
+    def result(self, name: str, dtype: str, budget: Any) -> PairResult:
+        """The pair's result, waiting for the worker judging it."""
+        if self.folder is None:
+            return PairResult(status="failed", message="the ops layer's worker processes were "
+                              "not started")
+        if not self._going:
+            self._go(budget)
+        index = self.index.get((name, dtype))
+        if index is None:
+            return PairResult(status="failed", message=f"{name} ({dtype}) is not among the "
+                              "pairs the worker processes share")
+        path = _result_path(self.folder, index)
+        while not path.exists():
+            self._mind(index)
+            time.sleep(POLL_S)
+        return PairResult(**_read(self.folder, index))
+
+    def start(self, pairs: list[tuple[str, str]]) -> None:
+        """Start the workers (while the other layers run, they import op_db and open the
+        device); they judge nothing before :meth:`_go`."""
+        import atexit
+        import shutil
+
+        if self.folder is not None or os.environ.get(FOLDER_VARIABLE):
+            return  # started already, or this is a worker
+        self.folder = Path(tempfile.mkdtemp(prefix="oota-ops-"))
+        atexit.register(shutil.rmtree, self.folder, True)
+        atexit.register(self.close)
+        self.index = {pair: i for i, pair in enumerate(pairs)}
+        # Each worker gets its share of the cores for torch's own threads: eight workers of
+        # sixteen threads each on a 16-core GPU host starve one another (seen on an H200).
+        threads = str(max(1, _cores() // self.wanted()))
+        self._environment = {**os.environ, FOLDER_VARIABLE: str(self.folder),
+                             WORKERS_VARIABLE: "1", THREADS_VARIABLE: threads,
+                             "OMP_NUM_THREADS": threads}
+        for _ in range(self.wanted()):
+            self._spawn()
+
+    def _go(self, budget: Any) -> None:
+        """Let the workers judge, the budget's clock started when the first pair was asked."""
+        assert self.folder is not None
+        started = time.time() - (time.monotonic() - (budget.started or time.monotonic()))
+        tmp = self.folder / "go.tmp"
+        tmp.write_text(repr(started))
+        tmp.replace(self.folder / GO_FILE)
+        self._going = True
+
+    def _spawn(self) -> None:
+        assert self.folder is not None
+        log = self.folder / f"worker-{len(self.workers)}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen([sys.executable, str(HERE / "oota_opsworkers.py")],
+                                       cwd=str(HERE), env=self._environment,
+                                       stdout=out, stderr=subprocess.STDOUT)
+        self.workers.append(_Worker(process=process, log=log))
+
+    def _mind(self, waiting_for: int) -> None:
+        """Fail the pairs a dead worker held, and start another in its place."""
+        assert self.folder is not None
+        for worker in list(self.workers):
+            code = worker.process.poll()
+            if code is None:
+                continue
+            held = [int(c.name.removesuffix(".claim")) for c in self.folder.glob("*.claim")
+                    if c.read_text().strip() == str(worker.process.pid)
+                    and not _result_path(self.folder, int(c.name.removesuffix(".claim")))
+                    .exists()]
+            self.workers.remove(worker)
+            tail = worker.log.read_text(errors="replace")[-1500:].strip()
+            for index in held:
+                _write(self.folder, index, PairResult(
+                    status="failed", message=f"the worker process judging this pair ended "
+                    f"(exit code {code}) before it had a result: {tail or 'no output'}"))
+            if self._unclaimed() and self.restarts < MAX_RESTARTS:
+                self.restarts += 1
+                self._spawn()
+            elif not self.workers and not _result_path(self.folder, waiting_for).exists():
+                _write(self.folder, waiting_for, PairResult(
+                    status="failed", message="no worker process is left to judge this pair "
+                    f"({self.restarts} restarted): {tail or 'no output'}"))
+
+    def _unclaimed(self) -> bool:
+        assert self.folder is not None
+        return any(not (self.folder / f"{i}.claim").exists() for i in self.index.values())
+
+    def close(self) -> None:
+        for worker in self.workers:
+            if worker.process.poll() is None:
+                worker.process.terminate()
+        for worker in self.workers:
+            try:
+                worker.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                worker.process.kill()
+        self.workers.clear()
+
+
+def main() -> int:
+    """A worker: judge the pairs it claims, in the layer's order, until none is left (or the
+    pytest process that started it is gone)."""
+    import torch
+
+    parent = os.getppid()
+    folder = Path(os.environ[FOLDER_VARIABLE])
+    torch.set_num_threads(int(os.environ.get(THREADS_VARIABLE) or 1))
+    sys.path.insert(0, str(HERE))
+    import test_ops
+    from oota_suite import opened_device, read_cell
+
+    with opened_device(read_cell()) as device:
+        if isinstance(device, str):
+            print(f"oota ops worker: {device}", file=sys.stderr)
+            return 3
+        go = folder / GO_FILE
+        while not go.exists():
+            if os.getppid() != parent:
+                return 0
+            time.sleep(POLL_S * 5)
+        started = float(go.read_text())
+        test_ops.BUDGET.started = time.monotonic() - (time.time() - started)
+        module = getattr(torch, device.type)
+        for index, (name, dtype) in enumerate(test_ops.PAIRS):
+            if os.getppid() != parent:
+                return 0
+            if not _claim(folder, index):
+                continue
+            try:
+                result = test_ops.judge_pair(name, dtype, device, module)
+            except Exception as exc:  # noqa: BLE001 - reported as the pair's failure
+                first = (str(exc).strip().splitlines() or [""])[0][:300]
+                result = PairResult(status="failed", message=(
+                    f"{name} ({dtype}): the ops layer raised {type(exc).__name__}: {first}"))
+            _write(folder, index, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
