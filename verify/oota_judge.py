@@ -342,11 +342,3 @@ def judge_named(named: Sequence[tuple[str, Any, Any, Any]], *, rule: Rule, dtype
             _judge_leaf(got, want, reference, index, where, state)
 
     return _verdict(head, state, each)
-
-
-if __name__ == "__main__":  # the command line is oota_replay.py's; kept here for old scripts
-    import sys
-
-    from oota_replay import main
-
-    sys.exit(main())

@@ -4,7 +4,8 @@ that share the device, reported by the pytest run in its own order.
 The pytest process (``test_ops.py``) collects the pairs and reports one test per pair, in the
 layer's order. With more than one worker (``OOTA_OPS_WORKERS``; by default one per core this
 container may use), it starts that many worker processes (``python oota_opsworkers.py``) the
-first time an ops test runs. Each worker opens the device as the suite does, then walks the
+first time an ops test runs (``oota_opsworker.py``). Each worker opens the device as the
+suite does, then walks the
 pairs in order and *claims* the next unclaimed one (a file created exclusively in a shared
 folder), judges it with ``test_ops.judge_pair``, and leaves the result beside the claim. The
 pytest process waits for each pair's result in turn and reports it: the tests, their records
@@ -62,7 +63,7 @@ class PairResult:
     case: dict[str, Any] | None = None
 
 
-def _claim(folder: Path, index: int) -> bool:
+def claim(folder: Path, index: int) -> bool:
     try:
         handle = os.open(folder / f"{index}.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
@@ -76,7 +77,7 @@ def _result_path(folder: Path, index: int) -> Path:
     return folder / f"{index}.result"
 
 
-def _write(folder: Path, index: int, result: PairResult) -> None:
+def write(folder: Path, index: int, result: PairResult) -> None:
     import torch
 
     tmp = folder / f"{index}.result.tmp"
@@ -172,7 +173,7 @@ class Pool:
         assert self.folder is not None
         log = self.folder / f"worker-{len(self.workers)}.log"
         with log.open("wb") as out:
-            process = subprocess.Popen([sys.executable, str(HERE / "oota_opsworkers.py")],
+            process = subprocess.Popen([sys.executable, str(HERE / "oota_opsworker.py")],
                                        cwd=str(HERE), env=self._environment,
                                        stdout=out, stderr=subprocess.STDOUT)
         self.workers.append(_Worker(process=process, log=log))
@@ -191,14 +192,14 @@ class Pool:
             self.workers.remove(worker)
             tail = worker.log.read_text(errors="replace")[-1500:].strip()
             for index in held:
-                _write(self.folder, index, PairResult(
+                write(self.folder, index, PairResult(
                     status="failed", message=f"the worker process judging this pair ended "
                     f"(exit code {code}) before it had a result: {tail or 'no output'}"))
             if self._unclaimed() and self.restarts < MAX_RESTARTS:
                 self.restarts += 1
                 self._spawn()
             elif not self.workers and not _result_path(self.folder, waiting_for).exists():
-                _write(self.folder, waiting_for, PairResult(
+                write(self.folder, waiting_for, PairResult(
                     status="failed", message="no worker process is left to judge this pair "
                     f"({self.restarts} restarted): {tail or 'no output'}"))
 
@@ -216,46 +217,3 @@ class Pool:
             except subprocess.TimeoutExpired:
                 worker.process.kill()
         self.workers.clear()
-
-
-def main() -> int:
-    """A worker: judge the pairs it claims, in the layer's order, until none is left (or the
-    pytest process that started it is gone)."""
-    import torch
-
-    parent = os.getppid()
-    folder = Path(os.environ[FOLDER_VARIABLE])
-    torch.set_num_threads(int(os.environ.get(THREADS_VARIABLE) or 1))
-    sys.path.insert(0, str(HERE))
-    import test_ops
-    from oota_suite import opened_device, read_cell
-
-    with opened_device(read_cell()) as device:
-        if isinstance(device, str):
-            print(f"oota ops worker: {device}", file=sys.stderr)
-            return 3
-        go = folder / GO_FILE
-        while not go.exists():
-            if os.getppid() != parent:
-                return 0
-            time.sleep(POLL_S * 5)
-        started = float(go.read_text())
-        test_ops.BUDGET.started = time.monotonic() - (time.time() - started)
-        module = getattr(torch, device.type)
-        for index, (name, dtype) in enumerate(test_ops.PAIRS):
-            if os.getppid() != parent:
-                return 0
-            if not _claim(folder, index):
-                continue
-            try:
-                result = test_ops.judge_pair(name, dtype, device, module)
-            except Exception as exc:  # noqa: BLE001 - reported as the pair's failure
-                first = (str(exc).strip().splitlines() or [""])[0][:300]
-                result = PairResult(status="failed", message=(
-                    f"{name} ({dtype}): the ops layer raised {type(exc).__name__}: {first}"))
-            _write(folder, index, result)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
