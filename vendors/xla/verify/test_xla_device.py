@@ -6,10 +6,12 @@ work is traced lazily and runs at a sync, and the default dtype is float32 (no
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
 LAYER = "device"
+PJRT_FILE = Path(__file__).with_name("pjrt.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -20,11 +22,17 @@ def xla(device):
 
 
 def test_pjrt_client_is_the_one_asked_for(xla, record_data):
+    """PJRT_DEVICE names a client pjrt.yaml declares, and torch_xla runs on that client."""
     import torch_xla.runtime as xr
+    import yaml
 
+    declared = yaml.safe_load(PJRT_FILE.read_text())
     asked = os.environ.get("PJRT_DEVICE", "")
-    record_data(pjrt_device=asked, device_type=xr.device_type(), device=str(xla))
+    record_data(pjrt_device=asked, device_type=xr.device_type(), device=str(xla),
+                declared=sorted(declared))
     assert asked, "PJRT_DEVICE is unset: torch_xla would pick a client by itself"
+    assert asked in declared, f"PJRT_DEVICE={asked} is none of pjrt.yaml's {sorted(declared)}"
+    assert "unavailable" not in declared[asked], declared[asked]["unavailable"]
     assert xr.device_type() == asked
 
 
@@ -38,12 +46,16 @@ def test_tensors_are_xla_tensors(xla):
 
 
 def test_work_runs_at_the_sync(xla, record_data):
-    """Operations only build a graph; torch_xla.sync() compiles and executes it."""
+    """Operations only build a graph; torch_xla.sync() compiles and executes it. A sync only
+    launches the execution, whose ExecuteTime sample lands when it ends: each count is read
+    after wait_device_ops(), or the previous graph's could land while this one is traced."""
     import torch
     import torch_xla
+    import torch_xla.core.xla_model as xm
     import torch_xla.debug.metrics as met
 
     def executions() -> int:
+        xm.wait_device_ops()
         data = met.metric_data("ExecuteTime")
         return int(data[0]) if data else 0
 
