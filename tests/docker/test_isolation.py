@@ -21,7 +21,7 @@ def test_failing_cell_does_not_stop_the_next(built, engine, tmp_path):
     cpu = data["vendors"]["cpu"]
     # torch 0.0.1 does not exist for Python 3.11: pip must fail in the builder stage.
     cpu.update(os=["debian12"], python=["3.11"], torch=["0.0.1", "2.13.0"], exclude=[], include=[],
-               default=[])
+               default=[], platform=["linux/amd64"])
     matrix_file.write_text(yaml.safe_dump(data, sort_keys=False))
     matrix = load_matrix(matrix_file)
     cells = plan(matrix, ["cpu"])
