@@ -67,6 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_SESSION_TMP] = top
     config.option.basetemp = str(top / "pytest")
     os.environ["TMPDIR"] = str(top / "tmp")  # inherited by every program the tests start
+    os.environ["OOTA_TEST_TRASH"] = str(top.parent)  # tests/engines.py: ExtraEngine.remove
     tempfile.tempdir = None  # tempfile reads TMPDIR again
 
 

@@ -186,6 +186,10 @@ def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
     gateway = str(host_address().ip)
     handler = functools.partial(_PasswordIndex, directory=str(top))
     server = http.server.ThreadingHTTPServer((gateway, 0), handler)
+    # pip inside a build may keep its connection open: closing the server does not wait for
+    # the handler threads until it lets go.
+    server.daemon_threads = True
+    server.block_on_close = False
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     base = f"http://oota:{CANARY}@{gateway}:{server.server_address[1]}"
