@@ -117,11 +117,13 @@ def build(c: Context, r: BuildRequest) -> None:
     """Build each selected cell's image with BuildKit, verify it, and write the report."""
     from oota.api.history import history_target
     from oota.api.runs import build
+    from oota.results.store import Writer
 
     kept = history_target(r.history, r.no_history, "build", Path(r.matrix).parent)
-    out = build(r.matrix, r.vendor, r.cell, r.all, r.options(), Console(), hosts_file=r.hosts,
-                jobs=r.jobs)
-    _finish(out, r.results, kept, r.key)
+    with Writer(r.results) as results:
+        out = build(r.matrix, r.vendor, r.cell, r.all, r.options(), Console(),
+                    hosts_file=r.hosts, jobs=r.jobs, hold=results.take)
+        _finish(out, r.results, kept, r.key)
 
 
 @task
@@ -129,14 +131,17 @@ def verify(c: Context, r: VerifyRequest) -> None:
     """Verify already built images (no build), or the current environment with --here."""
     from oota.api.history import history_target
     from oota.api.runs import Ran, build, verify_here
+    from oota.results.store import Writer
 
     kept = history_target(r.history, r.no_history, "verify", Path(r.matrix).parent)
-    if r.here:
-        out = Ran(results=[verify_here(r.matrix, r.vendor, r.results, r.layer, r.python)])
-    else:
-        out = build(r.matrix, r.vendor, r.cell, r.all, r.options(), Console(),
-                    build_images=False, hosts_file=r.hosts, jobs=r.jobs)
-    _finish(out, r.results, kept, r.key)
+    with Writer(r.results) as results:
+        if r.here:
+            out = Ran(results=[verify_here(r.matrix, r.vendor, r.results, r.layer, r.python,
+                                           hold=results.take)])
+        else:
+            out = build(r.matrix, r.vendor, r.cell, r.all, r.options(), Console(),
+                        build_images=False, hosts_file=r.hosts, jobs=r.jobs, hold=results.take)
+        _finish(out, r.results, kept, r.key)
 
 
 @task
@@ -146,10 +151,13 @@ def publish(c: Context, r: PublishRequest) -> None:
     Only images whose last verification passed and still holds are pushed, each from the
     Engine that verified it; every other cell is refused with the reason."""
     from oota.api.runs import publish
+    from oota.results.store import Writer
 
-    out = publish(r.matrix, r.vendor, r.cell, r.all, Console(), registry=r.registry,
-                  results_dir=r.results, namespace=r.namespace, auth=r.registry_auth,
-                  key=r.key, ca=r.registry_ca, hosts_file=r.hosts, host=r.host)
+    with Writer(r.results) as results:
+        out = publish(r.matrix, r.vendor, r.cell, r.all, Console(), registry=r.registry,
+                      results_dir=r.results, namespace=r.namespace, auth=r.registry_auth,
+                      key=r.key, ca=r.registry_ca, hosts_file=r.hosts, host=r.host,
+                      hold=results.take)
     for o in out:
         where = f"{o.ref}@{o.digest}" if o.status == "pushed" else o.reason
         signed = ("signed" if o.signed else "UNSIGNED") if o.status == "pushed" else ""

@@ -7,7 +7,7 @@ import dataclasses
 import logging
 import sys
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,11 +68,17 @@ class Ran:
         return [self.kept.get(r.cell.id, r) for r in self.results]
 
 
+def _nothing() -> None:
+    return None
+
+
 def build(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, everything: bool,
           options: BuildOptions, console: Console, *, build_images: bool = True,
-          hosts_file: str | None = None, jobs: int = 1) -> Ran:
+          hosts_file: str | None = None, jobs: int = 1,
+          hold: Callable[[], None] = _nothing) -> Ran:
     """Build (optionally) and verify the selected cells: on the local engine, ``jobs`` at once,
-    or on the engines of ``hosts_file`` (hosts.yaml)."""
+    or on the engines of ``hosts_file`` (hosts.yaml). ``hold`` is called once the input is
+    checked and the Engines reached, before the run writes (:class:`~oota.results.store.Writer`)."""
     matrix, cells = cells_for(matrix_path, vendors, ids, everything)
     if hosts_file is not None and jobs != 1:
         raise InputError("--jobs is for the local engine; with --hosts each host's `jobs` in "
@@ -90,6 +96,7 @@ def build(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, ev
     else:
         stations, down = _stations(fleet, cells, console, matrix.root / ".oota-cache")
     logging.getLogger("oota").debug("engines ready")
+    hold()
     run = run_on_stations(matrix, cells, stations, console, options, build=build_images,
                           down=down)
     return Ran(results=run.results, kept=run.kept, lost=tuple(lost_hosts(stations))
@@ -136,7 +143,8 @@ def publish(matrix_path: str, vendors: list[str] | None, ids: list[str] | None,
             everything: bool, console: Console, *, registry: str, results_dir: Path,
             namespace: str = "oota", auth: RegistryAuth | None = None,
             key: str | None = None, ca: Path | None = None, hosts_file: str | None = None,
-            host: str | None = None) -> list[PublishOutcome]:
+            host: str | None = None, hold: Callable[[], None] = _nothing
+            ) -> list[PublishOutcome]:
     """Push the selected cells' verified images to ``registry`` with their SBOM, provenance
     and (with ``key``, the lab's private key) signature; refuse the others. Each image is
     pushed from the Engine that verified it, among those of ``hosts_file`` (``--hosts``) or
@@ -153,6 +161,7 @@ def publish(matrix_path: str, vendors: list[str] | None, ids: list[str] | None,
     engines = _publishing_engines(matrix, cells, console, hosts_file, host)
     if signer.key is None:
         console.warn("no --key: the images are published unsigned (`./oota.sh keygen` makes a key)")
+    hold()  # each push is recorded in its cell's result.json
     return publish_cells(matrix, cells, engines[0], console, results_dir=results_dir,
                          registry=registry, namespace=namespace, local_namespace="oota",
                          auth=auth, signer=signer, run_id=f"publish-{uuid.uuid4().hex[:10]}",
@@ -274,14 +283,15 @@ def _toolkit_verdicts(matrix: Matrix, vendor: Vendor, check: HostCheck
 
 
 def verify_here(matrix_path: str, vendors: list[str] | None, results_dir: Path,
-                suite_layers: tuple[str, ...], python: str | None) -> Result:
+                suite_layers: tuple[str, ...], python: str | None,
+                hold: Callable[[], None] = _nothing) -> Result:
     """``verify --here``: one vendor's suites against ``python`` (default: this interpreter)."""
     if not vendors or len(vendors) != 1:
         raise InputError("--here needs exactly one --vendor (the vendor whose checks apply)")
     matrix = load_matrix(matrix_path)
     plan(matrix, vendors)
     return inplace.verify_here(matrix, vendors[0], results_dir, layers=suite_layers,
-                               python=python or sys.executable)
+                               python=python or sys.executable, hold=hold)
 
 
 def judge(paths: Sequence[str], *, python: str | None, image: str | None,

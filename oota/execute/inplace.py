@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,9 +147,13 @@ def ad_hoc_cell(template: Cell, env: Environment) -> Cell:
 
 
 def verify_here(matrix: Matrix, vendor: str, results_dir: Path, *,
-                layers: tuple[str, ...] = (), python: str = sys.executable) -> Result:
+                layers: tuple[str, ...] = (), python: str = sys.executable,
+                hold: Callable[[], None] = lambda: None) -> Result:
+    """Run the vendor's suites with ``python``; ``hold`` is called once it is known to run
+    them, before anything is written into ``results_dir``."""
     check_suite_runs(python)
     manifest, cell_id, digest = manifest_here(matrix, vendor, python)
+    hold()
     folder = results_dir / cell_id
     out = folder / "verify"
     out.mkdir(parents=True, exist_ok=True)

@@ -8,13 +8,15 @@ half-written result for ``report`` to trip over.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from oota import schemas
-from oota.files import RESULT_LIMIT, json_bytes, read_text, write_atomic
+from oota.files import RESULT_LIMIT, exclusive, json_bytes, read_text, write_atomic
 from oota.resources import shipped
 from oota.results.assemble import overall_status, summarize
 from oota.results.jsonfields import ResultFormatError
@@ -35,11 +37,67 @@ _JUNIT_SKIPPED: tuple[Status, ...] = ("skipped", "unsupported-here", "cpu-fallba
 _MESSAGE_CHARS = 500
 
 __all__ = ["CASES_FILE", "RESULT_FILE", "SCHEMA_ID", "junit_xml", "keep_recording", "load",
-           "load_all", "load_found", "result_bytes", "save", "validation_errors"]
+           "load_all", "load_found", "result_bytes", "save", "validation_errors", "writing",
+           "Writer"]
+
+# How long a run waits for another one writing into the same results folder: the end of its
+# report, not its builds (a run takes minutes to hours; waiting that long would look hung).
+LOCK_WAIT_S = 10
+# What oota.files.write_atomic leaves of a file of a cell folder when its writer is killed
+# between the write and the rename: '.result.json.' and mkstemp's eight characters.
+_HALF_WRITTEN = re.compile(r"^\.(result\.json|junit\.xml|result\.sig|cases\.pt\.sig)"
+                           r"\.[a-z0-9_]{8}$")
 
 
 class ResultSchemaError(ValueError):
     """A result that does not match schema/result-v1.json (a bug in oota when writing)."""
+
+
+@contextlib.contextmanager
+def writing(results_dir: Path) -> Iterator[None]:
+    """Hold the results folder ``results_dir`` while the body writes into it: a second run
+    into the same folder waits :data:`LOCK_WAIT_S`, then is :class:`oota.files.Busy` (exit 3)
+    naming the holder, instead of mixing its logs, results and signatures with the first's.
+    The lock (an ``flock`` on ``.NAME.lock`` beside the folder) is the system's: a killed
+    holder releases it, so the half-written files its holder finds are a dead writer's and go."""
+    target = results_dir.resolve()
+    with exclusive(target.parent / f".{target.name}.lock", f"the results folder {results_dir}",
+                   LOCK_WAIT_S):
+        recover(target)
+        yield
+
+
+class Writer:
+    """A run's hold on its results folder (:func:`writing`), taken when the run is about to
+    write (:meth:`take`: its input checked, its Engine reached; bad input writes nothing, not
+    even a lock) and kept until the run's signing, history and report are done (the end of
+    the ``with`` block)."""
+
+    def __init__(self, results_dir: Path) -> None:
+        self.results_dir = results_dir
+        self._stack = contextlib.ExitStack()
+
+    def take(self) -> None:
+        """Hold the folder from now on (waiting for, or refused by, another run's hold)."""
+        self._stack.enter_context(writing(self.results_dir))
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stack.close()
+
+
+def recover(results_dir: Path) -> list[Path]:
+    """Remove what a killed writer left half-written in the cell folders of ``results_dir``
+    (call it holding :func:`writing`'s lock, so that no live writer's file is taken); the
+    paths removed."""
+    removed = []
+    for path in sorted(results_dir.glob("*/.*")):
+        if _HALF_WRITTEN.match(path.name) and path.is_file() and not path.is_symlink():
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def schema() -> Mapping[str, object]:
