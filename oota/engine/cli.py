@@ -29,8 +29,13 @@ _BUILD_ERROR = re.compile(r"^#\d+ [\d.]+ (?:ERROR|E): (.+)$|^#\d+ [\d.]+ (\w*Err
 def create_argv(cli: str, request: RunRequest, flags: tuple[str, ...] = ()) -> list[str]:
     """The ``docker create`` argv of a run request: the CLI's global ``flags`` (which engine),
     labels, environment, mounts, device access, then the image and its command. Pure, so each
-    vendor's argv is unit-tested."""
-    argv = [cli, *flags, "create"]
+    vendor's argv is unit-tested.
+
+    ``--init``: the command must not be the container's PID 1, which the kernel spares every
+    signal it has no handler for. A process that ends itself by a signal then lives on: QEMU
+    reports an emulated program's crash ("qemu: uncaught target signal 11") and sends itself
+    SIGSEGV to die, so a crashed arm64 suite hung to its 30-minute deadline."""
+    argv = [cli, *flags, "create", "--init"]
     for key, value in sorted(request.labels.items()):
         argv += ["--label", f"{key}={value}"]
     for key, value in sorted(request.env.items()):

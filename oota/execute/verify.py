@@ -7,6 +7,7 @@ import dataclasses
 import json
 import logging
 import os
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,12 +85,22 @@ def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id
         return VerifyOutcome(image=found, log_tail=run.output_tail,
                              problem=f"the verify suite wrote unreadable results: {exc}")
     if not suite.found:
-        why = "timed out" if run.timed_out else f"exited with {run.exit_code}"
+        why = "timed out" if run.timed_out else exited(run.exit_code)
         return VerifyOutcome(image=found, log_tail=run.output_tail,
                              problem=f"the verify suite wrote no results ({why})")
     return VerifyOutcome(image=found, tests=suite.tests, installed=suite.installed,
                          skips=suite.skips, log_tail=run.output_tail,
                          problem=_problem(suite.tests, run.exit_code))
+
+
+def exited(code: int) -> str:
+    """How the suite ended, for a message: a code over 128 is the shell's way of saying a
+    signal killed it ("exited with 139 (SIGSEGV)": a crash, e.g. an import under emulation)."""
+    try:
+        killed = f" ({signal.Signals(code - 128).name})" if code > 128 else ""
+    except ValueError:
+        killed = ""
+    return f"exited with {code}{killed}"
 
 
 def layers_of(engine: Engine, image: str) -> tuple[Layer, ...]:

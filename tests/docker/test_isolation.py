@@ -1,14 +1,17 @@
-"""A failing cell never stops a passing one, and both results are written."""
+"""A failing cell never stops a passing one, and both results are written; a suite that dies
+ends its container at once."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import time
 
 import yaml
 
 from oota.config.matrix import load_matrix
 from oota.console import Console
+from oota.engine.base import RUN_LABEL, RunRequest
 from oota.plan import plan
 from tests.runs import build_cells
 
@@ -49,3 +52,16 @@ def test_failing_cell_does_not_stop_the_next(built, engine, tmp_path):
 
 def _fields(options) -> dict:
     return {name: getattr(options, name) for name in options.__dataclass_fields__}
+
+
+def test_a_process_that_kills_itself_ends_its_container_at_once(engine, debian12_base, run_id):
+    """The kernel spares a container's PID 1 every signal it has no handler for: a suite that
+    ends itself by a signal (QEMU does so for an emulated program's crash) lived on there, and
+    a crashed arm64 verification hung to its 30-minute deadline. oota's containers run an init."""
+    started = time.monotonic()
+    outcome = engine.run(RunRequest(image=debian12_base, labels={RUN_LABEL: run_id},
+                                    command=["sh", "-c", "kill -SEGV $$; echo survived"],
+                                    timeout_s=60))
+    assert (outcome.exit_code, outcome.timed_out) == (139, False), outcome.output_tail
+    assert "survived" not in outcome.output_tail
+    assert time.monotonic() - started < 30

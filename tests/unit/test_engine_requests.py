@@ -11,7 +11,7 @@ import pytest
 from oota.config.matrix import load_matrix
 from oota.engine.base import DeviceAccess, Mount, RunRequest
 from oota.engine.cli import create_argv
-from oota.execute.verify import device_request
+from oota.execute.verify import device_request, exited
 
 REPO = Path(__file__).resolve().parents[2]
 VENDORS = {name: vm.vendor for name, vm in load_matrix(REPO / "matrix.yaml").vendors.items()}
@@ -48,7 +48,8 @@ def test_every_shipped_vendor_is_covered() -> None:
 def test_vendor_device_access_argv(name: str) -> None:
     request = device_request(VENDORS[name], "oota/x:cell", ["oota-verify", "--out", "/tmp/o"])
     assert create_argv("docker", request) == [
-        "docker", "create", *EXPECTED[name], "oota/x:cell", "oota-verify", "--out", "/tmp/o"]
+        "docker", "create", "--init", *EXPECTED[name],
+        "oota/x:cell", "oota-verify", "--out", "/tmp/o"]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -56,7 +57,8 @@ def test_unsupported_here_drops_device_access_and_says_why(name: str) -> None:
     request = device_request(VENDORS[name], "img", ["oota-verify"], unsupported="no /dev/kfd")
     assert request.device is None and not request.mounts
     assert create_argv("docker", request) == [
-        "docker", "create", "--env", "OOTA_UNSUPPORTED_HERE=no /dev/kfd", "img", "oota-verify"]
+        "docker", "create", "--init",
+        "--env", "OOTA_UNSUPPORTED_HERE=no /dev/kfd", "img", "oota-verify"]
 
 
 def test_labels_env_and_mounts_are_one_argv_word_each() -> None:
@@ -68,7 +70,7 @@ def test_labels_env_and_mounts_are_one_argv_word_each() -> None:
                 Mount(source=Path("/etc/pip.conf"), target="/run/secrets/pipconf")),
         device=DeviceAccess(shm_size="8g"))
     assert create_argv("/usr/bin/docker", request) == [
-        "/usr/bin/docker", "create",
+        "/usr/bin/docker", "create", "--init",
         "--label", "oota.cell=cpu-x", "--label", "oota.run=r1",
         "--env", 'A=quote " and $dollar', "--env", "B=two words",
         # --mount reads its value as CSV: a comma inside a path is quoted, not split.
@@ -80,4 +82,11 @@ def test_labels_env_and_mounts_are_one_argv_word_each() -> None:
 
 def test_a_request_without_device_access_has_no_device_options() -> None:
     argv = create_argv("docker", RunRequest(image="img", command=[]))
-    assert argv == ["docker", "create", "img"]
+    assert argv == ["docker", "create", "--init", "img"]
+
+
+@pytest.mark.parametrize(("code", "said"), [
+    (139, "exited with 139 (SIGSEGV)"), (137, "exited with 137 (SIGKILL)"),
+    (1, "exited with 1"), (200, "exited with 200")])
+def test_a_suite_killed_by_a_signal_is_named_so(code: int, said: str) -> None:
+    assert exited(code) == said

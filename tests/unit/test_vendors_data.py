@@ -104,7 +104,7 @@ def test_device_access_reaches_the_engine_as_argv_words(name):
     """run: and host: become `docker create` options: one argv element per word, no shell."""
     request = device_request(vendor(name), "img", ["oota-verify"])
     argv = create_argv("docker", request)
-    assert argv[:2] == ["docker", "create"] and argv[-2:] == ["img", "oota-verify"]
+    assert argv[:3] == ["docker", "create", "--init"] and argv[-2:] == ["img", "oota-verify"]
     for word in argv:
         assert word and "\n" not in word, f"{word!r}"
     for device in vendor(name).host.devices:
