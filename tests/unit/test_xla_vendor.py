@@ -41,3 +41,20 @@ def test_the_cells_run_the_cpu_client_the_matrix_needs_no_hardware_for() -> None
     assert vendor["env"]["PJRT_DEVICE"] == "CPU"
     assert PJRT["CPU"]["requirements"] == vendor["requirements"]
     assert "host" not in PJRT["CPU"]
+
+
+def test_every_operator_skipped_failed_in_the_recorded_run() -> None:
+    """skips.yaml skips an operator only where the XLA run failed it (pairs.json of the
+    recordings) and names its source; an operator it passes is never skipped."""
+    from oota.config.skips import load_skips
+
+    run = REPO / "tests" / "data" / "recordings" / "xla-cpu-2026-11-26" / "pairs.json"
+    failed = {pair.rsplit("-", 1)[0] for pair, verdict in
+              yaml.safe_load(run.read_text())["pairs"].items() if verdict["status"] == "failed"}
+    skips = load_skips(REPO / "vendors" / "xla" / "skips.yaml").entries
+    operators = [e for e in skips if "::" not in e.id]
+    assert len(operators) == 50
+    assert [e.id for e in operators if e.id not in failed] == []
+    listed = [e for e in operators if "PyTorch/XLA's own OpInfo test leaves" in e.reason]
+    assert len(listed) == 48 and all("test/test_ops.py at v2.9.0, line " in e.reason
+                                     for e in listed)
