@@ -12,6 +12,9 @@
 #   report  a host that only reads results (report --merge, history, the HUD): .venv with
 #           oota alone, no Docker
 #
+# OOTA_EMULATION=1 (with test or build, never by default) also makes the host build and verify
+# linux/arm64 cells on x86_64: QEMU registered with binfmt, with the F flag (see step 8).
+#
 # Installs only on Debian/Ubuntu as root (apt-get); elsewhere it says what is missing.
 # OOTA_NO_INSTALL=1 turns installing off (then a missing piece is an error).
 set -euo pipefail
@@ -21,6 +24,12 @@ setup=${OOTA_SETUP:-test}
 case "$setup" in
   test|build|report) ;;
   *) printf 'setup: OOTA_SETUP=%s: give test, build or report\n' "$setup" >&2; exit 2 ;;
+esac
+
+case "${OOTA_EMULATION:-0}" in
+  0|1) ;;
+  *) printf 'setup: OOTA_EMULATION=%s: give 1 (QEMU for arm64 cells) or 0\n' "$OOTA_EMULATION" >&2
+     exit 2 ;;
 esac
 
 say() { printf 'setup: %s\n' "$*" >&2; }
@@ -110,4 +119,50 @@ if [ ! -x .venv/bin/python ] || [ ! -x .venv/bin/oota ] \
     tail -n 30 .venv/install.log >&2; say "pip install failed; full log: .venv/install.log"; exit 3
   fi
   echo "$want" >"$stamp"
+fi
+
+# 8. OOTA_EMULATION=1: QEMU user-mode emulation for linux/arm64 cells on an x86_64 host
+#    (BuildKit's --platform linux/arm64, then the verify container). Debian 12's own QEMU, 7.2,
+#    builds the CPU arm64 cell but its torch segfaults on import ("Can't open MIDR_EL1 sysfs
+#    entry", then SIGSEGV); bookworm-backports' 10.0 runs it. The binfmt entry needs the F
+#    flag: the kernel opens the interpreter when it is registered, so that it runs inside
+#    containers, which do not have it; the entry is therefore registered again after an upgrade.
+qemu_entry=/proc/sys/fs/binfmt_misc/qemu-aarch64
+qemu_major() {
+  local interpreter
+  # Debian's entry names a link (aarch64-binfmt-P) whose name makes QEMU take its first
+  # argument for the program: ask the binary it links to.
+  interpreter=$(readlink -f "$(sed -n 's/^interpreter //p' "$qemu_entry" 2>/dev/null)" || true)
+  [ -x "$interpreter" ] || return 0
+  { "$interpreter" --version 2>/dev/null || true; } \
+    | sed -n '1s/^qemu-aarch64 version \([0-9]*\)\..*/\1/p'
+}
+if [ "${OOTA_EMULATION:-0}" = 1 ] && [ "$setup" != report ] && [ "$(uname -m)" = x86_64 ]; then
+  major=$(qemu_major)
+  if [ "${major:-0}" -lt 10 ]; then
+    codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+    if [ "$codename" = bookworm ] && can_install; then
+      if ! grep -rqs bookworm-backports /etc/apt/sources.list /etc/apt/sources.list.d/; then
+        printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' \
+          'Suites: bookworm-backports' 'Components: main' \
+          'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' \
+          >/etc/apt/sources.list.d/oota-bookworm-backports.sources
+        say "added Debian's bookworm-backports (for QEMU 10)"
+      fi
+      apt_updated=0
+      apt_install qemu-user-static/bookworm-backports binfmt-support
+    else
+      apt_install qemu-user-static binfmt-support
+    fi
+    update-binfmts --disable qemu-aarch64 >/dev/null 2>&1 || true
+    update-binfmts --enable qemu-aarch64 || true
+    major=$(qemu_major)
+  fi
+  if ! grep -qs '^flags: .*F' "$qemu_entry"; then
+    say "emulation: $qemu_entry is missing or lacks the F flag; register qemu-aarch64" \
+      "with binfmt (update-binfmts --enable qemu-aarch64) on this host"
+    exit 3
+  fi
+  [ "${major:-0}" -ge 10 ] || say "emulation: QEMU ${major:-of unknown version} is older than" \
+    "10.0, the one the arm64 CPU cell was verified with; 7.2 crashes importing torch"
 fi
