@@ -5,6 +5,7 @@ started it is gone."""
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import sys
 import time
@@ -25,6 +26,9 @@ HERE = Path(__file__).resolve().parent
 
 def main() -> int:
     """Judge the pairs this worker claims; 3 when the device cannot be opened here."""
+    # A kernel that crashes the process leaves the Python stack in the log, which the pytest
+    # process quotes in the pair's failure.
+    faulthandler.enable()
     import torch
 
     parent = os.getppid()

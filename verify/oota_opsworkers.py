@@ -2,27 +2,33 @@
 that share the device, reported by the pytest run in its own order.
 
 The pytest process (``test_ops.py``) collects the pairs and reports one test per pair, in the
-layer's order. With more than one worker (``OOTA_OPS_WORKERS``; by default one per core this
-container may use), it starts that many worker processes (``python oota_opsworkers.py``) the
-first time an ops test runs (``oota_opsworker.py``). Each worker opens the device as the
-suite does, then walks the
-pairs in order and *claims* the next unclaimed one (a file created exclusively in a shared
-folder), judges it with ``test_ops.judge_pair``, and leaves the result beside the claim. The
-pytest process waits for each pair's result in turn and reports it: the tests, their records
-and the recorded cases come out in the same order as with one process, and each pair's samples
-come from its own seed, so the verdicts are the same whichever worker judged it.
+layer's order. It starts ``OOTA_OPS_WORKERS`` worker processes (by default one per core this
+container may use; ``python oota_opsworker.py``) while the other layers run. Each worker opens
+the device as the suite does, then walks the pairs in order and *claims* the next unclaimed one
+(a file created exclusively in a shared folder), judges it with ``test_ops.judge_pair``, and
+leaves the result beside the claim. The pytest process waits for each pair's result in turn
+and reports it: the tests, their records and the recorded cases come out in the same order as
+with one process, and each pair's samples come from its own seed, so the verdicts are the same
+whichever worker judged it.
 
-A worker that dies (a kernel that crashes the process) fails the pair it held, with the end of
-its log, and another worker is started in its place (at most MAX_RESTARTS in all).
+A worker that dies (a kernel that crashes the process: the vendor's SIGSEGV or SIGFPE) fails
+the pair it held, naming the signal, with the end of its log (the worker's Python stack, from
+faulthandler), and another worker is started in its place; once MAX_RESTARTS were started and
+none is left, every pair still unjudged ends with that reason (a must-pass operator's failed,
+any other's skipped, not judged): a crash never ends the layer or the run, and never hangs it.
+``OOTA_OPS_WORKERS=0`` judges the pairs in the pytest process itself, for a device that only
+one process at a time may open (a crash then ends the run).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,14 +43,26 @@ HERE = Path(__file__).resolve().parent
 
 
 def workers_wanted(environ: Any = os.environ) -> int:
-    """``OOTA_OPS_WORKERS``, else the cores this process may run on (a ValueError names the
-    variable when it holds something else than a whole number >= 1)."""
+    """``OOTA_OPS_WORKERS``, else the cores this process may run on; 0: none, the pytest
+    process judges (a ValueError names the variable when it holds something else than a
+    whole number)."""
     text = str(environ.get(WORKERS_VARIABLE, "")).strip()
     if text:
-        if not text.isdigit() or int(text) < 1:
-            raise ValueError(f"{WORKERS_VARIABLE}={text!r} is not a whole number >= 1")
+        if not text.isdigit():
+            raise ValueError(f"{WORKERS_VARIABLE}={text!r} is not a whole number (0: judge in "
+                             "the pytest process)")
         return int(text)
     return _cores()
+
+
+def ended(code: int) -> str:
+    """A process's exit status in words: 'exit code 3', 'killed by SIGSEGV'."""
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        return f"killed by {signal.Signals(-code).name}"
+    except ValueError:
+        return f"killed by signal {-code}"
 
 
 def _cores() -> int:
@@ -111,15 +129,16 @@ class Pool:
     _going: bool = False
     problem: str = ""
     _environment: dict[str, str] = field(default_factory=dict)
+    must: frozenset[str] = frozenset()
 
     def wanted(self) -> int:
-        """How many workers to run (1: none, the pytest process judges every pair); a bad
+        """How many workers to run (0: none, the pytest process judges every pair); a bad
         ``OOTA_OPS_WORKERS`` is kept in :attr:`problem` and runs none."""
         if self._wanted is None:
             try:
                 self._wanted = workers_wanted()
             except ValueError as exc:
-                self.problem, self._wanted = str(exc), 1
+                self.problem, self._wanted = str(exc), 0
         return self._wanted
 
     def result(self, name: str, dtype: str, budget: Any) -> PairResult:
@@ -139,9 +158,9 @@ class Pool:
             time.sleep(POLL_S)
         return PairResult(**_read(self.folder, index))
 
-    def start(self, pairs: list[tuple[str, str]]) -> None:
+    def start(self, pairs: list[tuple[str, str]], must: Collection[str] = ()) -> None:
         """Start the workers (while the other layers run, they import op_db and open the
-        device); they judge nothing before :meth:`_go`."""
+        device); they judge nothing before :meth:`_go`. ``must``: the must-pass operators."""
         import atexit
         import shutil
 
@@ -151,6 +170,7 @@ class Pool:
         atexit.register(shutil.rmtree, self.folder, True)
         atexit.register(self.close)
         self.index = {pair: i for i, pair in enumerate(pairs)}
+        self.must = frozenset(must)
         # Each worker gets its share of the cores for torch's own threads: eight workers of
         # sixteen threads each on a 16-core GPU host starve one another (seen on an H200).
         threads = str(max(1, _cores() // self.wanted()))
@@ -194,14 +214,23 @@ class Pool:
             for index in held:
                 write(self.folder, index, PairResult(
                     status="failed", message=f"the worker process judging this pair ended "
-                    f"(exit code {code}) before it had a result: {tail or 'no output'}"))
+                    f"({ended(code)}) before it had a result: {tail or 'no output'}"))
             if self._unclaimed() and self.restarts < MAX_RESTARTS:
                 self.restarts += 1
                 self._spawn()
-            elif not self.workers and not _result_path(self.folder, waiting_for).exists():
-                write(self.folder, waiting_for, PairResult(
-                    status="failed", message="no worker process is left to judge this pair "
-                    f"({self.restarts} restarted): {tail or 'no output'}"))
+            elif not self.workers:
+                self._give_up(f"no worker process is left to judge this pair ({self.restarts} "
+                              f"restarted after crashes; the last {ended(code)}): "
+                              f"{tail or 'no output'}")
+
+    def _give_up(self, why: str) -> None:
+        """Every pair without a result gets one now (or the pytest process would wait for it
+        for ever): a must-pass operator's fails, any other's is skipped, not judged."""
+        assert self.folder is not None
+        for (name, _dtype), index in self.index.items():
+            if not _result_path(self.folder, index).exists():
+                write(self.folder, index, PairResult(
+                    status="failed" if name in self.must else "skipped", message=why))
 
     def _unclaimed(self) -> bool:
         assert self.folder is not None

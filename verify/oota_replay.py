@@ -54,12 +54,14 @@ class Replayed:
     notes: tuple[str, ...] = ()  # how the replay judged: rules, recomputed results
     pooled: bool = False  # a verdict on several cases of one operator × dtype
     rule_kind: str = ""  # the rule the judge applied
+    truncated: bool = False  # recorded without its tensors: not judged again
 
     @property
     def moved(self) -> bool:
         """Whether the verdict differs from the recorded one (an error is no verdict: it is
-        counted apart, and exits 2 whatever moved)."""
-        if self.pooled or self.verdict.status == ERROR:
+        counted apart, and exits 2 whatever moved; a case recorded without its tensors is
+        skipped, not judged again, which is no move either)."""
+        if self.pooled or self.truncated or self.verdict.status == ERROR:
             return False
         return (self.recorded.get("status"), self.recorded.get("message")) != (
             self.verdict.status, self.verdict.message)
@@ -172,7 +174,8 @@ class Replayer:
                                    subnormals=str(spec.get("subnormals") or "note"))
         return Replayed(file=str(path), index=index, op=case["op"], dtype=case["dtype"],
                         sample=case["sample"], recorded=case.get("verdict") or {},
-                        verdict=verdict, notes=tuple(notes), rule_kind=rule.kind)
+                        verdict=verdict, notes=tuple(notes), rule_kind=rule.kind,
+                        truncated=bool(case.get("truncated")))
 
 
 def vendor_spec(vendors: Mapping[str, Mapping[str, Any]], cell: str) -> Mapping[str, Any]:

@@ -456,17 +456,17 @@ def _report(result: PairResult, record_data: Any) -> None:
 
 
 POOL = oota_opsworkers.Pool()
-if PAIRS and POOL.wanted() > 1:
-    POOL.start(PAIRS)
+if PAIRS and POOL.wanted() > 0:
+    POOL.start(PAIRS, DATABASE.must)
 
 
 def _check(op_name: str, op_dtype: str, device: Any, device_module: Any,
            record_data: Any) -> None:
-    """The pair's result, from a worker process when the layer runs on several (each pair is
-    judged by the same code with the same seed wherever it runs), else judged here."""
+    """The pair's result, from a worker process (each pair is judged by the same code with the
+    same seed wherever it runs), else (OOTA_OPS_WORKERS=0) judged here."""
     if POOL.problem:
         pytest.fail(POOL.problem, pytrace=False)
-    if POOL.wanted() > 1 and not DATABASE.problem:
+    if POOL.wanted() > 0 and not DATABASE.problem:
         BUDGET.skip_reason(False)  # the clock starts at the first operator, here too
         if device.type != "cpu":
             RECORDING.start(device, device_module)

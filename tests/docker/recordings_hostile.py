@@ -7,7 +7,8 @@ an image with torch by tests/docker/test_judge.py (not a test module: it needs t
 * ``header.pt``: a recording whose ``settings`` is a list;
 * ``forged.pt``: a wrong device result with a forged rule (atol and rtol 1e300), one with the
   rule's kind set to ``skip``, one whose recorded CPU result is the device's own;
-* ``later.pt``: an honest failing case, after the files above in the folder's order.
+* ``later.pt``: a case recorded without its tensors (too large to keep), then an honest
+  failing case, after the files above in the folder's order.
 """
 
 from __future__ import annotations
@@ -65,7 +66,11 @@ def main(folder: Path) -> None:
         case(rule={**honest["rule"], "kind": "skip", "source": "trust me"}),
         case(cpu=honest["device"]),
     ])
-    write(folder / "later.pt", [case(device_offset=5.0)])
+    # A case its recorder kept without its tensors (over oota_cases.RECORD_ELEMENTS), with
+    # the verdict it was given: skipped on replay (not judged again), never an error.
+    dropped = {**oota_cases.shrink({**case(), "input": torch.zeros(
+        oota_cases.RECORD_ELEMENTS + 1)}), "verdict": {"status": "failed", "message": "big"}}
+    write(folder / "later.pt", [dropped, case(device_offset=5.0)])
 
 
 if __name__ == "__main__":

@@ -149,7 +149,9 @@ def test_a_recording_that_would_crash_the_judge_hides_no_case(hostile) -> None:
     failed = [line for line in hostile.stdout.splitlines() if line.startswith("FAILED")]
     assert len(failed) == 5  # crash.pt's last case, forged.pt's three, later.pt's one
     assert "max abs diff 5," in failed[-1]
-    assert "5 failed, 0 skipped, 5 could not be judged" in hostile.stderr
+    [skipped] = [line for line in hostile.stdout.splitlines() if line.startswith("SKIPPED")]
+    assert "recorded without its tensors" in skipped
+    assert "5 failed, 1 skipped, 5 could not be judged" in hostile.stderr
 
 
 def test_a_recording_cannot_set_its_own_verdict(hostile) -> None:

@@ -1,7 +1,8 @@
 """The ops layer (PyTorch's OpInfo tests, verify/test_ops.py) run for real in the session's CPU
 image: the must-pass operators run whatever the budget, the rest stop at it (one skipped test
 holds those, with their count), nothing fails on the CPU, and a skip-list entry naming an
-operator skips it in every dtype.
+operator skips it in every dtype. A kernel that crashes the process fails its pair, named by
+its signal, and the layer goes on; workers that keep crashing never hang it.
 
 One container, with a small budget (OOTA_OPS_BUDGET_S) so the test stays short.
 """
@@ -21,6 +22,22 @@ REPO = Path(__file__).resolve().parents[2]
 MUST_PASS = [line.split(":", 1)[1].strip() for line in
              (REPO / "verify" / "ops-must-pass.yaml").read_text().splitlines()
              if line.startswith("- op:")]
+
+
+@pytest.fixture(scope="module")
+def cell_override(built, docker_client, run_id, tmp_path_factory) -> Path:
+    """The image's cell.json with float32 alone as the ops layer's dtype."""
+    container = docker_client.containers.create(built.tag, command=["true"],
+                                                labels={RUN_LABEL: run_id})
+    try:
+        cell = json.loads(_read_file(container, CELL_IN_IMAGE))
+    finally:
+        container.remove(force=True)
+    path = tmp_path_factory.mktemp("float32") / "cell.json"
+    path.write_text(json.dumps({**cell, "verify": {**cell.get("verify", {}),
+                                                   "dtypes": ["float32"]}}))
+    path.chmod(0o644)
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +93,68 @@ def test_a_skip_entry_naming_an_operator_skips_it_in_every_dtype(ops_run):
     assert all(m.startswith(("skip list: an operator's entry", "the OpInfo of "))
                for m in reasons.values())
     assert data["skips"]["entries"][0]["matched"] == len(conv)
+
+
+# A vendor hook (verify/oota_hooks.py loads it) whose tanh kernel crashes the process, as
+# PyTorch/XLA's roll (SIGFPE) and nll_loss (SIGSEGV) did: only in the ops layer's worker
+# processes, which judge the pairs (the pytest process's device layer uses no tanh anyway).
+CRASHING_TANH = """\
+import os
+import signal
+
+import torch
+
+if os.environ.get("OOTA_OPS_FOLDER"):  # a worker process of the ops layer
+    _library = torch.library.Library("aten", "IMPL")
+
+    def _crash(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    _library.impl("tanh", _crash, "CPU")
+"""
+
+
+def test_a_kernel_that_crashes_fails_its_pair_and_the_layer_goes_on(built, docker_client, run_id,
+                                                                    cell_override, tmp_path):
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "oota_vendor.py").write_text(CRASHING_TANH)
+    must = tmp_path / "must-pass.yaml"
+    must.write_text("- op: add\n  reason: before the crash\n- op: tanh\n  reason: crashes\n"
+                    "- op: mul\n  reason: after the crash, on a new worker\n")
+    for path in (hook, hook / "oota_vendor.py", must):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    code, data, log = run_verify(
+        docker_client, built.tag, run_id, "--layer", "ops",
+        volumes={str(hook): {"bind": "/x/hook", "mode": "ro"},
+                 str(must): {"bind": "/opt/oota/verify/ops-must-pass.yaml", "mode": "ro"},
+                 str(cell_override): {"bind": "/tmp/oota-cell.json", "mode": "ro"}},
+        environment={"OOTA_VENDOR_VERIFY": "/x/hook", "OOTA_OPS_BUDGET_S": "0",
+                     "OOTA_OPS_WORKERS": "1", "OOTA_CELL_FILE": "/tmp/oota-cell.json"})
+    assert data, (code, log[-3000:])  # the run ended and wrote its results
+    pairs = {t["id"].split("[", 1)[1].rstrip("]"): t for t in data["tests"] if "[" in t["id"]}
+    assert pairs["add-float32"]["status"] == "passed", pairs["add-float32"]
+    assert pairs["mul-float32"]["status"] == "passed", pairs["mul-float32"]
+    tanh = pairs["tanh-float32"]
+    assert tanh["status"] == "failed" and "killed by SIGSEGV" in tanh["message"], tanh
+    assert "_crash" in tanh["message"]  # the worker's Python stack (faulthandler)
+
+
+def test_workers_that_keep_crashing_leave_no_pair_waiting(built, docker_client, run_id):
+    script = REPO / "tests" / "docker" / "opsworkers_crash.py"
+    output = docker_client.containers.run(
+        built.tag, ["python", "/x/opsworkers_crash.py"], remove=True, stderr=False,
+        labels={RUN_LABEL: run_id},
+        volumes={str(script): {"bind": "/x/opsworkers_crash.py", "mode": "ro"}})
+    found = json.loads(output.decode().strip().splitlines()[-1])
+    results = found["results"]
+    assert found["restarts"] == 8
+    held = results["tanh-float32"]
+    assert held["status"] == "failed" and "killed by SIGSEGV" in held["message"], held
+    assert "judging a pair, then a crash" in held["message"]  # the end of the worker's log
+    left = ("no worker process is left to judge this pair (8 restarted after crashes; the last "
+            "killed by SIGSEGV)")
+    assert results["tanh-bfloat16"]["status"] == "failed"  # a must-pass operator
+    assert results["erf-float32"]["status"] == "skipped"  # not judged, not failed
+    assert all(r["message"].startswith(left) for r in (results["tanh-bfloat16"],
+                                                       results["erf-float32"]))

@@ -244,6 +244,16 @@ def test_the_suite_writes_the_unrun_pairs_as_one_entry_of_tests_json(tmp_path):
 
 # -- the ops layer on every core (verify/oota_opsworkers.py) --------------------------------------
 
+def test_a_crashed_worker_is_named_by_its_signal() -> None:
+    import signal
+
+    import oota_opsworkers
+
+    assert oota_opsworkers.ended(3) == "exit code 3"
+    assert oota_opsworkers.ended(-signal.SIGSEGV) == "killed by SIGSEGV"
+    assert oota_opsworkers.ended(-signal.SIGFPE) == "killed by SIGFPE"
+
+
 def test_the_ops_layer_runs_one_worker_per_core_unless_told() -> None:
     import os
 
@@ -252,7 +262,8 @@ def test_the_ops_layer_runs_one_worker_per_core_unless_told() -> None:
     cores = len(os.sched_getaffinity(0))
     assert oota_opsworkers.workers_wanted({}) == cores
     assert oota_opsworkers.workers_wanted({"OOTA_OPS_WORKERS": "3"}) == 3
-    for bad in ("0", "two", "-1"):
+    assert oota_opsworkers.workers_wanted({"OOTA_OPS_WORKERS": "0"}) == 0  # in the pytest process
+    for bad in ("two", "-1", "1.5"):
         with pytest.raises(ValueError, match=f"OOTA_OPS_WORKERS='{bad}' is not a whole"):
             oota_opsworkers.workers_wanted({"OOTA_OPS_WORKERS": bad})
 
