@@ -87,7 +87,7 @@ def facts(engine: Engine, local: str, ref: Reference, digest: str, cell: Cell, r
         revision=labels.get("org.opencontainers.image.revision", ""),
         inputs=input_digests(matrix_file, cell.vendor.folder), dependencies=tuple(dependencies),
         verification=Verification(status=result.status, counts=dict(result.summary),
-                                  at=sealed_at(result)),
+                                  at=sealed_at(result), run_id=sealed_run(result)),
         run_id=result.run_id or "", started=result.started_at, finished=result.finished_at,
         byproducts=(Dependency(name="sbom", uri=cosign.artifact_tag(digest, "sbom"),
                                sha256=sbom_digest.removeprefix("sha256:")),))
@@ -98,6 +98,13 @@ def sealed_at(result: Result) -> str:
     or kept it did not make it), else the result's own end."""
     sealed = result.image.sealed if result.image else None
     return sealed.at if sealed is not None and sealed.at else result.finished_at
+
+
+def sealed_run(result: Result) -> str:
+    """The run that made the verification the image carries, paired with :func:`sealed_at`
+    ('' for a seal an older oota recorded without it: no run is then vouched for)."""
+    sealed = result.image.sealed if result.image else None
+    return (sealed.run_id or "") if sealed is not None and sealed.at else ""
 
 
 def _image_sha(engine: Engine, ref: str) -> str:

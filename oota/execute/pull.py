@@ -11,9 +11,13 @@ then pull it by digest and re-verify it on an Engine (this host's, or ``--host``
    provenance names by its digest: an SBOM replaced by another (one that hides a package, say)
    is refused like any other tampering.
 4. The image is pulled as ``REPO@DIGEST`` (never by tag: the tag could move in between) into
-   the given Engine (the checks above talk to the registry only), and ``oota-verify`` runs in
-   it there with the device flags of its ``oota.run-flags`` label; its output compares the run
-   with the verification the image carries (``/opt/oota/expected.json``).
+   the given Engine (the checks above talk to the registry only). What it says of itself (its
+   labels: cell, fingerprint, verification; the verification it carries,
+   ``/opt/oota/expected.json``: cell, outcome, time, run) must be what its provenance says;
+   refused otherwise (labels that lie: claiming another cell, or a verification it does not
+   carry).
+5. ``oota-verify`` runs in it there with the device flags of its ``oota.run-flags`` label; its
+   output compares the run with the verification the image carries.
 
 Without ``--key`` nothing can vouch for the image: the signature is not checked (said so), the
 provenance's subject still is.
@@ -22,6 +26,7 @@ provenance's subject still is.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import uuid
@@ -32,11 +37,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from oota.engine.base import RUN_LABEL, Engine, RegistryAuth
 from oota.errors import EXIT_REFUSED, OotaError
-from oota.execute.verify import forwarded_env
+from oota.execute.verify import EXPECTED_IN_IMAGE, forwarded_env
 from oota.supply import cosign, signing
 from oota.supply.provenance import Checked, StatementProblem, check
 from oota.supply.registry import NotFound, Reference, RegistryClient
 from oota.supply.runflags import LABEL as RUN_FLAGS, RunFlagsError, from_label
+from oota.vocab import BAD
 
 RESULTS_IN_CONTAINER = "/tmp/oota-results"
 COMPARISON_HEAD = "Compared with its verification"
@@ -151,8 +157,73 @@ def pull_and_verify(engine: Engine, reference: str, *, key: ec.EllipticCurvePubl
     provenance = check_provenance(client, ref, digest, key)
     sbom = check_sbom(client, ref, digest, provenance.sbom)
     image = engine.pull_digest(ref.name, digest, auth)
+    check_claims(engine, str(ref), image, provenance)
     return _verify(engine, str(ref), image, digest, (signature, sbom), provenance,
                    workdir / digest.removeprefix("sha256:")[:16])
+
+
+# What a sealed image says of itself, each held to its provenance's field: its labels (as
+# oota's build and seal set them), and the verification it carries (expected.json's keys).
+_CLAIMS = (("label org.opencontainers.image.version", "cell"), ("label oota.fingerprint",
+           "fingerprint"), ("label oota.verified", "status"), ("label oota.verified-at", "at"),
+           ("carried cell", "cell"), ("carried status", "status"), ("carried verified_at", "at"),
+           ("carried run_id", "run_id"))
+
+
+def claims_problems(labels: dict[str, str], carried: dict[str, object] | None,
+                    provenance: Checked) -> list[str]:
+    """Where the image's ``labels`` or the verification it ``carried`` (None: it carries none)
+    say something else of it than its ``provenance`` (checked against its digest, and signed
+    where a key was given), or than each other; a field the provenance does not name (an older
+    oota's) is held to the image's other claim of it. An outcome is held to the provenance's
+    only as good or bad: the provenance has the result's, whose stages count too."""
+    claims: dict[str, list[tuple[str, object]]] = {}
+    for source, field in _CLAIMS:
+        where, _, key = source.partition(" ")
+        found = labels.get(key) if where == "label" else (carried or {}).get(key)
+        if found is not None:
+            shown = f"its label {key}" if where == "label" else \
+                f"the verification it carries ({key})"
+            claims.setdefault(field, []).append((shown, found))
+    problems = []
+    for field, said in claims.items():
+        vouched = getattr(provenance, field)
+        for shown, value in said:
+            if vouched and not _agrees(field, value, vouched):
+                problems.append(f"{shown} says {value!r}, its provenance {vouched!r}")
+        if len({str(v) for _, v in said}) > 1:
+            problems.append(" and ".join(f"{shown} says {value!r}" for shown, value in said))
+    if carried is None and (provenance.status or "oota.verified" in labels):
+        problems.append(f"it carries no verification ({EXPECTED_IN_IMAGE}), though its "
+                        f"{'provenance' if provenance.status else 'label oota.verified'} says "
+                        "it was verified")
+    return problems
+
+
+def _agrees(field: str, value: object, vouched: str) -> bool:
+    if field == "status":
+        return (value in BAD) == (vouched in BAD)
+    return value == vouched
+
+
+def check_claims(engine: Engine, ref: str, image: str, provenance: Checked) -> None:
+    """Refused (exit 5) when the pulled ``image`` says something else of itself than its
+    provenance (:func:`claims_problems`); nothing of it has run yet."""
+    try:
+        carried: dict[str, object] | None = json.loads(engine.read_file(
+            image, EXPECTED_IN_IMAGE, run_id=f"pull-{uuid.uuid4().hex[:10]}"))
+    except FileNotFoundError:
+        carried = None
+    except (ValueError, RecursionError, OotaError) as exc:
+        raise Refused(f"{ref}: refused: the verification it carries ({EXPECTED_IN_IMAGE}) is "
+                      f"unreadable: {str(exc)[:200]}") from None
+    if carried is not None and not isinstance(carried, dict):
+        raise Refused(f"{ref}: refused: the verification it carries ({EXPECTED_IN_IMAGE}) is "
+                      "not an object")
+    problems = claims_problems(engine.image_labels(image) or {}, carried, provenance)
+    if problems:
+        raise Refused(f"{ref}: refused: the image says something else of itself than its "
+                      "provenance: " + "; ".join(problems))
 
 
 def _verify(engine: Engine, ref: str, image: str, digest: str, checks: tuple[str, str],

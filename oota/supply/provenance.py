@@ -23,9 +23,13 @@ class StatementProblem(ValueError):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Verification:
+    """The verification the image carries: its outcome, when and by which run it was made
+    (the pair its ``/opt/oota/expected.json`` holds; '' from an older oota)."""
+
     status: str
     counts: Mapping[str, int]
     at: str
+    run_id: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -86,7 +90,9 @@ def statement(facts: ProvenanceFacts) -> bytes:
                 {"name": "verification",
                  "annotations": {"status": facts.verification.status,
                                  "counts": dict(facts.verification.counts),
-                                 "at": facts.verification.at}},
+                                 "at": facts.verification.at,
+                                 **({"run_id": facts.verification.run_id}
+                                    if facts.verification.run_id else {})}},
                 *(b.to_json() for b in facts.byproducts)],
         },
     }
@@ -112,6 +118,10 @@ class Checked:
     revision: str
     verification: str
     sbom: str = ""   # the SBOM's digest the statement names (sha256:...; '' when none)
+    # The verification's parts, to hold the image's own claims to ('' where it names none).
+    status: str = ""
+    at: str = ""
+    run_id: str = ""
 
 
 def check(document: bytes, digest: str) -> Checked:
@@ -141,4 +151,5 @@ def check(document: bytes, digest: str) -> Checked:
                    cell=str(definition.get("externalParameters", {}).get("cell")),
                    revision=str(definition.get("externalParameters", {})
                                 .get("source", {}).get("revision", "")),
-                   verification=f"{verified.get('status', '?')} at {verified.get('at', '?')}")
+                   verification=f"{verified.get('status', '?')} at {verified.get('at', '?')}",
+                   **{key: str(verified.get(key) or "") for key in ("status", "at", "run_id")})

@@ -22,6 +22,7 @@ from oota.errors import EXIT_REFUSED, EnvironmentProblem, InputError
 from oota.execute.attach import Signer
 from oota.execute.publish import publish_cells
 from oota.execute.pull import Refused, comparison, pull_and_verify
+from oota.execute.verify import EXPECTED_IN_IMAGE
 from oota.plan import plan
 from oota.render import context_files, fingerprint, render_cell
 from oota.results.assemble import assemble, cell_ref, now
@@ -83,6 +84,11 @@ class FakeEngine:
         self.server, self.labels, self.verify_exit = server, labels, verify_exit
         self.runs: list[RunRequest] = []
         self.pulled: list[tuple[str, str]] = []
+        self.carried: dict[str, str] = {}   # the image's /opt/oota/expected.json
+
+    def read_file(self, image: str, path: str, *, run_id: str = "") -> bytes:
+        assert path == EXPECTED_IN_IMAGE
+        return json.dumps(self.carried).encode()
 
     def image_labels(self, ref: str) -> dict[str, str] | None:
         return self.labels
@@ -140,7 +146,9 @@ def _published(project, server, keys, tmp_path, *, key: bool = True):
                               namespace=f"lab-{uuid.uuid4().hex[:8]}",
                               local_namespace="oota", auth=_auth(), signer=signer)
     assert outcome.status == "pushed", outcome.reason
-    return load(results / cell.id / "result.json"), engine, outcome, shown.getvalue()
+    result = load(results / cell.id / "result.json")
+    engine.carried = {"cell": cell.id, "status": "passed", "verified_at": result.finished_at}
+    return result, engine, outcome, shown.getvalue()
 
 
 def test_publish_attaches_signature_sbom_and_provenance(project, server, keys, tmp_path):
