@@ -20,7 +20,9 @@ def misbehaving(kind: str, *, flood: tuple[bytes, bytes] = JSON_FLOOD,
     ``silent_s``), sends a status line and then a byte every 0.3 s ("drip"), answers 200 with
     ``flood``'s body without end ("flood"), redirects to file:///etc/passwd ("redirect"),
     challenges for Basic auth ("challenge"), or answers a Docker client's first requests (its
-    ``/version`` and ``/_ping``) as an Engine does and drips to every later one ("engine")."""
+    ``/version`` and ``/_ping``) as an Engine does and drips to every later one: its status line
+    only ("engine"), or whole headers and then a streamed body, a blank chunk every 0.3 s, as a
+    pull's progress that never ends ("engine-stream")."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(32)
@@ -29,10 +31,15 @@ def misbehaving(kind: str, *, flood: tuple[bytes, bytes] = JSON_FLOOD,
     def serve(conn: socket.socket) -> None:
         with contextlib.suppress(OSError), conn:
             asked = conn.recv(65536)
-            while kind == "engine" and _engine_answer(asked):
+            while kind.startswith("engine") and _engine_answer(asked):
                 conn.sendall(_engine_answer(asked))
                 asked = conn.recv(65536)
-            if kind in ("drip", "engine"):
+            if kind == "engine-stream":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n")
+                while not stop.wait(0.3):
+                    conn.sendall(b"1\r\n \r\n")
+            elif kind in ("drip", "engine"):
                 conn.sendall(b"HTTP/1.1 200 OK\r\n")
                 while not stop.wait(0.3):
                     conn.sendall(b"X")

@@ -6,25 +6,28 @@ request of an Engine's SDK client runs under a deadline (:meth:`Deadlines.reques
 passes, every socket of that client is shut down, which ends the read in progress, and the
 request is :class:`NoAnswer` (exit 3), naming the Engine.
 
-The sockets are those the client connected: a process-wide audit hook (``socket.connect``)
-hands each new socket to the :class:`Deadlines` whose request is running in that thread.
-Shutting down all of them, not only the one late request's, costs the other requests to that
-Engine their connection; an Engine that left one request unanswered that long is not one to
-wait on.
+The sockets are those the client made or connected: a process-wide audit hook
+(``socket.__new__``, ``socket.connect``) hands each new socket to the :class:`Deadlines` whose
+request is running in that thread. Shutting down all of them, not only the one late request's,
+costs the other requests to that Engine their connection; an Engine that left one request
+unanswered that long is not one to wait on. An ``ssh://`` Engine's "socket" is the SDK's pipe
+to an ``ssh`` process (``docker system dial-stdio`` on the host), which no socket timeout or
+shutdown reaches: that process is killed instead, which ends the read as well.
 
 A streamed answer (a pull's or a push's progress, an archive, an image saved) is under the
-deadline until its headers arrive; its body is read under the socket timeout, as its length
-is the image's.
+request's deadline until its headers arrive; the Engine's door puts the whole exchange, body
+included, under a longer deadline of its own (:meth:`Deadlines.request` around it).
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import subprocess
 import sys
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from oota.errors import EnvironmentProblem
@@ -39,7 +42,7 @@ class NoAnswer(EnvironmentProblem):
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if event == "socket.connect":
+    if event in ("socket.__new__", "socket.connect"):
         owner = getattr(_current, "deadlines", None)
         if owner is not None:
             owner.track(args[0])
@@ -72,12 +75,16 @@ class Deadlines:
         with self._lock:
             found = list(self._sockets)
         for sock in found:
+            pipe = getattr(sock, "proc", None)  # the SDK's SSHSocket: an ssh process's pipes
+            if isinstance(pipe, subprocess.Popen):
+                _end(sock, pipe)
+                continue
             try:
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)
             except OSError:
                 pass
 
-    @contextmanager
+    @contextlib.contextmanager
     def request(self, seconds: float, what: str) -> Iterator[None]:
         """Run the body (one or more requests) within ``seconds``; :class:`NoAnswer` when the
         deadline passed before it ended."""
@@ -118,6 +125,20 @@ class Deadlines:
                 return send(request, **kwargs)
 
         session.send = send_within
+
+
+def _end(sock: socket.socket, pipe: subprocess.Popen[bytes]) -> None:
+    """Kill an ssh:// Engine's ssh process (its reader then meets the end of its pipe) and
+    close what the SDK would leave open of it: the pipes, and the socket object it is."""
+    pipe.kill()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        pipe.wait(timeout=5)
+    for stream in (pipe.stdin, pipe.stdout):
+        with contextlib.suppress(OSError, ValueError):
+            if stream is not None:
+                stream.close()
+    with contextlib.suppress(OSError):
+        socket.socket.close(sock)
 
 
 def _path(path: str) -> str:

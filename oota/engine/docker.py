@@ -82,6 +82,10 @@ PING_TIMEOUT_S = 5
 # this long. Later requests (an image's inspect, a container's logs) have REQUEST_TIMEOUT_S.
 CONNECT_TIMEOUT_S = 30
 REQUEST_TIMEOUT_S = 600
+# An exchange whose answer is as long as an image (a pull, a push, an image saved or loaded to
+# seal it, a container's results or a file of it): its whole body has this long. A socket
+# timeout alone would let an Engine that drips its progress keep `build` or `pull` waiting.
+STREAM_TIMEOUT_S = 3600
 # The variables that point the docker CLI at an engine; an explicit endpoint replaces them.
 
 def _shown_endpoint(endpoint: Endpoint, base_url: str) -> str:
@@ -235,7 +239,13 @@ class DockerEngine:
     def layer_entries(self, ref: str, layer: str) -> dict[str, Entry]:
         """The files of ``ref``'s layer ``layer`` (a diff id), to compare with another copy;
         the whole image streams past (``docker save``): for the rare layer that differs."""
-        return restamp.entries(self.client.images.get(ref), layer)
+        with self._streaming(f"docker save of {ref}"):
+            return restamp.entries(self.client.images.get(ref), layer)
+
+    def _streaming(self, what: str) -> contextlib.AbstractContextManager[None]:
+        """A deadline of :data:`STREAM_TIMEOUT_S` for the whole of ``what`` (NoAnswer, exit 3,
+        naming the Engine when it passes)."""
+        return self.deadlines.request(STREAM_TIMEOUT_S, what)
 
     def seal(self, image: str, files: dict[str, bytes], labels: dict[str, str], *,
              run_id: str = "") -> str:
@@ -247,6 +257,11 @@ class DockerEngine:
         new one. A build output oota restamped (:mod:`oota.reproducible`) is sealed with a
         configuration written the same way: the same results on the same image make the same
         sealed image on any Engine. Returns the new image id."""
+        with self._streaming(f"the seal of {image}"):
+            return self._seal(image, files, labels, run_id)
+
+    def _seal(self, image: str, files: dict[str, bytes], labels: dict[str, str],
+              run_id: str) -> str:
         current = self.client.images.get(image)
         base = str((current.labels or {}).get(SEALED_FROM_LABEL) or current.id)
         try:
@@ -292,7 +307,8 @@ class DockerEngine:
         logged) when the registry does not answer."""
         repo, tag = split_tag(ref)
         try:
-            self.client.images.pull(repo, tag=tag, platform=platform)
+            with self._streaming(f"the pull of {ref}"):
+                self.client.images.pull(repo, tag=tag, platform=platform)
             return None
         except self._errors.DockerException as exc:
             log.debug("pull %s failed: %s", ref, exc)
@@ -316,11 +332,12 @@ class DockerEngine:
         config = {"username": auth.username, "password": auth.password} if auth else None
         digest = ""
         try:
-            for line in self.client.api.push(repository, tag=tag, stream=True, decode=True,
-                                             auth_config=config):
-                if "error" in line:
-                    raise StepFailed(f"push of {ref} failed: {line['error']}")
-                digest = str((line.get("aux") or {}).get("Digest") or digest)
+            with self._streaming(f"the push of {ref}"):
+                for line in self.client.api.push(repository, tag=tag, stream=True,
+                                                 decode=True, auth_config=config):
+                    if "error" in line:
+                        raise StepFailed(f"push of {ref} failed: {line['error']}")
+                    digest = str((line.get("aux") or {}).get("Digest") or digest)
         except self._errors.DockerException as exc:
             raise StepFailed(f"push of {ref} failed: {str(exc).splitlines()[0]}") from exc
         if not digest.startswith("sha256:"):
@@ -332,7 +349,8 @@ class DockerEngine:
         StepFailed with the engine's reason when it cannot."""
         config = {"username": auth.username, "password": auth.password} if auth else None
         try:
-            image = self.client.images.pull(repository, tag=digest, auth_config=config)
+            with self._streaming(f"the pull of {repository}@{digest}"):
+                image = self.client.images.pull(repository, tag=digest, auth_config=config)
         except self._errors.DockerException as exc:
             raise StepFailed(f"pull of {repository}@{digest} failed: "
                              f"{str(exc).splitlines()[0][:300]}") from exc
@@ -344,10 +362,12 @@ class DockerEngine:
         container = self._scratch_container(image, run_id)
         try:
             try:
-                stream, _ = container.get_archive(path)
+                with self._streaming(f"the copy of {path} out of {image}"):
+                    stream, _ = container.get_archive(path)
+                    archive = bounded(stream, READ_FILE_LIMIT)
             except self._errors.NotFound as exc:
                 raise FileNotFoundError(f"{path} in {image}") from exc
-            with tarfile.open(fileobj=io.BytesIO(bounded(stream, READ_FILE_LIMIT))) as tar:
+            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
                 member = tar.next()
                 handle = tar.extractfile(member) if member else None
                 if handle is None:
@@ -455,8 +475,9 @@ class DockerEngine:
         """BuildKit's output with every time of its configuration ``when`` (the layers are
         the same): the image id the same inputs give on any Engine. BuildKit's own image goes
         (its layers stay: they are the restamped image's)."""
-        image = self.client.images.get(raw)
-        stamped = restamp.restamped(self.client, image, when, None)
+        with self._streaming(f"the restamping of {raw[:19]}"):
+            image = self.client.images.get(raw)
+            stamped = restamp.restamped(self.client, image, when, None)
         if stamped != raw:
             self._remove_if_untagged(raw)
         return stamped
@@ -523,11 +544,12 @@ class DockerEngine:
                 log.warning("could not remove container %s: %s", container_id[:12], exc)
 
     def _copy_out(self, container_id: str, path: str, dest: Path) -> None:
-        try:
-            stream, _ = self.client.containers.get(container_id).get_archive(path)
-        except self._errors.NotFound:
-            return  # the run wrote nothing there; the caller reports missing results
-        extract_results(stream, dest)
+        with self._streaming(f"the copy of {path} out of container {container_id[:12]}"):
+            try:
+                stream, _ = self.client.containers.get(container_id).get_archive(path)
+            except self._errors.NotFound:
+                return  # the run wrote nothing there; the caller reports missing results
+            extract_results(stream, dest)
 
     def cleanup(self, run_id: str, *, images: bool) -> int:
         """Remove containers (and images, if asked) labelled with ``oota.run=run_id``; return

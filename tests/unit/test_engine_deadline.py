@@ -5,6 +5,7 @@ environment's docker context is the SDK's as it is the CLI's: honoured, or refus
 
 from __future__ import annotations
 
+import gc
 import json
 import shutil
 import subprocess
@@ -92,3 +93,55 @@ def test_a_docker_context_is_the_sdk_endpoint_and_the_cli_flag(tmp_path: Path,
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     monkeypatch.setenv("DOCKER_CONTEXT", "lab")
     assert cli_flags(Endpoint()) == (("--context", "lab"), "tcp://127.0.0.1:9", None)
+
+
+@pytest.mark.parametrize(("call", "what"), [
+    (lambda engine: engine.pull("lab.example/oota/cpu:x"), "the pull of lab.example/oota/cpu:x"),
+    (lambda engine: engine.pull_digest("lab.example/oota/cpu", "sha256:" + "a" * 64, None),
+     "the pull of lab.example/oota/cpu@sha256:"),
+], ids=["pull", "pull-by-digest"])
+def test_a_streamed_answer_that_drips_ends_at_its_deadline(monkeypatch, call, what) -> None:
+    """Headers at once, then a pull's progress that never ends (a blank chunk every 0.3 s):
+    the body, not only the headers, has a deadline."""
+    monkeypatch.setattr(door, "STREAM_TIMEOUT_S", 2)
+    with misbehaving("engine-stream") as where:
+        engine = door.DockerEngine(Endpoint(name="gpu-a", url=f"tcp://{where}"))
+        started = time.monotonic()
+        with pytest.raises(NoAnswer, match=f"the Docker Engine at tcp://{where} \\(host gpu-a\\) "
+                           f"gave no complete answer to {what}.* within 2 s"):
+            call(engine)
+        assert time.monotonic() - started < 20
+
+
+FAKE_SSH = """#!{python}
+# ssh HOST 'docker system dial-stdio', as the Docker SDK runs it for an ssh:// Engine: here a
+# pipe to a server on loopback (FAKE_SSH_TO), whatever host it is given.
+import os, socket, sys, threading
+peer = socket.create_connection(("127.0.0.1", int(os.environ["FAKE_SSH_TO"].rsplit(":", 1)[1])))
+def up():
+    while data := os.read(0, 65536):
+        peer.sendall(data)
+threading.Thread(target=up, daemon=True).start()
+while data := peer.recv(65536):
+    os.write(1, data)
+"""
+
+
+def test_an_ssh_engine_that_drips_ends_at_the_deadline_naming_it(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    """An ssh:// Engine's answers come through an ssh process's pipe, which no socket timeout
+    reaches: the deadline kills that process (here a stand-in for ssh on PATH)."""
+    pytest.importorskip("paramiko", reason="the Docker SDK's ssh:// support (docker[ssh])")
+    import sys
+    (tmp_path / "ssh").write_text(FAKE_SSH.format(python=sys.executable))
+    (tmp_path / "ssh").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    monkeypatch.setattr(door, "CONNECT_TIMEOUT_S", 2)
+    with misbehaving("drip") as where:
+        monkeypatch.setenv("FAKE_SSH_TO", where)
+        started = time.monotonic()
+        with pytest.raises(NoAnswer, match="the Docker Engine at ssh://oota@gpu-b.lab "
+                           r"\(host gpu-b\) gave no complete answer to GET /version within 2 s"):
+            door.DockerEngine(Endpoint(name="gpu-b", url="ssh://oota@gpu-b.lab"))
+        assert time.monotonic() - started < 30
+    gc.collect()  # a pipe or socket left open of the ssh process would be reported here
