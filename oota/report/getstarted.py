@@ -171,11 +171,13 @@ def _machine(cell: CellRef, row: CellRow) -> str:
 
 
 def _run_line(row: CellRow, image: str) -> str:
+    """The ``docker run`` line, as oota ran the verification: with an init as PID 1 (a program
+    that crashes by a signal, as QEMU does for an emulated one, would otherwise live on)."""
     try:
         flags = docker_run_args(row.image.run_flags)
     except RunFlagsError:
         flags = ()
-    return " ".join(["docker run --rm -it", *flags, shlex.quote(image)])
+    return " ".join(["docker run --rm -it --init", *flags, shlex.quote(image)])
 
 
 def _stale(cell: CellRef, current: Mapping[str, str] | None) -> bool:

@@ -64,7 +64,8 @@ def test_a_cell_block_as_chromium_shows_it(site: Path, tmp_path: Path) -> None:
         "Pull", "not published:",
         f"./oota.sh publish --vendor rocm --cell {CELL} --registry REGISTRY",
         "Run",
-        "docker run --rm -it --ipc host --device /dev/kfd --device /dev/dri --group-add video "
+        "docker run --rm -it --init --ipc host --device /dev/kfd --device /dev/dri "
+        "--group-add video "
         f"-e 'HSA_NOTE=two words' -v '/opt/rocm data:/data:ro' oota/rocm:{CELL}",
         "Install with pip", "In an environment of Python 3.11 on Linux x86_64:",
         'pip install "torch==2.13.0+rocm7.1" --extra-index-url '

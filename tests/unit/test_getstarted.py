@@ -138,7 +138,7 @@ def test_only_verified_cells_newest_torch_first_nightly_beside_stable(site: Path
 def test_published_cell_pull_and_run_by_digest(site: Path) -> None:
     shown = block(site, "cpu", "cpu-torch2.14.1-py3.11-debian12")
     assert f"docker pull {REF}@{PUSHED}" in shown
-    assert f"docker run --rm -it {REF}@{PUSHED}" in shown
+    assert f"docker run --rm -it --init {REF}@{PUSHED}" in shown
     assert "not published" not in shown
     assert "torch2.14.1+cpu" in shown.replace(" ", "").replace("\n", "")
 
@@ -147,13 +147,13 @@ def test_unpublished_cell_says_how_to_publish_and_runs_the_local_tag(site: Path)
     shown = block(site, "cpu", "cpu-torch2.13.0-py3.11-debian12")
     assert ("not published: ./oota.sh publish --vendor cpu --cell "
             "cpu-torch2.13.0-py3.11-debian12 --registry REGISTRY") in shown
-    assert "docker run --rm -it oota/cpu:cpu-torch2.13.0-py3.11-debian12" in shown
+    assert "docker run --rm -it --init oota/cpu:cpu-torch2.13.0-py3.11-debian12" in shown
     assert "docker pull" not in shown
 
 
 def test_run_flags_become_quoted_docker_run_options(site: Path) -> None:
     shown = block(site, "rocm", "rocm-torch2.13.0-7.1-py3.11-debian12")
-    assert ("docker run --rm -it --ipc host --device /dev/kfd --device /dev/dri "
+    assert ("docker run --rm -it --init --ipc host --device /dev/kfd --device /dev/dri "
             "--group-add video -e 'HSA_NOTE=two words' -v '/opt/rocm data:/data:ro' "
             "oota/rocm:rocm-torch2.13.0-7.1-py3.11-debian12") in shown
 
