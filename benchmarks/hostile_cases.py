@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +92,22 @@ def outside_folder(name: str) -> Damage:
         (root.parent / f"outside-{name}").mkdir()
         (root / name).symlink_to(root.parent / f"outside-{name}", target_is_directory=True)
     return damage
+
+
+# Another oota run holding the results folder (its flock, as oota.results.store.writing takes
+# it) for a minute: what a second run into the same folder meets.
+_HOLD = ("import fcntl, os, sys, time\n"
+         "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)\n"
+         "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+         "os.write(fd, str(os.getpid()).encode())\n"
+         "print('holding', flush=True)\n"
+         "time.sleep(60)\n")
+
+
+def results_held(root: Path) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD, str(root / ".results.lock")],
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
 
 
 def unreadable_home(root: Path) -> None:
@@ -427,6 +444,14 @@ ENVIRONMENT = [
     Case("docker-context-missing-build", ("build", "--vendor", "cpu"), 3,
          "unset DOCKER_CONTEXT or create the context",
          env=(("DOCKER_HOST", ""), ("DOCKER_CONTEXT", "nope"))),
+    # Two runs into one results folder: the second is refused, naming the first; the lab's
+    # results and report are kept as they were.
+    Case("results-folder-held-build", ("build", "--vendor", "cpu"), 3,
+         "the results folder results is being written by another oota (pid", results_held,
+         lab=True, docker=True),
+    Case("results-folder-held-publish", ("publish", "--registry", "127.0.0.1:5999"), 3,
+         "the results folder results is being written by another oota (pid", results_held,
+         lab=True, docker=True),
 ]
 NETWORK = [
     Case("index-drips", ("release-check", "--index-url", "http://{drip}", "--timeout", "2"), 3,
