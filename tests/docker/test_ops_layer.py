@@ -24,36 +24,36 @@ MUST_PASS = [line.split(":", 1)[1].strip() for line in
              if line.startswith("- op:")]
 
 
-@pytest.fixture(scope="module")
-def cell_override(built, docker_client, run_id, tmp_path_factory) -> Path:
-    """The image's cell.json with float32 alone as the ops layer's dtype."""
+def _cell_file(built, docker_client, run_id, folder: Path, change) -> Path:
+    """The image's cell.json as ``change`` makes it of the image's own, written into ``folder``
+    for a container to read (OOTA_CELL_FILE)."""
     container = docker_client.containers.create(built.tag, command=["true"],
                                                 labels={RUN_LABEL: run_id})
     try:
         cell = json.loads(_read_file(container, CELL_IN_IMAGE))
     finally:
         container.remove(force=True)
-    path = tmp_path_factory.mktemp("float32") / "cell.json"
-    path.write_text(json.dumps({**cell, "verify": {**cell.get("verify", {}),
-                                                   "dtypes": ["float32"]}}))
+    path = folder / "cell.json"
+    path.write_text(json.dumps(change(cell)))
     path.chmod(0o644)
     return path
 
 
 @pytest.fixture(scope="module")
+def cell_override(built, docker_client, run_id, tmp_path_factory) -> Path:
+    """The image's cell.json with float32 alone as the ops layer's dtype."""
+    return _cell_file(built, docker_client, run_id, tmp_path_factory.mktemp("float32"),
+                      lambda cell: {**cell, "verify": {**cell.get("verify", {}),
+                                                       "dtypes": ["float32"]}})
+
+
+@pytest.fixture(scope="module")
 def ops_run(built, docker_client, run_id, tmp_path_factory) -> tuple[int, dict, str]:
     assert built.results[0]["stages"]["build"]["status"] == "passed", built.results[0]
-    container = docker_client.containers.create(built.tag, command=["true"],
-                                                labels={RUN_LABEL: run_id})
-    try:
-        cell = json.loads(_read_file(container, CELL_IN_IMAGE))
-    finally:
-        container.remove(force=True)
     skips = [{"id": "nn.functional.conv2d", "reason": "an operator's entry", "owner": "tests",
               "expires": "2099-12-31"}]
-    override = tmp_path_factory.mktemp("ops") / "cell.json"
-    override.write_text(json.dumps({**cell, "skips": skips}))
-    override.chmod(0o644)
+    override = _cell_file(built, docker_client, run_id, tmp_path_factory.mktemp("ops"),
+                          lambda cell: {**cell, "skips": skips})
     return run_verify(docker_client, built.tag, run_id, "--layer", "ops",
                       volumes={str(override): {"bind": "/tmp/oota-cell.json", "mode": "ro"}},
                       environment={"OOTA_CELL_FILE": "/tmp/oota-cell.json",
