@@ -130,6 +130,8 @@ class Pool:
     problem: str = ""
     _environment: dict[str, str] = field(default_factory=dict)
     must: frozenset[str] = frozenset()
+    # A worker's command line (default: this interpreter running oota_opsworker.py).
+    command: tuple[str, ...] = ()
 
     def wanted(self) -> int:
         """How many workers to run (0: none, the pytest process judges every pair); a bad
@@ -193,9 +195,10 @@ class Pool:
         assert self.folder is not None
         log = self.folder / f"worker-{len(self.workers)}.log"
         with log.open("wb") as out:
-            process = subprocess.Popen([sys.executable, str(HERE / "oota_opsworker.py")],
-                                       cwd=str(HERE), env=self._environment,
-                                       stdout=out, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                list(self.command or (sys.executable, str(HERE / "oota_opsworker.py"))),
+                cwd=str(HERE), env=self._environment or None, stdout=out,
+                stderr=subprocess.STDOUT)
         self.workers.append(_Worker(process=process, log=log))
 
     def _mind(self, waiting_for: int) -> None:

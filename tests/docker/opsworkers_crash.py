@@ -28,20 +28,10 @@ CRASH = ("import os, signal, sys\n"
 
 def main() -> None:
     folder = Path(tempfile.mkdtemp())
-    pool = oota_opsworkers.Pool(folder=folder, _going=True)
+    pool = oota_opsworkers.Pool(folder=folder, _going=True,
+                                command=(sys.executable, "-c", CRASH, str(folder)))
     pool.index = {("tanh", "float32"): 0, ("tanh", "bfloat16"): 1, ("erf", "float32"): 2}
     pool.must = frozenset({"tanh"})
-
-    def spawn(self: oota_opsworkers.Pool) -> None:
-        import subprocess
-
-        log = folder / f"worker-{len(self.workers)}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen([sys.executable, "-c", CRASH, str(folder)],
-                                       stdout=out, stderr=subprocess.STDOUT)
-        self.workers.append(oota_opsworkers._Worker(process=process, log=log))
-
-    pool._spawn = types.MethodType(spawn, pool)  # type: ignore[method-assign]
     pool._spawn()
     budget = types.SimpleNamespace(started=None)
     results = {f"{name}-{dtype}": vars(pool.result(name, dtype, budget))
