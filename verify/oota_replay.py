@@ -56,22 +56,31 @@ class Replayed:
     rule_kind: str = ""  # the rule the judge applied
     truncated: bool = False  # recorded without its tensors: not judged again
 
+    def _judged_again(self) -> bool:
+        """Whether this case holds a verdict to compare with the recorded one (an error is no
+        verdict: it is counted apart, and exits 2 whatever moved; a case recorded without its
+        tensors is skipped, not judged again; a pooled verdict was never recorded)."""
+        return not (self.pooled or self.truncated or self.verdict.status == ERROR)
+
     @property
     def moved(self) -> bool:
-        """Whether the verdict differs from the recorded one (an error is no verdict: it is
-        counted apart, and exits 2 whatever moved; a case recorded without its tensors is
-        skipped, not judged again, which is no move either)."""
-        if self.pooled or self.truncated or self.verdict.status == ERROR:
-            return False
-        return (self.recorded.get("status"), self.recorded.get("message")) != (
-            self.verdict.status, self.verdict.message)
+        """Whether the verdict differs from the recorded one. A verdict is its status: the
+        same status reached with other numbers in its message (another CPU's float32 kernels
+        round the recomputed CPU result differently) has not moved, it is :attr:`reworded`."""
+        return self._judged_again() and self.recorded.get("status") != self.verdict.status
+
+    @property
+    def reworded(self) -> bool:
+        """The recorded status reached again, with a message that differs from the recorded one."""
+        return (self._judged_again() and not self.moved
+                and self.recorded.get("message") != self.verdict.message)
 
     def to_json(self) -> dict[str, Any]:
         return {"file": self.file, "case": self.index, "op": self.op, "dtype": self.dtype,
                 "sample": self.sample, "status": self.verdict.status,
                 "message": self.verdict.message, "notes": [*self.verdict.notes, *self.notes],
                 "ratio": self.verdict.ratio, "recorded": dict(self.recorded),
-                "moved": self.moved, "pooled": self.pooled}
+                "moved": self.moved, "reworded": self.reworded, "pooled": self.pooled}
 
     def label(self) -> str:
         return f"{Path(self.file).name} case {self.index} ({self.op}, {self.dtype})"
@@ -309,22 +318,25 @@ def pooled(results: Sequence[Replayed], device_type: str) -> list[Replayed]:
     return found
 
 
+def _named(names: Sequence[str]) -> str:
+    return ", ".join(names[:5]) + (f", +{len(names) - 5} more" if len(names) > 5 else "")
+
+
 def moved_line(results: Sequence[Replayed]) -> str:
-    """What moved from the recorded verdicts, in one line."""
+    """What moved from the recorded verdicts, in one line, and how many verdicts were reached
+    again with other words (not a move)."""
     moved = [r for r in results if r.moved]
+    reworded = [f"{r.op} ({r.dtype}) s{r.sample}" for r in results if r.reworded]
+    also = (f"; {len(reworded)} reached with another message (same status, not a move): "
+            f"{_named(reworded)}" if reworded else "")
     if not moved:
-        return "no verdict moved from the recordings"
+        return "no verdict moved from the recordings" + also
     changes: dict[str, list[str]] = {}
     for result in moved:
-        before = result.recorded.get("status") or "nothing"
-        key = "message only" if before == result.verdict.status else \
-            f"{before} -> {result.verdict.status}"
+        key = f"{result.recorded.get('status') or 'nothing'} -> {result.verdict.status}"
         changes.setdefault(key, []).append(f"{result.op} ({result.dtype}) s{result.sample}")
-    parts = []
-    for key, names in sorted(changes.items()):
-        shown = ", ".join(names[:5]) + (f", +{len(names) - 5} more" if len(names) > 5 else "")
-        parts.append(f"{len(names)} {key}: {shown}")
-    return f"{len(moved)} verdict(s) moved: " + "; ".join(parts)
+    parts = [f"{len(names)} {key}: {_named(names)}" for key, names in sorted(changes.items())]
+    return f"{len(moved)} verdict(s) moved: " + "; ".join(parts) + also
 
 
 def _recordings(args: Sequence[str]) -> list[Path]:
@@ -353,7 +365,8 @@ def summary(results: Sequence[Replayed]) -> dict[str, Any]:
     counts = {s: sum(r.verdict.status == s for r in results)
               for s in ("passed", "failed", "skipped", ERROR)}
     return {"cases": sum(not r.pooled for r in results), **counts,
-            "moved": sum(r.moved for r in results), "moved_line": moved_line(results)}
+            "moved": sum(r.moved for r in results),
+            "reworded": sum(r.reworded for r in results), "moved_line": moved_line(results)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -364,7 +377,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("paths", nargs="+", help="recordings (cases.pt) or folders of them")
     parser.add_argument("--json", action="store_true", help="one JSON object per case")
     parser.add_argument("--check", action="store_true",
-                        help="exit 1 when a verdict or message differs from the recorded one")
+                        help="exit 1 when a verdict (its status) differs from the recorded "
+                             "one; a message alone that differs is counted, not a move")
     parser.add_argument("--quiet", action="store_true", help="print failed and moved only")
     parser.add_argument("--device-type", default="",
                         help="whose PyTorch decisions apply (default: the recording's)")

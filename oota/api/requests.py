@@ -444,8 +444,9 @@ class JudgeRequest:
                               "has torch)")
     image: str | None = flag("an image with torch to judge in (default: the CPU vendor's default "
                              "cell)")
-    check: bool = flag("exit 1 when a verdict or message differs from the recorded one "
-                       "(whatever the verdicts), 0 when none does", False)
+    check: bool = flag("exit 1 when a verdict (its status) differs from the recorded one "
+                       "(whatever the verdicts), 0 when none does; a message alone that "
+                       "differs is counted, not a move", False)
     quiet: bool = flag("print failed and moved cases only", False)
     key: list[str] | None = flag("a lab's public key (oota.pub; repeatable): a recording's "
                                  "signature (cases.pt.sig) must check with one of them, or it "

@@ -45,7 +45,7 @@ class Judged:
     status: str  # passed, failed, skipped, or error (the case could not be judged)
     message: str
     recorded: str  # the recorded status ('' when the case holds none)
-    moved: bool  # the verdict or its message differs from the recorded one
+    moved: bool  # the verdict (its status) differs from the recorded one
     notes: tuple[str, ...] = ()  # how it was judged: the rule, the CPU results recomputed
 
     @classmethod
