@@ -107,6 +107,9 @@ def cell_manifest(cell: Cell) -> dict[str, Any]:
         **cell.coordinates(),
         "device": v.device,
         "driver_libraries": list(v.host.driver_libraries),
+        # The device layer tells a container given no device access (the host's fault) from
+        # a stack that cannot use its device by these (verify/test_device.py).
+        "device_nodes": list(v.host.in_container),
         "smoke_imports": list(v.smoke_imports),
         # Committed and copied into the image: never the index's credentials.
         "index_url": without_credentials(cell.index_url),

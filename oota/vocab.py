@@ -37,6 +37,10 @@ WORKLOAD_LAYER: Final = "workload"
 LAYERS: Final[tuple[str, ...]] = (
     "install", "compat", "device", "ops", "models", WORKLOAD_LAYER, "vendor", "skips")
 
+# The layers whose tests use the vendor's device: a run passes only where one of their tests
+# passed (positive evidence that the device ran), whenever any of them is in the run.
+DEVICE_LAYERS: Final[tuple[str, ...]] = ("device", "ops", "models", WORKLOAD_LAYER)
+
 # How the suite words a skip caused by the host check (no hardware here), so that oota can
 # give it its own status instead of 'skipped'.
 UNSUPPORTED_PREFIX: Final = "unsupported-here: "
@@ -80,6 +84,21 @@ def worst(statuses: Iterable[MaybeStatus]) -> MaybeStatus:
     """The status that wins among ``statuses`` (``""`` when there are none)."""
     present = set(statuses)
     return next((status for status in STATUS_ORDER if status in present), "")
+
+
+def run_status(tests: Iterable[tuple[str, MaybeStatus]],
+               others: Iterable[MaybeStatus] = ()) -> MaybeStatus:
+    """The status of a run (a cell) from its tests' (layer, status) and the statuses of its
+    other parts (its stages): the :func:`worst`, except that a run is never ``passed`` without
+    evidence that its device ran: where it holds tests of DEVICE_LAYERS and none of them
+    passed, it is the worst of theirs ('cpu-fallback' or 'skipped') instead
+    (docs/design/verdicts.md)."""
+    tests = list(tests)
+    found = worst([*others, *(status for _, status in tests)])
+    facing = [status for layer, status in tests if layer in DEVICE_LAYERS]
+    if found == "passed" and facing and "passed" not in facing:
+        return worst(facing)
+    return found
 
 
 def normalized(status: str, message: str) -> tuple[str, str]:

@@ -21,6 +21,7 @@ import shutil
 import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,8 @@ _SESSION_TMP = pytest.StashKey[Path]()
 
 def test_group(item: pytest.Item) -> int:
     """Where ``item`` runs in the session: unit tests (and the opt-in network ones) first."""
-    parts = Path(str(item.path)).relative_to(REPO).parts
+    path = Path(str(item.path))
+    parts = path.relative_to(REPO).parts if path.is_relative_to(REPO) else ()
     if "docker" in item.keywords or parts[:2] == ("tests", "docker"):
         return DOCKER
     return BROWSER if parts[:2] == ("tests", "browser") else UNIT
@@ -69,6 +71,32 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["TMPDIR"] = str(top / "tmp")  # inherited by every program the tests start
     os.environ["OOTA_TEST_TRASH"] = str(top.parent)  # tests/engines.py: ExtraEngine.remove
     tempfile.tempdir = None  # tempfile reads TMPDIR again
+
+
+# A test that cannot run on this host for what the host is (its CPU, its number of cores, this
+# environment's local wheel folders), not for what oota does, says so with skip_for_host; such
+# skips are listed at the end of every run, so CI shows what a machine did not check.
+HOST_PREFIX = "depends on this host: "
+
+
+def skip_for_host(what: str, reason: str) -> None:
+    """Skip the running test because this host lacks ``what`` (the CPU, cores, a wheel
+    folder), saying so in a way the end of the run lists."""
+    pytest.skip(f"{HOST_PREFIX}{what}: {reason}")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """After the run: every test skipped for what this host is (HOST_PREFIX)."""
+    found = []
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = str(longrepr[2] if isinstance(longrepr, tuple) else longrepr)
+        if HOST_PREFIX in reason:
+            found.append(f"{report.nodeid}: {reason.split(HOST_PREFIX, 1)[1]}")
+    if found:
+        terminalreporter.section("skipped for what this host is (CPU, cores, local wheels)")
+        for line in sorted(set(found)):
+            terminalreporter.line(line)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

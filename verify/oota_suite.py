@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import fnmatch
+import glob
 import importlib
 import json
 import os
@@ -35,7 +36,7 @@ import oota_hooks
 import oota_ops
 import oota_summary  # noqa: F401 - first: it makes oota_vocab importable in a checkout too
 import pytest
-from oota_vocab import LAYERS, UNSUPPORTED_PREFIX
+from oota_vocab import DEVICE_LAYERS, LAYERS, UNSUPPORTED_PREFIX
 
 # Set before anything imports transformers/huggingface_hub: models are built from configs only.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -60,6 +61,12 @@ def verify_spec() -> dict[str, Any]:
 
 def _layer_of(item: pytest.Item) -> str:
     return getattr(item.module, "LAYER", "vendor")
+
+
+def _is_evidence(item: pytest.Item) -> bool:
+    """Whether ``item`` is the device layer's test_device_visible: the positive evidence that
+    the device ran, on which a cell's pass rests (docs/design/verdicts.md)."""
+    return _layer_of(item) == "device" and item.name == VISIBLE_TEST.rpartition("::")[2]
 
 
 # -- the skip list ---------------------------------------------------------------------------
@@ -106,8 +113,8 @@ def _apply_skips(config: pytest.Config, items: list[pytest.Item]) -> None:
     state = SkipState(entries=list(read_cell().get("skips") or []), today=dt.date.today())
     config.stash[SKIPS_KEY] = state
     for item in items:
-        if _layer_of(item) == ALWAYS:
-            continue
+        if _layer_of(item) == ALWAYS or _is_evidence(item):
+            continue  # a vendor's skip list cannot skip the device's evidence either
         names = _names_of(item)
         for entry in state.entries:
             if _matches(entry["id"], names):
@@ -124,7 +131,10 @@ def pytest_collection_modifyitems(config, items):
     wanted = {x.strip() for x in os.environ.get("OOTA_VERIFY_LAYERS", "").split(",") if x.strip()}
     if not wanted:
         return
-    keep = [i for i in items if _layer_of(i) in wanted | {ALWAYS}]
+    # The device layer's evidence runs with every layer that uses the device.
+    evidence = bool(wanted & set(DEVICE_LAYERS))
+    keep = [i for i in items
+            if _layer_of(i) in wanted | {ALWAYS} or (evidence and _is_evidence(i))]
     config.hook.pytest_deselected(items=[i for i in items if i not in keep])
     items[:] = keep
 
@@ -174,9 +184,65 @@ def spec(cell) -> dict[str, Any]:
 
 def skip_without_device(message: str) -> None:
     """Skip a test that needs the vendor's device. When the host check found no hardware
-    (OOTA_UNSUPPORTED_HERE), the skip is marked so the result says unsupported-here, not skipped."""
+    (OOTA_UNSUPPORTED_HERE), the skip is marked so the result says unsupported-here, not skipped.
+    Where the host has it, the skip names the test that fails the cell for it: a device the
+    host has but this container cannot see is never a skip alone (test_device_visible)."""
     unsupported = os.environ.get("OOTA_UNSUPPORTED_HERE")
-    pytest.skip(f"{UNSUPPORTED_PREFIX}{unsupported}; {message}" if unsupported else message)
+    if unsupported:
+        pytest.skip(f"{UNSUPPORTED_PREFIX}{unsupported}; {message}")
+    pytest.skip(f"{message}; {VISIBLE_TEST} fails the cell for it")
+
+
+VISIBLE_TEST = "test_device.py::test_device_visible"
+# The recorded status of a test that failed because of the host, not the stack: a test sets it
+# with record_status (the recorder writes 'error' where pytest says 'failed').
+STATUS_KEY = "oota.status"
+
+
+@dataclass(frozen=True)
+class Unseen:
+    """Why this container cannot use the vendor's device, and whether the host is the cause
+    (it gave the container none of the device nodes the vendor's access brings)."""
+
+    reason: str
+    host_cause: bool = False
+
+    def advice(self, cell: dict[str, Any]) -> str:
+        """The reason and what to check, for the device layer's failure."""
+        device = cell.get("device", "the device")
+        if self.host_cause:
+            return (f"{self.reason}. The host has the hardware (the host check found it), but "
+                    "this container was given no access to it: check the verify run's device "
+                    "flags (vendor.yaml run: and host.devices; docker run --gpus / --device / "
+                    "--runtime) and that the container runtime is installed on the host")
+        return (f"{self.reason}. The host has the hardware (the host check found it, or the "
+                f"vendor needs none), but torch in this image cannot use it: check that the "
+                f"host's driver is new enough for the wheel's runtime (torch.version: "
+                f"{_torch_build()}), that the backend's libraries load (the install and compat "
+                f"layers), and that nothing in the environment hides the {device} devices "
+                "(a *_VISIBLE_DEVICES variable set to none)")
+
+
+def _torch_build() -> str:
+    try:
+        import torch
+    except Exception as exc:  # noqa: BLE001 - said as it is: the install layer has the detail
+        return f"torch does not import: {type(exc).__name__}"
+    builds = {name: getattr(torch.version, name, None) for name in ("cuda", "hip", "xpu")}
+    shown = ", ".join(f"{k} {v}" for k, v in builds.items() if v)
+    return f"{torch.__version__}" + (f", {shown}" if shown else ", no GPU runtime built in")
+
+
+def missing_access(cell: dict[str, Any]) -> bool:
+    """Whether the container holds none of the device nodes a container given the vendor's
+    device sees (cell.json ``device_nodes``: glob patterns); False where the vendor names none
+    (nothing tells the host's fault from the stack's then)."""
+    patterns = list(cell.get("device_nodes") or ())
+    return bool(patterns) and not any(glob.glob(p) for p in patterns)
+
+
+def unseen(cell: dict[str, Any], reason: str) -> Unseen:
+    return Unseen(reason=reason, host_cause=missing_access(cell))
 
 
 @contextlib.contextmanager
@@ -204,12 +270,9 @@ def opened_device(cell: dict[str, Any]) -> Iterator[Any]:
     module = getattr(torch, device_type, None)
     # The host check (oota/hosts.py) already knows when this host lacks the hardware: then the
     # device tests are "unsupported here", not skipped by choice and never passed.
-    if module is None:
-        yield (f"torch has no torch.{device_type} module: the backend is not registered")
-        return
-    if not module.is_available():
-        yield (f"no {device_type} device visible here "
-               f"(torch.{device_type}.is_available() is False)")
+    why = _invisible(module, device_type)
+    if why:
+        yield why
         return
     # Results are compared with the CPU at full float32 precision: no TF32 shortcuts in matmuls
     # or (on CUDA/ROCm) cuDNN convolutions, which would differ from the CPU by ~1e-3.
@@ -225,20 +288,53 @@ def opened_device(cell: dict[str, Any]) -> Iterator[Any]:
         yield torch.device(device_type)
 
 
+def _invisible(module: Any, device_type: str) -> str:
+    """Why torch cannot use the device through ``module`` (torch.<device type>), or ''."""
+    if module is None:
+        return f"torch has no torch.{device_type} module: the backend is not registered"
+    try:
+        if not module.is_available():
+            return (f"no {device_type} device visible here "
+                    f"(torch.{device_type}.is_available() is False)")
+        count = module.device_count() if hasattr(module, "device_count") else None
+    except Exception as exc:  # noqa: BLE001 - a backend that raises here cannot be used
+        return f"torch.{device_type} raised asking for its devices: {type(exc).__name__}: {exc}"
+    if count is not None and count < 1:
+        return f"torch.{device_type}.device_count() is {count}, though is_available() is True"
+    return ""
+
+
 class DeviceImportError(RuntimeError):
     """The vendor's backend module does not import."""
 
 
 @pytest.fixture(scope="session")
-def device(cell, device_type):
-    """The vendor's device; skips (with the reason) when this container cannot see one."""
+def device_seen(cell) -> Iterator[Any]:
+    """The vendor's device, opened once for the session, or :class:`Unseen` saying why this
+    container cannot use it."""
     try:
         with opened_device(cell) as found:
-            if isinstance(found, str):
-                skip_without_device(found)
-            yield found
+            yield unseen(cell, found) if isinstance(found, str) else found
     except DeviceImportError as exc:
-        pytest.fail(str(exc))
+        yield Unseen(reason=str(exc))
+
+
+@pytest.fixture(scope="session")
+def device(device_seen):
+    """The vendor's device; a test that needs it skips (with the reason) when this container
+    cannot see one: unsupported here where the host lacks the hardware, and otherwise the
+    device layer's test_device_visible fails the cell for it."""
+    if isinstance(device_seen, Unseen):
+        skip_without_device(device_seen.reason)
+    return device_seen
+
+
+@pytest.fixture
+def record_status(request):
+    """Record this test's failure as the host's ('error'), not the stack's ('failed')."""
+    def record(status: str) -> None:
+        request.node.user_properties.append((STATUS_KEY, status))
+    return record
 
 
 @pytest.fixture(scope="session")
@@ -296,6 +392,7 @@ class _Recorder:
             entry.update(status="skipped", message=reason.removeprefix("Skipped: "))
         elif report.failed:
             status = "failed" if report.when == "call" else "error"
+            status = dict(report.user_properties).get(STATUS_KEY, status)
             crash = getattr(report.longrepr, "reprcrash", None)
             message = crash.message if crash else str(report.longrepr)
             entry.update(status=status, message=message[:2000])

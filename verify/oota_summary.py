@@ -49,6 +49,7 @@ from oota_vocab import (  # noqa: E402
     budget_blind,
     layer_counts,
     not_compared_reason,
+    run_status,
     unrun_by_id,
     worst,
 )
@@ -70,7 +71,7 @@ def report(cell: dict[str, Any], tests: list[dict[str, Any]]) -> str:
     toolkit = f", {cell['toolkit']} {cell['toolkit_version']}" if cell.get("toolkit") else ""
     lines = [f"oota-verify report: {cell.get('id', '?')} (torch {cell.get('torch')}, Python "
              f"{cell.get('python')}{toolkit}, device {cell.get('device')}): "
-             f"{MARK.get(worst(s for v in by_layer.values() for s in v), '?')}", ""]
+             f"{MARK.get(run_status((k, s) for k, v in by_layer.items() for s in v), '?')}", ""]
     counts = layer_counts((layer, s) for layer, states in by_layer.items() for s in states)
     # 'ran on CPU' (operators the backend's CPU fallback computed) only where a layer has any.
     columns = [c for c in COUNT_COLUMNS if c != FALLBACK or any(n[c] for n in counts.values())]

@@ -8,6 +8,8 @@ For the CPU vendor the device is the reference: the comparison is trivial and re
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 LAYER = "device"
@@ -35,6 +37,35 @@ def _sample(dtype, *shape):
 
 def _max_abs_diff(a, b) -> float:
     return float((a.double() - b.double()).abs().max()) if a.numel() else 0.0
+
+
+def test_device_visible(cell, device_seen, record_data, record_status):
+    """The positive evidence every device-facing layer rests on: this container's torch uses
+    the vendor's device. Where the host lacks the hardware the test is unsupported here; where
+    the host has it (or the vendor needs none) and the container cannot use it, it fails with
+    the reason and what to check, as an error where the host gave the container no access to
+    the device (none of the vendor's device nodes is in it). Never a skip, never a pass."""
+    from oota_suite import Unseen, skip_without_device
+
+    unsupported = os.environ.get("OOTA_UNSUPPORTED_HERE")
+    if isinstance(device_seen, Unseen):
+        record_data(visible=False, host_cause=device_seen.host_cause,
+                    device_nodes=list(cell.get("device_nodes") or ()))
+        if unsupported:
+            skip_without_device(device_seen.reason)
+        if device_seen.host_cause:
+            record_status("error")
+        pytest.fail(device_seen.advice(cell), pytrace=False)
+    import torch
+
+    assert device_seen.type == cell["device"], (
+        f"the suite opened {device_seen}, the cell's device is {cell['device']}")
+    # Seen is not enough: a small computation on the device, copied back, is the evidence.
+    x = torch.arange(8, dtype=torch.float32, device=device_seen)
+    y = (x * 2 + 1).cpu()
+    record_data(visible=True, device=str(x.device))
+    assert x.device.type == cell["device"], f"a tensor made on {device_seen} is on {x.device}"
+    assert y.tolist() == [2.0 * i + 1 for i in range(8)], f"2x+1 on the device gave {y.tolist()}"
 
 
 def test_device_count(device, device_module, record_data):

@@ -157,6 +157,8 @@ class HostSpec:
 
     probe: tuple[str, ...] = ()          # argv; its first output line starts with the driver
     devices: tuple[str, ...] = ()        # device nodes that must exist; passed to containers
+    # What a container given the device sees (glob patterns); default: devices.
+    container_devices: tuple[str, ...] = ()
     runtime: str | None = None           # a container runtime the daemon must know; used too
     driver: DriverSpec = field(default_factory=DriverSpec)
     driver_libraries: tuple[str, ...] = ()   # fnmatch patterns of the host driver's libraries
@@ -164,6 +166,11 @@ class HostSpec:
     @property
     def needs_nothing(self) -> bool:
         return not (self.probe or self.devices or self.runtime)
+
+    @property
+    def in_container(self) -> tuple[str, ...]:
+        """The device nodes (glob patterns) a verify container given the device holds."""
+        return self.container_devices or self.devices
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -514,6 +521,7 @@ def _claims(data: dict[str, Any], vendor: str, sources: Mapping[str, Source]) ->
 
 def _host(data: dict[str, Any], sources: Mapping[str, Source]) -> HostSpec:
     return HostSpec(probe=tuple(data.get("probe", ())), devices=tuple(data.get("devices", ())),
+                    container_devices=tuple(data.get("container_devices", ())),
                     runtime=data.get("runtime"), driver=_driver(data, sources),
                     driver_libraries=tuple(data.get("driver_libraries", ())))
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,10 @@ SPECS_IN_IMAGE = "/opt/oota/judge-vendors.json"
 IMAGE_PYTHON = "/opt/venv/bin/python"  # every oota image's venv (templates/dockerfile)
 SUFFIX = ".pt"
 TIMEOUT_S = 1800
+# The switches that choose which of the CPU's kernels torch runs (ATen's vectorised kernels,
+# oneDNN's instruction set): a judge in an image takes them from oota's environment as a judge
+# with --python does, so a replay can be tried with another CPU's kernels on this one.
+CPU_KERNEL_SWITCHES = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")
 BAD_RECORDING = 2  # the replay's exit code when a file or a case could not be judged
 
 
@@ -157,6 +162,11 @@ def with_python(python: str, files: Sequence[Path], check: bool,
     return _parse(proc.stdout, proc.returncode, python, proc.stderr)
 
 
+def cpu_kernel_switches() -> dict[str, str]:
+    """The CPU_KERNEL_SWITCHES set in oota's environment."""
+    return {name: os.environ[name] for name in CPU_KERNEL_SWITCHES if os.environ.get(name)}
+
+
 def in_image(engine: Engine, image: str, files: Sequence[Path], check: bool,
              vendors: Mapping[str, Any] | None = None) -> Replay:
     """Judge ``files`` inside ``image`` (its own torch; the checkout's judge mounted)."""
@@ -180,7 +190,8 @@ def in_image(engine: Engine, image: str, files: Sequence[Path], check: bool,
                    *(["--check"] if check else []), *specs, *inside]
         log = Path(tmp) / "judge.log"
         outcome = engine.run(RunRequest(image=image, command=command, mounts=tuple(mounts),
-                                        env={"PYTHONDONTWRITEBYTECODE": "1"}, log_path=log,
+                                        env={"PYTHONDONTWRITEBYTECODE": "1",
+                                             **cpu_kernel_switches()}, log_path=log,
                                         timeout_s=TIMEOUT_S))
         text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
     if outcome.timed_out:

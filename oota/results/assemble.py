@@ -19,7 +19,7 @@ from oota.files import RESULT_LIMIT, read_text
 from oota.results.jsonfields import ResultFormatError, json_object, status_of
 from oota.results.model import CellRef, Host, Image, Result, Skips, Stage, TestOutcome
 from oota.results.software import Installed, Requirements, Sources
-from oota.vocab import BAD, STATUSES, Status, normalized, worst
+from oota.vocab import BAD, STATUSES, Status, normalized, run_status
 
 TESTS_FILE = "tests.json"
 INSTALLED_FILE = "installed.json"
@@ -37,14 +37,11 @@ def cell_ref(coordinates: Mapping[str, str | None], *, id: str, fingerprint: str
 
 # -- derived fields ---------------------------------------------------------------------------
 
-def _statuses(tests: Iterable[TestOutcome], stages: Mapping[str, Stage]) -> list[Status]:
-    return [s.status for s in stages.values()] + [t.status for t in tests]
-
-
 def overall_status(tests: Iterable[TestOutcome], stages: Mapping[str, Stage]) -> Status:
-    """The worst status of any stage or test (oota.vocab.STATUS_ORDER); a run that recorded
-    nothing at all is an error, never a pass."""
-    found = worst(_statuses(tests, stages))
+    """The worst status of any stage or test (oota.vocab.STATUS_ORDER), never ``passed``
+    without a passed test of a layer that uses the device where the run has such layers
+    (:func:`oota.vocab.run_status`); a run that recorded nothing at all is an error."""
+    found = run_status(((t.layer, t.status) for t in tests), (s.status for s in stages.values()))
     return status_of(found, "status") if found else "error"
 
 

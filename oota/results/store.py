@@ -9,6 +9,7 @@ half-written result for ``report`` to trip over.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -21,7 +22,7 @@ from oota.resources import shipped
 from oota.results.assemble import overall_status, summarize
 from oota.results.jsonfields import ResultFormatError
 from oota.results.model import SCHEMA_ID, Result, Stage, TestOutcome
-from oota.vocab import Status
+from oota.vocab import Status, worst
 
 SCHEMA_FILE = shipped("schema") / "result-v1.json"
 RESULT_FILE = "result.json"
@@ -193,7 +194,18 @@ def load(path: Path) -> Result:
     problem = inconsistency(result)
     if problem:
         raise ResultFormatError(problem)
-    return result
+    return _judged_again(result)
+
+
+def _judged_again(result: Result) -> Result:
+    """A result an older oota stamped ``passed`` with no passed test of a device layer reads
+    as what it is now (skipped, or ran on the CPU): no pass without evidence, whoever wrote it."""
+    derived = overall_status(result.tests, result.stages)
+    if derived == result.status:
+        return result
+    return dataclasses.replace(result, status=derived, message=result.message or (
+        f"stamped {result.status!r} by oota {result.oota_version}, {derived!r} now: none of "
+        "its tests of a layer that uses the device passed"))
 
 
 def inconsistency(result: Result) -> str:
@@ -203,13 +215,21 @@ def inconsistency(result: Result) -> str:
     derived = overall_status(result.tests, result.stages)
     counts = summarize(result.tests, result.stages)
     shown = ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "nothing run"
-    if result.status != derived:
+    if result.status != derived and not _older_pass(result, derived):
         return (f"inconsistent: it says {result.status!r}, but its stages and tests make it "
                 f"{derived!r} ({shown}); refused: a status is derived, never taken as written")
     if dict(result.summary) != counts:
         return (f"inconsistent: its summary says {dict(sorted(result.summary.items()))}, but its "
                 f"stages and tests count {shown}; refused")
     return ""
+
+
+def _older_pass(result: Result, derived: str) -> bool:
+    """Whether ``result`` is an older oota's ``passed`` that today's rule makes ``derived``:
+    nothing failed, but no test of a device layer passed (oota.vocab.run_status)."""
+    return (result.status == "passed" and derived in ("skipped", "cpu-fallback")
+            and worst([*(s.status for s in result.stages.values()),
+                       *(t.status for t in result.tests)]) == "passed")
 
 
 def load_all(results_dir: Path) -> tuple[list[Result], list[str]]:

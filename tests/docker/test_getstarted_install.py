@@ -29,11 +29,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from oota.engine.base import RUN_LABEL
 from oota.net import find_ca_bundle, host_pip_config
 from oota.report.write import write_report
+from tests.conftest import skip_for_host
 from tests.docker.conftest import DEFAULT_CELL
 
 INDEX = "https://download.pytorch.org/whl/cpu"
@@ -110,8 +109,9 @@ def test_the_pages_pip_command_installs_the_verified_torch_in_a_clean_container(
     torch_hashes = next(set(p["hashes"]) for p in locked if p["name"] == "torch")
     wheel = _wheel_with_hash(torch_hashes)
     if wheel is None:
-        pytest.skip("no wheel with the lock's torch hash in the host's pip find-links, and "
-                    "download.pytorch.org is not reachable here: nothing can serve the index")
+        skip_for_host("the local wheel folders", "no wheel with the lock's torch hash in the "
+                      "host's pip find-links, and download.pytorch.org is not reachable here: "
+                      "nothing can serve the index")
     work = tmp_path / "work"
     (work / "page").mkdir(parents=True)
     shutil.copy(requirements, work / "page" / requirements.name)

@@ -102,6 +102,28 @@ def test_the_h200_recording_of_the_element_judge_passes(built) -> None:
     assert {c.status for c in replay.cases} == {"passed"}
 
 
+RECORDINGS = REPO / "tests" / "data" / "recordings"
+# Another CPU's kernels on this one (docs/contributing/testing.md): ATen's generic kernels, and
+# AVX2 with oneDNN capped to it, as an AMD EPYC or an older Xeon runs them.
+OTHER_CPUS = [{"ATEN_CPU_CAPABILITY": "default"},
+              {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}]
+
+
+@pytest.mark.parametrize("kernels", OTHER_CPUS, ids=["aten-default", "avx2"])
+def test_every_recording_gives_its_verdicts_with_another_cpus_kernels(built, kernels,
+                                                                    monkeypatch) -> None:
+    """Every recording in the repository (H100, H200, PyTorch/XLA) judged again with the CPU's
+    float32 kernels of another machine: the recomputed CPU results differ in their last bits
+    (float32 mm, addmm, convolutions), so messages may quote other numbers, but no verdict
+    moves: a verdict is its status. A suite that passes on any x86-64 CPU."""
+    for name, value in kernels.items():
+        monkeypatch.setenv(name, value)
+    replay = judge([str(RECORDINGS)], python=None, image=built.tag,
+                   matrix_path=str(REPO / "matrix.yaml"), check=True)
+    assert len(replay.cases) >= 1766 + 65 and replay.moved == 0, replay.moved_line
+    assert replay.count("error") == 0
+
+
 def _in_image(docker_client, image: str, run_id: str, command: list[str],
               folder: Path) -> str:
     """Run ``command`` in ``image`` with the checkout's verify/, benchmarks/ and tests/docker/

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from oota.engine.base import RUN_LABEL
+from oota.results.assemble import overall_status, suite_test
 
 OUT = "/tmp/oota-results"
 CELL_IN_IMAGE = "/opt/oota/cell.json"
@@ -136,3 +137,41 @@ def test_expired_skip_entry_fails_the_run(image, docker_client, run_id, cell_jso
     # 'llama' names the model in the models layer and in the workload layer: two tests.
     assert [e["matched"] for e in data["skips"]["entries"]] == [1, 2, 0]
     assert "skip-list entries expired: test_device.py::test_matmul_known_result" in log
+
+
+@pytest.mark.parametrize(("nodes", "status"), [
+    (["/dev/null"], "failed"),                   # the container holds the nodes: the stack's fault
+    (["/dev/nvidia[0-9]*"], "error"),            # it holds none: the host gave it no access
+], ids=["device-given-torch-blind", "no-device-access"])
+def test_a_gpu_the_container_cannot_use_is_never_passed(image, docker_client, run_id, cell_json,
+                                                        tmp_path, nodes, status):
+    """The CPU image told its device is CUDA, as a GPU host whose torch cannot see the GPU
+    (torch's CPU build: torch.cuda.is_available() is False): the device layer's visibility test
+    fails with what to check (an error where none of the vendor's device nodes is in the
+    container), every other device-facing test skips naming it, and the cell oota derives from
+    that tests.json is failed (error), never passed or skipped."""
+    override = Path(tmp_path) / "cell.json"
+    override.write_text(json.dumps({**cell_json, "device": "cuda", "device_nodes": nodes}))
+    override.chmod(0o644)
+    code, data, log = run_verify(
+        docker_client, image, run_id, "--layer", "device,ops,models",
+        volumes={str(override): {"bind": "/tmp/oota-cell.json", "mode": "ro"}},
+        environment={"OOTA_CELL_FILE": "/tmp/oota-cell.json", "OOTA_OPS_BUDGET_S": "0"})
+    assert code == 1, log[-3000:]
+    tests = by_id(data)
+    visible = tests["test_device.py::test_device_visible"]
+    assert visible["status"] == status, visible
+    assert "no cuda device visible here (torch.cuda.is_available() is False)" in visible["message"]
+    assert ("given no access" in visible["message"]) == (status == "error")
+    assert "torch.version: 2.13.0+cpu" in visible["message"] or status == "error"
+    # Every other test of a device layer (but the must-pass list's own check) skips; those
+    # that need the device name the visibility test (a pair whose dtype the OpInfo lacks, or
+    # that a budget of 0 s leaves unrun, skips before it asks for the device).
+    others = [t for i, t in tests.items() if t["layer"] in ("device", "ops", "models")
+              and i != "test_device.py::test_device_visible" and "must_pass" not in i]
+    assert {t["status"] for t in others} == {"skipped"}
+    named = "test_device_visible fails the cell for it"
+    assert all(named in t["message"] for t in others if t["layer"] in ("device", "models"))
+    assert any(named in t["message"] for t in others if t["layer"] == "ops")
+    outcomes = [suite_test(t, f"tests[{i}]") for i, t in enumerate(data["tests"])]
+    assert overall_status(outcomes, {}) == status

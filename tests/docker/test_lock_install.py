@@ -20,6 +20,7 @@ from oota.engine.base import RUN_LABEL, Mount, RunRequest
 from oota.execute.lock import LockOptions, build_builder, lock_cell, mounts
 from oota.lockfile import lock_path, pins
 from oota.plan import plan
+from tests.conftest import skip_for_host
 
 REPO = Path(__file__).resolve().parents[2]
 CELL = "cpu-torch2.13.0-py3.11-debian12"
@@ -64,7 +65,7 @@ def test_lock_pins_the_wheelhouse_torch_by_its_sha256(default_cell):
     matrix, cell = default_cell
     wheels = sorted(Path("/opt/wheels").glob("torch-2.13.0+cpu-*.whl"))
     if not wheels:
-        pytest.skip("no torch-2.13.0+cpu wheel in /opt/wheels on this host")
+        skip_for_host("the local wheel folders", "no torch-2.13.0+cpu wheel in /opt/wheels")
     digest = hashlib.sha256(wheels[0].read_bytes()).hexdigest()
     assert pins(lock_path(matrix, cell).read_text())["torch"] == ("2.13.0+cpu",
                                                                   frozenset({digest}))

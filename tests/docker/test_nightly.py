@@ -46,6 +46,7 @@ from oota.net import without_credentials
 from oota.plan import plan, select
 from oota.report.write import write_report
 from oota.results.store import load
+from tests.conftest import skip_for_host
 from tests.engines import host_address
 from tests.runs import build_cells
 
@@ -177,7 +178,8 @@ def make_index(root: Path, wheel: Path) -> None:
 def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A nightly index (a nightly 10 days old), served on the host's bridge address."""
     if not WHEEL.is_file() or not MIRROR.is_dir():
-        pytest.skip(f"needs {WHEEL} and the local package mirror {MIRROR}")
+        skip_for_host("the local wheel folders",
+                      f"needs {WHEEL} and the local package mirror {MIRROR}")
     top = tmp_path_factory.mktemp("nightly-index")
     day = dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=AGE_DAYS)
     wheels = top / "wheel"

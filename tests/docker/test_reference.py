@@ -9,6 +9,7 @@ import tarfile
 from pathlib import Path
 
 from oota.api.runs import judge
+from oota.results.assemble import overall_status, suite_test
 from oota.results.store import CASES_FILE
 from oota.vocab import CPU_PREFIX
 
@@ -126,6 +127,24 @@ def _verify_refdev(docker_client, reference_built, folder, command: str,
         volumes={str(folder): {"bind": "/x", "mode": "rw"}, **(volumes or {})},
         labels={"oota.run": reference_built.options.run_id})
     return json.loads((folder / "out" / "tests.json").read_text())["tests"]
+
+
+def test_a_refdev_hidden_from_its_container_fails_the_cell(reference_built, docker_client,
+                                                          tmp_path):
+    """The reference device present but hidden from its container (REFDEV_DEVICE_COUNT=0, as
+    CUDA_VISIBLE_DEVICES='' hides a GPU): the device layer's visibility test fails saying what
+    to check, the ops and device tests that need it skip naming it, and the cell is failed."""
+    tests = _verify_refdev(docker_client, reference_built, tmp_path,
+                           "oota-verify --layer device,ops",
+                           {"REFDEV_DEVICE_COUNT": "0", "OOTA_OPS_BUDGET_S": "0"})
+    visible = next(t for t in tests if t["id"] == "test_device.py::test_device_visible")
+    assert visible["status"] == "failed", visible
+    assert "no refdev device visible here (torch.refdev.is_available() is False)" in \
+        visible["message"]
+    assert "a *_VISIBLE_DEVICES variable set to none" in visible["message"]
+    assert not any(t["status"] == "passed" for t in tests if t["layer"] == "device")
+    outcomes = [suite_test(t, f"tests[{i}]") for i, t in enumerate(tests)]
+    assert overall_status(outcomes, {}) == "failed"
 
 
 def test_ops_layer_catches_an_operator_broken_on_purpose(reference_built, docker_client,

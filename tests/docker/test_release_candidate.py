@@ -29,6 +29,7 @@ from oota.engine.base import RUN_LABEL
 from oota.execute.build import BuildOptions
 from oota.plan import plan, select
 from oota.report.write import write_report
+from tests.conftest import skip_for_host
 from tests.engines import host_address
 from tests.runs import build_cells
 
@@ -43,7 +44,8 @@ RELEASE = "cpu-torch2.13.0-py3.11-debian12"
 def test_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A test channel holding the candidate 2.16.0+cpu, served on the host's bridge address."""
     if not WHEEL.is_file() or not MIRROR.is_dir():
-        pytest.skip(f"needs {WHEEL} and the local package mirror {MIRROR}")
+        skip_for_host("the local wheel folders",
+                      f"needs {WHEEL} and the local package mirror {MIRROR}")
     top = tmp_path_factory.mktemp("test-index")
     (top / "wheel").mkdir()
     make_index(top / "test", renamed_wheel(top / "wheel", "2.16.0+cpu"))

@@ -117,7 +117,8 @@ def test_cell_manifest(project):
     assert manifest == {
         "id": FIRST, "vendor": "cpu", "os": "debian12", "python": "3.11", "torch": "2.13.0",
         "toolkit": None, "toolkit_version": None, "device": "cpu", "smoke_imports": ["torch"],
-        "index_url": "https://download.pytorch.org/whl/cpu", "driver_libraries": []}
+        "index_url": "https://download.pytorch.org/whl/cpu", "driver_libraries": [],
+        "device_nodes": []}
     assert skips == []
     assert verify["dtypes"] == ["float32", "float64", "float16", "bfloat16", "int64"]
     assert verify["tolerances"]["float32"] == {"rtol": 1e-05, "atol": 1e-05}
