@@ -1,7 +1,8 @@
 """The one door to Docker. Nothing outside :mod:`oota.engine` imports ``docker`` or runs the
-docker CLI; this module drives both, its neighbours hold the parts: the CLI's discovery and argv
-(``cli``), a CLI process streamed with a deadline (``streaming``), stored registry credentials
-(``credentials``) and tar archives in and out of containers (``archives``).
+docker CLI; this module drives both, its neighbours hold the parts: reaching an Engine and the
+deadlines of its requests (``connect``), the CLI's discovery and argv (``cli``), a CLI process
+streamed with a deadline (``streaming``), stored registry credentials (``credentials``) and tar
+archives in and out of containers (``archives``).
 
 Two channels, each for what it does best:
 
@@ -23,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import os
 import subprocess
 import tarfile
 import tempfile
@@ -44,79 +44,29 @@ from oota.engine.base import (
     RunOutcome,
     RunRequest,
     StepEvent,
-    TlsFiles,
     engine_identity,
 )
 from oota.engine.cli import (
-    POINTING_VARIABLES,
     build_error_cause,
-    cli_flags,
     create_argv,
     find_buildkit_cli,
-    host_name,
-    is_local,
     label_quote,
     plain_cli,
-    sdk_tls,
     split_tag,
 )
-from oota.engine.deadline import Deadlines, NoAnswer
+from oota.engine.connect import STREAM_TIMEOUT_S, connect
 from oota.engine.streaming import Running, stream
-from oota.errors import EnvironmentProblem, StepFailed
-from oota.net import redact
+from oota.errors import StepFailed
 from oota.reproducible import Entry
 
 if TYPE_CHECKING:  # the SDK itself is imported when an engine is made (it is slow to import)
-    from docker import APIClient, DockerClient
     from docker.models.containers import Container
 
 log = logging.getLogger("oota.engine")
 
+
 def _tail(text: str, lines: int = 30) -> str:
     return "\n".join(text.splitlines()[-lines:])
-
-
-PING_TIMEOUT_S = 5
-# The SDK asks the daemon its API version as it connects, then oota pings it: an Engine that
-# takes the connection and never answers (a hung daemon, an ssh:// host that stalls) is given
-# this long. Later requests (an image's inspect, a container's logs) have REQUEST_TIMEOUT_S.
-CONNECT_TIMEOUT_S = 30
-REQUEST_TIMEOUT_S = 600
-# An exchange whose answer is as long as an image (a pull, a push, an image saved or loaded to
-# seal it, a container's results or a file of it): its whole body has this long. A socket
-# timeout alone would let an Engine that drips its progress keep `build` or `pull` waiting.
-STREAM_TIMEOUT_S = 3600
-# The variables that point the docker CLI at an engine; an explicit endpoint replaces them.
-
-def _shown_endpoint(endpoint: Endpoint, base_url: str) -> str:
-    """The Engine as a message names it: the endpoint written, else DOCKER_HOST's, else the
-    local socket."""
-    if base_url or endpoint.context:
-        return endpoint.where() + host_name(endpoint)
-    env = os.environ.get("DOCKER_HOST", "")
-    return f"{redact(env)[:200]} (DOCKER_HOST)" if env else "unix:///var/run/docker.sock"
-
-
-def _client(docker: Any, base_url: str, tls: TlsFiles | None) -> DockerClient:
-    """The SDK's client of the Engine at ``base_url`` ('': the environment's); it asks the
-    Engine its API version as it is made."""
-    if not base_url:
-        return docker.from_env(timeout=CONNECT_TIMEOUT_S)  # type: ignore[no-any-return]
-    return docker.DockerClient(  # type: ignore[no-any-return]
-        base_url=base_url, timeout=CONNECT_TIMEOUT_S, use_ssh_client=base_url.startswith(
-            "ssh://"), tls=sdk_tls(docker, tls))
-
-
-def _pinger(docker: Any, base_url: str, tls: TlsFiles | None) -> APIClient:
-    """A second client with a short timeout, for :meth:`DockerEngine.alive`."""
-    import docker.utils
-
-    if not base_url:
-        return docker.APIClient(  # type: ignore[no-any-return]
-            timeout=PING_TIMEOUT_S, **docker.utils.kwargs_from_env())
-    return docker.APIClient(  # type: ignore[no-any-return]
-        base_url=base_url, timeout=PING_TIMEOUT_S, tls=sdk_tls(docker, tls),
-        use_ssh_client=base_url.startswith("ssh://"))
 
 
 class DockerEngine:
@@ -128,47 +78,15 @@ class DockerEngine:
     and the ``DOCKER_*`` variables that would point the CLI elsewhere are dropped."""
 
     def __init__(self, endpoint: Endpoint | None = None) -> None:
-        import docker
         import docker.errors
-        import docker.tls
-        import docker.utils
-        import requests
 
         self._errors = docker.errors
         self.endpoint = endpoint or Endpoint()
-        self._flags, base_url, tls = cli_flags(self.endpoint)
-        self._env = {k: v for k, v in os.environ.items()
-                     if not (self._flags and k in POINTING_VARIABLES)}
-        self.local = is_local(base_url or os.environ.get("DOCKER_HOST", ""))
+        reached = connect(self.endpoint)
+        self._flags, self._env, self.local = reached.flags, reached.env, reached.local
+        self.client, self._pinger, self.deadlines = reached.client, reached.pinger, \
+            reached.deadlines
         self._running = Running()
-        self.deadlines = Deadlines(_shown_endpoint(self.endpoint, base_url), CONNECT_TIMEOUT_S)
-        try:
-            with self.deadlines.request(CONNECT_TIMEOUT_S, "GET /version"):
-                self.client = _client(docker, base_url, tls)
-            # The ping's own sockets: a deadline of the main client does not cut them.
-            pings = Deadlines(self.deadlines.where, PING_TIMEOUT_S)
-            with pings.request(CONNECT_TIMEOUT_S, "GET /version"):
-                self._pinger = _pinger(docker, base_url, tls)
-            self.deadlines.watch_session(self.client.api)
-            pings.watch_session(self._pinger)
-            self.client.ping()
-            self.client.api.timeout = REQUEST_TIMEOUT_S
-            self.deadlines.seconds = REQUEST_TIMEOUT_S
-        except ValueError as exc:  # the SDK parsing an endpoint it cannot read
-            shown = base_url or os.environ.get("DOCKER_HOST", "")
-            raise EnvironmentProblem(
-                f"{'DOCKER_HOST ' if not base_url else ''}{redact(shown)[:200]!r} is not a Docker "
-                f"endpoint ({exc}); write it as unix:///PATH, tcp://HOST:PORT or an ssh:// URL"
-            ) from None
-        except NoAnswer:
-            raise
-        except (docker.errors.DockerException, requests.RequestException) as exc:
-            where = "" if self.endpoint.name == "local" and not base_url else \
-                f" at {self.endpoint.where()}" + host_name(self.endpoint)
-            raise EnvironmentProblem(
-                f"cannot reach a Docker Engine{where} ({exc}). Start one (`dockerd &` as root, "
-                "or `systemctl start docker`) or set DOCKER_HOST; `./oota.sh` installs and "
-                "starts it on Debian.") from exc
         self._cli: tuple[list[str], dict[str, str]] | None = None
 
     def alive(self) -> bool:

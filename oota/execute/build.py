@@ -7,7 +7,6 @@ itself) becomes that cell's result and never stops the next cell.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import re
 import tempfile
@@ -20,20 +19,18 @@ from pathlib import Path
 
 from oota.config.matrix import Matrix
 from oota.console import Console
-from oota.engine.base import SEALED_FROM_LABEL, BuildRequest, Engine, StepEvent
+from oota.engine.base import BuildRequest, Engine, StepEvent
 from oota.errors import EnvironmentFault, InputError, OotaError, StepFailed
-from oota.execute import samebytes
+from oota.execute import samebytes, sealing
 from oota.execute.bases import Base
 from oota.execute.buildinfo import BuildRecords, requirements_of
 from oota.execute.context import build_request, cell_inputs
 from oota.execute.faults import disk_full
 from oota.execute.interrupts import Interrupted, deferred, signal_name
 from oota.execute.leftovers import context_root
-from oota.execute.samebytes import host_identity, same_verification
+from oota.execute.samebytes import host_identity
 from oota.execute.sources import PipSources, resolve_sources
 from oota.execute.verify import (
-    EXPECTED_IN_IMAGE,
-    ExpectedResults,
     device_request,
     expected_results,
     passed_env,
@@ -48,7 +45,6 @@ from oota.results.model import (
     Host,
     Image,
     Result,
-    Sealed,
     Skips,
     Stage,
     TestOutcome,
@@ -439,49 +435,12 @@ class CellRun:
         expected = expected_results(self.cell, verified.tests, verified.installed,
                                     host or self.host, run_id or self.options.run_id,
                                     verified_at=at)
-        # A verification taken from another Engine is sealed exactly as there (its seal, and
-        # so the image id, is then the same); a new one keeps an equivalent older seal.
-        kept = self._sealed_already(expected, exact=at is not None)
-        if kept is not None:
-            return replace(verified, image=replace(verified.image, sealed=kept))
-        try:
-            image_id = self.engine.seal(
-                self.inputs.tag, {EXPECTED_IN_IMAGE: expected.to_bytes()},
-                {"oota.verified": expected.status, "oota.verified-at": expected.verified_at},
-                run_id=self.options.run_id)
-        except Exception as exc:  # noqa: BLE001 - the verification itself stands
-            self.console.warn(f"{self.cell.id}: could not put the results into the image: {exc}")
-            error = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
-            return replace(verified, image=replace(verified.image, sealed=Sealed(error=error)))
-        sealed = Sealed(id=image_id, file=EXPECTED_IN_IMAGE, at=expected.verified_at,
-                        run_id=run_id or self.options.run_id)
-        return replace(verified, image=replace(verified.image, sealed=sealed))
-
-    def _sealed_already(self, expected: ExpectedResults, *, exact: bool = False
-                        ) -> Sealed | None:
-        """The image's seal, when it already holds this verification (the same outcome of every
-        test on the same kind of host; only the time and the run differ): resealing would make
-        a new image id for the same software and the same results. ``exact``: only a seal of
-        these very bytes."""
-        labels = self.engine.image_labels(self.inputs.tag) or {}
-        image_id = self.engine.image_id(self.inputs.tag)
-        if SEALED_FROM_LABEL not in labels or image_id is None:
-            return None
-        try:
-            carried = self.engine.read_file(self.inputs.tag, EXPECTED_IN_IMAGE,
-                                            run_id=self.options.run_id)
-            sealed = json.loads(carried)
-        except (OSError, ValueError, OotaError) as exc:
-            log.debug("no usable seal in %s: %s", self.inputs.tag, exc)
-            return None
-        if not isinstance(sealed, dict) or not same_verification(sealed, expected.document) \
-                or (exact and carried != expected.to_bytes()) \
-                or carried != replace(expected, document=sealed).to_bytes():
-            return None  # another verification, or a seal of an older, non-canonical form
-        self.console.info(f"{self.cell.id}: the image's results ({EXPECTED_IN_IMAGE}, "
-                          f"{sealed.get('verified_at')}) match this verification; kept")
-        return Sealed(id=image_id, file=EXPECTED_IN_IMAGE, at=str(sealed.get("verified_at")),
-                      run_id=str(sealed.get("run_id") or "") or None)
+        image = sealing.seal(self.engine, self.console, verified.image, expected,
+                             sealing.Sealer(cell=self.cell.id, tag=self.inputs.tag,
+                                            run_id=self.options.run_id),
+                             verification_run=run_id or self.options.run_id,
+                             exact=at is not None)
+        return replace(verified, image=image)
 
     def _save(self, started: str, stages: dict[str, Stage], built: Built,
               verified: Verified) -> Result:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from oota.engine import docker as door
+from oota.engine import connect as reach, docker as door
 from oota.engine.base import Endpoint
 from oota.engine.cli import cli_flags, environment_context
 from oota.engine.deadline import NoAnswer
@@ -23,7 +23,7 @@ from tests.misbehaving import misbehaving
 
 
 def test_an_endpoint_that_drips_ends_at_the_deadline_naming_it(monkeypatch) -> None:
-    monkeypatch.setattr(door, "CONNECT_TIMEOUT_S", 2)
+    monkeypatch.setattr(reach, "CONNECT_TIMEOUT_S", 2)
     with misbehaving("drip") as where:
         started = time.monotonic()
         with pytest.raises(NoAnswer) as caught:
@@ -37,7 +37,7 @@ def test_an_endpoint_that_drips_ends_at_the_deadline_naming_it(monkeypatch) -> N
 
 
 def test_a_later_request_that_drips_ends_at_its_deadline(monkeypatch) -> None:
-    monkeypatch.setattr(door, "REQUEST_TIMEOUT_S", 2)
+    monkeypatch.setattr(reach, "REQUEST_TIMEOUT_S", 2)
     with misbehaving("engine") as where:
         engine = door.DockerEngine(Endpoint(name=f"tcp://{where}", url=f"tcp://{where}"))
         started = time.monotonic()
@@ -49,7 +49,7 @@ def test_a_later_request_that_drips_ends_at_its_deadline(monkeypatch) -> None:
 
 
 def test_the_environment_engine_that_drips_is_named_by_docker_host(monkeypatch) -> None:
-    monkeypatch.setattr(door, "CONNECT_TIMEOUT_S", 1)
+    monkeypatch.setattr(reach, "CONNECT_TIMEOUT_S", 1)
     with misbehaving("drip") as where:
         monkeypatch.setenv("DOCKER_HOST", f"tcp://{where}")
         with pytest.raises(NoAnswer, match=rf"at tcp://{where} \(DOCKER_HOST\) gave no "):
@@ -136,7 +136,7 @@ def test_an_ssh_engine_that_drips_ends_at_the_deadline_naming_it(tmp_path: Path,
     (tmp_path / "ssh").write_text(FAKE_SSH.format(python=sys.executable))
     (tmp_path / "ssh").chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
-    monkeypatch.setattr(door, "CONNECT_TIMEOUT_S", 2)
+    monkeypatch.setattr(reach, "CONNECT_TIMEOUT_S", 2)
     with misbehaving("drip") as where:
         monkeypatch.setenv("FAKE_SSH_TO", where)
         started = time.monotonic()

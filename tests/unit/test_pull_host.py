@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from oota.api import flags
-from oota.engine import docker as docker_engine
+from oota.engine import connect, docker as docker_engine
 from oota.engine.base import Endpoint
 from oota.errors import EnvironmentProblem, InputError
 from tests.engines import free_port
@@ -67,7 +67,7 @@ def test_an_engine_that_takes_the_connection_and_never_answers_is_given_up(monke
     """A hung daemon (or an ssh:// host that stalls) accepts the connection and says nothing:
     the SDK's first request used to wait its 600 s request timeout; connecting has its own
     (the socket's timeout and the request's deadline end it at once: either names it)."""
-    monkeypatch.setattr(docker_engine, "CONNECT_TIMEOUT_S", 1)
+    monkeypatch.setattr(connect, "CONNECT_TIMEOUT_S", 1)
     with misbehaving("silent", silent_s=30) as host:
         started = time.monotonic()
         with pytest.raises(EnvironmentProblem, match=f"(cannot reach a Docker Engine at|^the "
