@@ -14,18 +14,10 @@ from dataclasses import dataclass
 
 from packaging.version import Version
 
-from oota.config.matrix import (
-    CHANNELS,
-    CORE_AXES,
-    DEFAULT_PLATFORM,
-    PLATFORM,
-    Channel,
-    Matrix,
-    OsSpec,
-    VendorMatrix,
-)
+from oota.config.matrix import CORE_AXES, DEFAULT_PLATFORM, PLATFORM, Matrix, OsSpec, VendorMatrix
 from oota.config.names import NAME_RULE, cell_id_problem
 from oota.config.provenance import Fact
+from oota.config.torchaxis import CHANNELS, Channel
 from oota.config.vendors import Vendor
 from oota.config.yamlsrc import did_you_mean
 from oota.errors import InputError
