@@ -147,7 +147,7 @@ def resolve(vendor: str, declared: Mapping[str, Mapping[str, str]], torch: Itera
         companion = cache.companions.get(name) if cache else None
         merged = dict(typed)
         for release in releases:
-            series = _series_of(typed, release)
+            series = series_of(typed, release)
             if series is not None:
                 problems += _typed_problem(vendor, name, series, typed[series], release,
                                            companion, cache)
@@ -159,7 +159,7 @@ def resolve(vendor: str, declared: Mapping[str, Mapping[str, str]], torch: Itera
     return Resolved(pairs=MappingProxyType(pairs), problems=tuple(problems))
 
 
-def _series_of(typed: Mapping[str, str], torch: Version) -> str | None:
+def series_of(typed: Mapping[str, str], torch: Version) -> str | None:
     """The most specific typed series covering ``torch`` ('2.14' covers 2.14.x)."""
     best: str | None = None
     for series in typed:

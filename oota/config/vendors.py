@@ -22,6 +22,7 @@ from typing import Any
 
 from oota import schemas
 from oota.config.names import NAME_PATTERN, NAME_RULE, name_problem
+from oota.config.pairing import ExtensionFacts, check_extension, extension_facts
 from oota.config.provenance import Fact, Provenance, Source, provenance_of, sources_of
 from oota.config.schemacheck import check_against
 from oota.config.vendorvalues import check_values
@@ -211,17 +212,6 @@ class RunSpec:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ExtensionFacts:
-    """The vendor's out-of-tree extension (``facts.extension``) and where its builds come from:
-    the package index (``pypi``), this file's compat table (``data``), or a build from source
-    in every cell (``source``)."""
-
-    distribution: str
-    import_name: str
-    index: str
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
 class CompatRow:
     """One row of ``facts.compat``: which torch (a release, or a series such as "2.9") pairs
     with which extension / toolkit build, for which Pythons, and where that comes from."""
@@ -332,6 +322,7 @@ def load_vendor(folder: Path, display_root: Path | None = None) -> Vendor:
     reported = check_against(doc, schema())
     _check_folder(doc, folder)
     check_values(doc, doc.data, reported)
+    check_extension(doc, doc.data, reported)
     doc.sort_problems()
     doc.raise_if_problems()
     return _build(doc.data, folder)
@@ -457,7 +448,6 @@ def _workload(data: dict[str, Any] | None) -> WorkloadSpec | None:
 
 def _facts(data: dict[str, Any], vendor: str, sources: Mapping[str, Source]) -> Facts:
     facts = data.get("facts", {})
-    ext = facts.get("extension")
     compat = tuple(CompatRow(torch=str(row["torch"]), extension=str(row.get("extension", "")),
                              toolkit=str(row.get("toolkit", "")),
                              build=str(row.get("build", "")), python=row.get("python", ""),
@@ -468,8 +458,7 @@ def _facts(data: dict[str, Any], vendor: str, sources: Mapping[str, Source]) -> 
         sources=MappingProxyType(dict(sources)), python=facts.get("python", ""),
         torch_index=facts.get("torch_index", "pypi"),
         pypi_default=MappingProxyType(pypi_default),
-        extension=None if ext is None else ExtensionFacts(
-            distribution=ext["distribution"], import_name=ext["import"], index=ext["index"]),
+        extension=extension_facts(facts.get("extension"), sources),
         compat=compat,
         retired=tuple(RetiredExtension(distribution=r["distribution"],
                                        import_name=r.get("import", ""),
@@ -513,6 +502,10 @@ def _claims(data: dict[str, Any], vendor: str, sources: Mapping[str, Source]) ->
         about = {"torch": str(row["torch"])} | ({"toolkit": str(row["toolkit"])}
                                                 if row.get("toolkit") else {})
         add(f"facts.compat[{i}]", f"torch {row['torch']}: {pairs or 'supported'}", row, about)
+    rule = (facts.get("extension") or {}).get("requires_torch")
+    if rule:  # every cell's extension pairs by it
+        add("facts.extension.requires_torch", f"{facts['extension']['distribution']} "
+            f"{{major}}.{{minor}}.{{micro}} requires torch{rule['requires']}", rule, {})
     for i, row in enumerate(facts.get("retired", ())):
         add(f"facts.retired[{i}]", f"{row['distribution']} retired (last {row.get('last')})",
             row, None)

@@ -313,6 +313,8 @@ def _named_sources(data: dict[str, Any]) -> Iterator[tuple[Path_, str]]:
         entries += [(("base_images", os_key, t), e) for t, e in _dict(row).items()]
     driver = _dict(_dict(data.get("host")).get("driver"))
     entries += [(("host", "driver"), driver)]
+    entries += [(("facts", "extension", "requires_torch"),
+                 _dict(facts.get("extension")).get("requires_torch"))]
     rules = _list(driver.get("rules"))
     entries += [(("host", "driver", "rules", i), r) for i, r in enumerate(rules)]
     for path, entry in entries:

@@ -4,11 +4,13 @@ The package index is the source of truth for torch and for extensions published 
 (torch-npu, ...): the newest final, non-yanked torch release N and N-1 (the newest patch of
 the previous minor), the CPython versions torch ships Linux wheels for, and each extension's
 pairing as its wheels declare it (``Requires-Dist: torch...``, ``Requires-Python``, wheel
-tags), on every Linux platform the extension publishes wheels for (torch-npu: x86_64 and
-aarch64). Vendors whose stack is not on the index (``facts.torch_index: data`` or
-``facts.extension.index: data``) are answered from their ``facts.compat`` table; an extension
-compiled from source in every cell (``facts.extension.index: source``) pairs with every torch
-within the vendor's ``facts.python``.
+tags), held to the vendor's rule where it has one and taken from that rule where the wheels
+declare nothing (torch-xla; :mod:`oota.releases.onindex`), on every Linux platform the
+extension publishes wheels for (torch-npu: x86_64 and aarch64). Vendors whose stack is not
+on the index (``facts.torch_index: data`` or ``facts.extension.index: data``) are answered
+from their ``facts.compat`` table; an extension compiled from source in every cell
+(``facts.extension.index: source``) pairs with every torch within the vendor's
+``facts.python``.
 
 Every row carries its claims, and each claim says where it comes from: the index, or the
 vendor's data (with the table row, and UNVERIFIED where the vendor marks it
@@ -20,60 +22,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from packaging.requirements import Requirement
-from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from oota.config.companions import CompanionCache
 from oota.config.matrix import Matrix
 from oota.config.provenance import Fact
 from oota.config.yamlsrc import did_you_mean
 from oota.errors import InputError
-from oota.releases.companions import check_companions
-from oota.releases.errors import BadAnswer, IndexProblem, NotOnIndex
+from oota.releases.claims import Claim, Verdict, gap, index_claim, vendor_claim
+from oota.releases.companions import Companions, check_companions
+from oota.releases.errors import IndexProblem, NotOnIndex
 from oota.releases.facts import Pairing, VendorFacts, vendor_facts
 from oota.releases.http import Http
 from oota.releases.index import DEFAULT_INDEX, PackageIndex
-from oota.releases.wheels import (
-    LINUX_X86_64,
-    PLATFORMS,
-    CoreMetadata,
-    DistFile,
-    Platform,
-    python_allowed,
-)
-
-INDEX = "index"
-VENDOR = "vendor data"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Claim:
-    """One statement behind a verdict, with its origin."""
-
-    text: str
-    origin: str                      # INDEX or VENDOR
-    where: str                       # the index URL, or "vendors/x/vendor.yaml facts.compat[1]"
-    verified: bool = True            # False: vendor data its vendor marks ``verified: false``
-
-    @property
-    def label(self) -> str:
-        if self.origin == INDEX:
-            return INDEX
-        return VENDOR if self.verified else f"{VENDOR}, UNVERIFIED"
-
-    @property
-    def sentence(self) -> str:
-        if self.origin == INDEX:
-            return f"{self.text} (index)"
-        return f"{self.text} ({self.label}: {self.where})"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Verdict:
-    ok: bool
-    claims: tuple[Claim, ...]
+from oota.releases.onindex import Asked, pair_on_index
+from oota.releases.wheels import LINUX_X86_64, PLATFORMS, Platform, python_allowed
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -125,8 +87,7 @@ class ReleaseCheck:
     torch: tuple[TorchRelease, ...]
     rows: tuple[Row, ...]
     notes: tuple[str, ...] = field(default=())
-    companions: CompanionCache | None = None     # read from the index now (None: none named)
-    companion_drift: tuple[str, ...] = ()        # where vendors/companions.yaml differs
+    companions: Companions | None = None         # None: no checked vendor names one
     unverified: tuple[Fact, ...] = ()            # the checked vendors' unverified facts
 
     @property
@@ -198,11 +159,11 @@ def release_check(matrix: Matrix, *, index_url: str = DEFAULT_INDEX, torch: str 
         current, previous = newest_and_previous(known)
     releases = tuple(torch_release(index, v) for v in (current, previous) if v is not None)
     rows = [row for rel in releases for f in facts for row in check_vendor(index, f, rel, known)]
-    fresh, drift = check_companions(matrix, names, index, (current, previous))
+    companions = check_companions(matrix, names, index, (current, previous))
     return ReleaseCheck(index=index.display, current=current, previous=previous,
                         detected=torch is None, torch=releases, rows=tuple(rows),
                         notes=tuple(dict.fromkeys([*index.notes, *index.http.notes])),
-                        companions=fresh, companion_drift=drift,
+                        companions=companions,
                         unverified=tuple(f for name in names
                                          for f in matrix.vendors[name].vendor.facts.unverified))
 
@@ -248,11 +209,11 @@ def _verdict(index: PackageIndex, facts: VendorFacts, torch: TorchRelease, pytho
              platform: Platform, known_torch: tuple[Version, ...]) -> Verdict:
     tag = f"cp{python.major}{python.minor}"
     if python not in torch.pythons_on(platform):
-        return _gap(_index(f"torch {torch.version} has no {tag} wheel", index))
+        return gap(_index(f"torch {torch.version} has no {tag} wheel", index))
     ext = facts.extension
     if ext is not None and ext.index == "pypi":
-        return _pair_on_index(index, ext.distribution, torch.version, python, platform,
-                              known_torch)
+        return pair_on_index(index, ext, facts.file, Asked(
+            torch=torch.version, python=python, platform=platform, known_torch=known_torch))
     if ext is not None and ext.index == "source":
         return _pair_from_source(facts, torch.version, python)
     if ext is not None or facts.torch_index == "data":
@@ -265,81 +226,13 @@ def _verdict(index: PackageIndex, facts: VendorFacts, torch: TorchRelease, pytho
 
 
 def _index(text: str, index: PackageIndex) -> Claim:
-    return Claim(text=text, origin=INDEX, where=index.display)
+    return index_claim(text, index.display)
 
-
-def _gap(*claims: Claim) -> Verdict:
-    return Verdict(ok=False, claims=claims)
-
-
-# -- extensions on the index -----------------------------------------------------------------
-def _torch_requirements(meta: CoreMetadata, python: Version,
-                        platform: Platform) -> list[Requirement]:
-    env = {"sys_platform": "linux", "platform_system": "Linux",
-           "platform_machine": platform.machine, "os_name": "posix",
-           "implementation_name": "cpython", "platform_python_implementation": "CPython",
-           "extra": "", "python_version": f"{python.major}.{python.minor}",
-           "python_full_version": f"{python.major}.{python.minor}.0"}
-    return [r for r in meta.requires_dist if canonicalize_name(r.name) == "torch"
-            and (r.marker is None or r.marker.evaluate(env))]
-
-
-def _pair_on_index(index: PackageIndex, dist: str, torch: Version, python: Version,
-                   platform: Platform, known_torch: tuple[Version, ...]) -> Verdict:
-    try:
-        releases = index.releases(dist)
-    except NotOnIndex:
-        return _gap(_index(f"no {dist} on the index", index))
-    torch_reason = python_reason = ""
-    for version, files in releases.items():
-        try:
-            meta = index.metadata(dist, _representative(files, python, platform))
-        except BadAnswer as exc:  # one unreadable release is a note; the walk goes on
-            index.note(f"{dist} {version} skipped: {exc}")
-            continue
-        reqs = _torch_requirements(meta, python, platform)
-        spec = reqs[0].specifier if reqs else SpecifierSet()
-        if all(r.specifier.contains(torch, prereleases=True) for r in reqs):
-            why = _python_gap(dist, version, files, meta, python, platform)
-            if not why:
-                pins = f" (requires torch{spec})" if reqs else " (declares no torch requirement)"
-                return Verdict(ok=True, claims=(_index(f"{dist} {version}{pins}", index),))
-            python_reason = python_reason or why
-            continue
-        torch_reason = torch_reason or f"no {dist} for torch {torch} (newest {version} " \
-                                        f"requires torch{spec})"
-        # Extension versions follow torch versions: once a release only fits older torch
-        # releases, every older one does too, so the walk (one metadata read each) stops.
-        if not any(r.specifier.contains(t, prereleases=True) for r in reqs
-                   for t in (*known_torch, torch) if t >= torch):
-            break
-    # A release that pairs with this torch but not this Python says more than a newer
-    # release that pairs with another torch.
-    reason = python_reason or torch_reason or f"no readable final release of {dist}"
-    return _gap(_index(reason, index))
-
-
-def _representative(files: list[DistFile], python: Version, platform: Platform) -> DistFile:
-    """The file whose metadata speaks for the release: the wheel pip would pick if any."""
-    return next((f for f in files if f.supports(python, platform)),
-                next((f for f in files if f.is_wheel), files[0]))
-
-
-def _python_gap(dist: str, version: Version, files: list[DistFile], meta: CoreMetadata,
-                python: Version, platform: Platform) -> str:
-    tag = f"cp{python.major}{python.minor}"
-    if not python_allowed(meta.requires_python, python):
-        return f"{dist} {version} requires Python {meta.requires_python}"
-    if not any(f.supports(python, platform) for f in files):
-        have = sorted({p for f in files for p in f.cpythons() if f.supports(p, platform)})
-        listed = ", ".join(f"cp{p.major}{p.minor}" for p in have) or "none"
-        return f"{dist} {version} has no {tag} wheel (has: {listed})"
-    return ""
 
 
 # -- the vendor's own data -------------------------------------------------------------------
 def _vendor(facts: VendorFacts, text: str, where: str, verified: bool = True) -> Claim:
-    return Claim(text=text, origin=VENDOR, where=f"{facts.file} {where}", verified=verified)
+    return vendor_claim(facts.file, text, where, verified)
 
 
 def _pair_from_source(facts: VendorFacts, torch: Version, python: Version) -> Verdict:
@@ -347,7 +240,7 @@ def _pair_from_source(facts: VendorFacts, torch: Version, python: Version) -> Ve
     against; only its declared Python range limits it."""
     dist = facts.extension.distribution if facts.extension else facts.vendor
     if not python_allowed(facts.python, python):
-        return _gap(_vendor(facts, f"{dist} supports Python {facts.python}", "facts.python"))
+        return gap(_vendor(facts, f"{dist} supports Python {facts.python}", "facts.python"))
     return Verdict(ok=True, claims=(_vendor(
         facts, f"{dist} is built from source against torch {torch} in each cell",
         "facts.extension"),))
@@ -364,16 +257,16 @@ def _compat_matches(entry: Pairing, torch: Version) -> bool:
 
 def _pair_from_data(facts: VendorFacts, torch: Version, python: Version) -> Verdict:
     if not facts.compat:
-        return _gap(_vendor(facts, f"no pairing data for torch {torch}", "facts.compat (empty)"))
+        return gap(_vendor(facts, f"no pairing data for torch {torch}", "facts.compat (empty)"))
     entries = [e for e in facts.compat if _compat_matches(e, torch)]
     if not entries:
-        return _gap(_vendor(facts, _no_pairing(facts, torch), "facts.compat"))
+        return gap(_vendor(facts, _no_pairing(facts, torch), "facts.compat"))
     entry = entries[0]
     label = _label(facts, entries)
     where = f"facts.compat[{entry.position}]"
     spec = entry.python or facts.python
     if not python_allowed(spec, python):
-        return _gap(_vendor(facts, f"{label} for torch {entry.torch} supports Python {spec}",
+        return gap(_vendor(facts, f"{label} for torch {entry.torch} supports Python {spec}",
                             where, entry.verified))
     return Verdict(ok=True, claims=(_vendor(facts, f"{label} for torch {entry.torch}", where,
                                             all(e.verified for e in entries)),))

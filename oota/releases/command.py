@@ -7,16 +7,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from oota.config.companions import CompanionCache, cache_path, dump_cache
 from oota.config.matrix import load_matrix
 from oota.errors import InputError
-from oota.files import write_atomic
 from oota.net import redact
 from oota.releases.check import checked_vendors, release_check
 from oota.releases.http import REQUEST_TIMEOUT, Http
 from oota.releases.index import DEFAULT_INDEX
 from oota.releases.output import check_format, format_check
-from oota.releases.update import update_matrix
+from oota.releases.update import update_companions, update_matrix
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -27,30 +25,23 @@ class Outcome:
 
 def run(matrix_path: str | Path, *, torch: str | None = None, index_url: str = DEFAULT_INDEX,
         fmt: str = "table", update: bool = False, vendors: list[str] | None = None,
-        timeout: float | str = REQUEST_TIMEOUT) -> Outcome:
-    """The check, formatted; with ``update`` also rewrite the matrix's torch axes."""
+        timeout: float | str = REQUEST_TIMEOUT, http: Http | None = None) -> Outcome:
+    """The check, formatted; with ``update`` also rewrite the matrix's torch axes and the
+    companions cache. ``http``: the client to ask the index with (a recorded index in tests)."""
     check_format(fmt)
     seconds = parse_timeout(timeout)
     check_index_url(index_url)
     matrix = load_matrix(matrix_path)
     checked_vendors(matrix, vendors)
     check = release_check(matrix, index_url=index_url, torch=torch, vendors=vendors,
-                          http=Http(timeout=seconds))
+                          http=http or Http(timeout=seconds))
     result = update_matrix(matrix, check) if update else None
-    text = format_check(check, fmt, result)
-    if update and check.companions is not None and fmt != "json":
-        text += "\n" + write_companions(matrix.root / "vendors", check.companions)
-    return Outcome(text=text, gaps=len(check.gaps) + len(check.companion_drift))
-
-
-def write_companions(vendors_dir: Path, cache: CompanionCache) -> str:
-    """Write vendors/companions.yaml (atomically) when it changed; say what was done."""
-    file = cache_path(vendors_dir)
-    text = dump_cache(cache)
-    if file.is_file() and file.read_text(encoding="utf-8") == text:
-        return f"vendors/{file.name}: already up to date"
-    write_atomic(file, text)
-    return f"updated vendors/{file.name} (read {cache.read} from {cache.index})"
+    found = check.companions
+    cache = update_companions(matrix.root / "vendors", found.cache, found.changed) \
+        if update and found is not None else None
+    drift = check.companions.drift if check.companions else ()
+    return Outcome(text=format_check(check, fmt, result, cache),
+                   gaps=len(check.gaps) + len(drift))
 
 
 def parse_timeout(value: float | str) -> float:

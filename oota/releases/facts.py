@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from oota.config.pairing import TorchRule
 from oota.config.vendors import Vendor
 
 
@@ -21,6 +22,9 @@ class Extension:
 
     distribution: str
     index: str
+    # The torch each release requires where its metadata declares none (the vendor's rule,
+    # facts.extension.requires_torch); None: such a release's pairing is unknown.
+    requires_torch: TorchRule | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,7 +72,8 @@ def vendor_facts(vendor: Vendor) -> VendorFacts:
     """The check's view of ``vendor.facts`` (checked in full by the vendor's loader)."""
     facts = vendor.facts
     extension = None if facts.extension is None else Extension(
-        distribution=facts.extension.distribution, index=facts.extension.index)
+        distribution=facts.extension.distribution, index=facts.extension.index,
+        requires_torch=facts.extension.requires_torch)
     return VendorFacts(
         vendor=vendor.name, display=vendor.display,
         toolkit_name=vendor.toolkit.name if vendor.toolkit else "",

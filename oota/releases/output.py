@@ -4,11 +4,13 @@ JSON for machines. Pure: the check and the matrix update are data; these only wr
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from oota.errors import InputError
-from oota.releases.check import Claim, ReleaseCheck, Row
-from oota.releases.update import MatrixUpdate
+from oota.releases.check import ReleaseCheck, Row
+from oota.releases.claims import Claim
+from oota.releases.update import CacheUpdate, MatrixUpdate
 from oota.report.text import md_text
 
 FORMATS = ("table", "json", "markdown")
@@ -20,15 +22,23 @@ def check_format(fmt: str) -> None:
         raise InputError(f"--format {fmt}: expected {', '.join(FORMATS[:-1])} or {FORMATS[-1]}")
 
 
-def format_check(check: ReleaseCheck, fmt: str, update: MatrixUpdate | None = None) -> str:
+def format_check(check: ReleaseCheck, fmt: str, update: MatrixUpdate | None = None,
+                 cache: CacheUpdate | None = None) -> str:
+    """The check, and what ``--update`` wrote (each file's change as a unified diff)."""
     check_format(fmt)
     if fmt == "json":
         data = as_dict(check)
         if update is not None:
             data["update"] = update_dict(update)
+        if cache is not None:
+            data["companions_update"] = {"file": cache.file, "changed": cache.changed,
+                                         "read": cache.read, "diff": cache.diff}
         return json.dumps(data, indent=2)
-    text = _markdown(check) if fmt == "markdown" else _table(check)
-    return text if update is None else text + "\n\n" + "\n".join(update_lines(update))
+    markdown = fmt == "markdown"
+    text = _markdown(check) if markdown else _table(check)
+    written = (update_lines(update, markdown) if update else []) \
+        + (cache_lines(cache, markdown) if cache else [])
+    return text + "\n\n" + "\n".join(written) if written else text
 
 
 def _header(check: ReleaseCheck) -> list[str]:
@@ -65,13 +75,17 @@ def unverified_lines(check: ReleaseCheck) -> list[str]:
 def companion_lines(check: ReleaseCheck) -> list[str]:
     """The companions cache against the index: one line per difference, or one that says it
     agrees."""
-    if check.companions is None:
+    found = check.companions
+    if found is None:
         return []
-    if not check.companion_drift:
-        names = ", ".join(sorted(check.companions.companions))
-        return [f"companions ({names}): vendors/companions.yaml agrees with {check.index}"]
-    return [f"companions: {line} (update it: release-check --update)"
-            for line in check.companion_drift]
+    said = [f"companions: {line}" for line in found.vendor_data]
+    if found.drift:
+        return [f"companions: {line} (update it: release-check --update)"
+                for line in found.drift] + said
+    if found.compared:
+        said.insert(0, f"companions ({', '.join(sorted(found.compared))}): "
+                       f"vendors/companions.yaml agrees with {check.index}")
+    return said
 
 
 def gaps_line(check: ReleaseCheck, where: str) -> str:
@@ -131,12 +145,14 @@ def as_dict(check: ReleaseCheck) -> dict[str, Any]:
 
 
 def _companions(check: ReleaseCheck) -> dict[str, Any] | None:
-    if check.companions is None:
+    found = check.companions
+    if found is None:
         return None
-    return {"drift": list(check.companion_drift), "read": check.companions.read,
+    return {"drift": list(found.drift), "read": found.cache.read,
+            "compared": list(found.compared), "vendor_data": list(found.vendor_data),
             "pairs": {name: {torch: {"version": p.version, "why": p.why}
                              for torch, p in c.pairs.items()}
-                      for name, c in check.companions.companions.items()}}
+                      for name, c in found.cache.companions.items()}}
 
 
 def _row(row: Row) -> dict[str, Any]:
@@ -152,12 +168,32 @@ def _claim(claim: Claim) -> dict[str, Any]:
 
 def update_dict(update: MatrixUpdate) -> dict[str, Any]:
     return {"file": str(update.file), "changed": {k: list(v) for k, v in update.changed.items()},
-            "moved": list(update.moved), "kept": list(update.kept), "notes": list(update.notes)}
+            "moved": list(update.moved), "kept": list(update.kept), "notes": list(update.notes),
+            "diff": update.diff}
 
 
-def update_lines(update: MatrixUpdate) -> list[str]:
+def update_lines(update: MatrixUpdate, markdown: bool = False) -> list[str]:
     head = (f"updated {update.file}: " + "; ".join(f"{name} torch [{', '.join(v)}]"
                                                     for name, v in update.changed.items())
             if update.changed else f"{update.file}: torch axes already up to date")
     return ([head] + [f"kept: {k}" for k in update.kept] + [f"moved: {m}" for m in update.moved]
-            + [f"note: {n}" for n in update.notes])
+            + [f"note: {n}" for n in update.notes] + diff_lines(update.diff, markdown))
+
+
+def cache_lines(cache: CacheUpdate, markdown: bool = False) -> list[str]:
+    if not cache.exists:
+        return [f"{cache.file}: not written (no companion pair the index declares)"]
+    if not cache.changed:
+        return [f"{cache.file}: already up to date"]
+    return [f"updated {cache.file} (read {cache.read} from {cache.index})"] \
+        + diff_lines(cache.diff, markdown)
+
+
+def diff_lines(diff: str, markdown: bool) -> list[str]:
+    """A unified diff as it is printed; in Markdown, a fenced ``diff`` block whose fence is
+    longer than any run of backticks in it."""
+    lines = diff.splitlines()
+    if not markdown or not lines:
+        return lines
+    fence = "`" * max([3] + [len(run) + 1 for run in re.findall(r"`+", diff)])
+    return [f"{fence}diff", *lines, fence]

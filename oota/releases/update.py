@@ -18,6 +18,7 @@ what to edit. Only a matrix that loads is written, atomically.
 
 from __future__ import annotations
 
+import difflib
 import os
 import tempfile
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from pathlib import Path
 import yaml
 from packaging.version import Version
 
+from oota.config.companions import CompanionCache, cache_path, dump_cache
 from oota.config.matrix import Matrix, Pin, load_matrix
 from oota.errors import EnvironmentProblem, InputError, OotaError
 from oota.files import DATA_LIMIT, read_text, write_atomic
@@ -43,6 +45,19 @@ class MatrixUpdate:
     moved: tuple[str, ...]                  # "matrix.yaml:37: vendors.cpu.default[0].torch ..."
     notes: tuple[str, ...]
     kept: tuple[str, ...] = ()              # "matrix.yaml:31:33: vendors.cpu.torch[2] 2.13.0 ..."
+    diff: str = ""                          # what was written, as a unified diff ("" nothing)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CacheUpdate:
+    """vendors/companions.yaml after ``--update``: written only when a pair changed."""
+
+    file: str                               # as shown: vendors/companions.yaml
+    changed: bool
+    read: str                               # the date of the reading it holds
+    index: str
+    diff: str = ""                          # what was written, as a unified diff
+    exists: bool = True                     # False: no file, and no pair to write into one
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -67,7 +82,7 @@ def planned_torch(check: ReleaseCheck, matrix: Matrix) -> dict[str, tuple[str, .
 def update_matrix(matrix: Matrix, check: ReleaseCheck) -> MatrixUpdate:
     """Rewrite each checked vendor's torch axis in matrix.yaml (and move the rules that named
     a removed release); refuse, leaving the file as it is, when the result would not load."""
-    text = read_text(matrix.file, DATA_LIMIT)
+    text = original = read_text(matrix.file, DATA_LIMIT)
     root = yaml.compose(text, Loader=yaml.SafeLoader)
     edits: list[_Edit] = []
     changed: dict[str, tuple[str, ...]] = {}
@@ -97,10 +112,36 @@ def update_matrix(matrix: Matrix, check: ReleaseCheck) -> MatrixUpdate:
             moved.append(line)
     for edit in sorted(edits, key=lambda e: e.start, reverse=True):
         text = text[:edit.start] + edit.text + text[edit.end:]
+    diff = file_diff(original, text, str(matrix.file.relative_to(matrix.root)))
     if changed:
-        _write_if_valid(matrix.file, text, changed, moved)
+        _write_if_valid(matrix.file, text, changed, moved, diff)
     return MatrixUpdate(file=matrix.file, changed=changed, moved=tuple(moved), notes=tuple(notes),
-                        kept=tuple(dict.fromkeys(kept)))
+                        kept=tuple(dict.fromkeys(kept)), diff=diff)
+
+
+def update_companions(vendors_dir: Path, cache: CompanionCache,
+                      changed: bool = True) -> CacheUpdate:
+    """Write vendors/companions.yaml (atomically) when a pair ``changed`` and its text with
+    it; a file whose pairs all stand is left as it is."""
+    file = cache_path(vendors_dir)
+    shown = f"{vendors_dir.name}/{file.name}"
+    old = read_text(file, DATA_LIMIT) if file.is_file() else ""
+    # No pair to keep and no file yet (a companion that declares nothing): nothing to write.
+    text = dump_cache(cache) if changed and (old or cache.companions) else old
+    if text != old:
+        try:
+            write_atomic(file, text)
+        except OSError as exc:
+            raise EnvironmentProblem(f"{file}: cannot write ({exc.strerror}); left "
+                                     "unchanged") from None
+    return CacheUpdate(file=shown, changed=text != old, read=cache.read, index=cache.index,
+                       diff=file_diff(old, text, shown), exists=bool(text))
+
+
+def file_diff(old: str, new: str, shown: str) -> str:
+    """A unified diff of one file, as ``git diff`` and ``generate --check`` show it."""
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True),
+                                        new.splitlines(keepends=True), f"a/{shown}", f"b/{shown}"))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -206,7 +247,7 @@ def replacement(removed: str, versions: tuple[str, ...]) -> str:
 
 
 def _write_if_valid(file: Path, text: str, changed: dict[str, tuple[str, ...]],
-                    moved: list[str]) -> None:
+                    moved: list[str], diff: str) -> None:
     """Load, plan and select the rewritten matrix as every task does; write it only if that
     works. The check copy sits beside the file: the vendors/ folder is found from there."""
     try:
@@ -227,7 +268,8 @@ def _write_if_valid(file: Path, text: str, changed: dict[str, tuple[str, ...]],
             f"release-check --update: {file} left unchanged; with the planned axes "
             f"({planned}{'; ' + '; '.join(moved) if moved else ''}) it would not load:\n"
             f"{problems}\nedit these in {file.name} by hand (line numbers are those of the "
-            "rewritten file), then run release-check --update again") from None
+            "rewritten file), then run release-check --update again; the change it would "
+            f"have written:\n{diff.rstrip()}") from None
     finally:
         tmp.unlink(missing_ok=True)
     try:

@@ -18,8 +18,10 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from oota.releases.check import _pair_on_index, newest_and_previous, torch_release
+from oota.releases.check import newest_and_previous, torch_release
+from oota.releases.facts import Extension
 from oota.releases.index import PackageIndex
+from oota.releases.onindex import Asked, pair_on_index
 from oota.releases.wheels import LINUX_AARCH64, LINUX_X86_64
 
 pytestmark = pytest.mark.network
@@ -85,8 +87,10 @@ def test_torch_npu_gap_matches_pip(index, newest, tmp_path, platform):
     """Our verdict for torch-npu with torch N (from wheel metadata) is pip's verdict, on both
     platforms torch-npu publishes wheels for."""
     python = Version("3.12")
-    verdict = _pair_on_index(index, "torch-npu", newest[0], python, platform,
-                             tuple(index.releases("torch")))
+    verdict = pair_on_index(index, Extension(distribution="torch-npu", index="pypi"),
+                            "vendors/ascend/vendor.yaml", Asked(
+                                torch=newest[0], python=python, platform=platform,
+                                known_torch=tuple(index.releases("torch"))))
     ok, detail = verdict.ok, "; ".join(c.sentence for c in verdict.claims)
     proc = resolves(["--no-deps", "torch-npu"], python, tmp_path / "npu",
                     platform=f"manylinux_2_28_{platform.machine}")

@@ -51,11 +51,11 @@ def serve(projects: list[tuple[str, str, str, list[str]]]) -> Iterator[str]:
                 for n, v, _, r in projects}
 
     def page(project: str) -> bytes:
-        files = [{"filename": f"{project}-{v}-cp312-cp312-{X86}.whl",
-                  "url": f"../../files/{project}-{v}-cp312-cp312-{X86}.whl",
+        wheel = project.replace("-", "_") + "-{v}-cp312-cp312-" + X86 + ".whl"
+        files = [{"filename": wheel.format(v=v), "url": f"../../files/{wheel.format(v=v)}",
                   "hashes": {}, "upload-time": f"{day}T12:00:00.000000Z",
-                  "core-metadata": {"sha256": hashlib.sha256(metadata[
-                      f"{project}-{v}-cp312-cp312-{X86}.whl"]).hexdigest()}}
+                  "core-metadata": {"sha256": hashlib.sha256(
+                      metadata[wheel.format(v=v)]).hexdigest()}}
                  for n, v, day, _ in projects if n == project]
         return json.dumps({"meta": {"api-version": "1.1"}, "name": project,
                            "files": files}).encode()

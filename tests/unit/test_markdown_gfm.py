@@ -19,7 +19,8 @@ from packaging.version import Version
 from oota.console import inert
 from oota.history.policy import Policy
 from oota.history.timeline import Outcome
-from oota.releases.check import INDEX, Claim, ReleaseCheck, Row
+from oota.releases.check import ReleaseCheck, Row
+from oota.releases.claims import INDEX, Claim
 from oota.releases.output import _markdown
 from oota.releases.wheels import LINUX_X86_64
 from oota.report import hud

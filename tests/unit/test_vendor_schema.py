@@ -124,6 +124,8 @@ def test_typos_in_rocm_are_both_reported_with_their_place_and_fix(tmp_path: Path
     ]
 
 
+RULE = 'requires: "=={major}.{minor}.*"'    # vendors/xla/vendor.yaml's requires_torch
+
 # (vendor, (old text, new text), expected problem: path and message after file:line:col, and
 # whether the published schema alone catches it (the rest needs the loader's value checks).
 BAD = {
@@ -222,6 +224,35 @@ BAD = {
                                              'companions: {torch: {"2.15": "0.29.2"}}'),
                                     "companions.torch: key 'torch' is not a companion name of "
                                     "its own", True),
+    # facts.extension.requires_torch: the torch an extension release pairs with where its
+    # metadata declares none; an empty rule would read as "any torch".
+    "requires-torch-empty": ("xla", (RULE, 'requires: ""'),
+                             "facts.extension.requires_torch.requires: '' is not a version "
+                             "specifier with {major}, {minor}, {micro}", True),
+    "requires-torch-placeholder": ("xla", (RULE, 'requires: "=={major}.{minr}.*"'),
+                                   "facts.extension.requires_torch.requires: "
+                                   "'=={major}.{minr}.*': unknown placeholder {minr} (the "
+                                   "extension release's numbers are {major}, {minor} and "
+                                   "{micro}); did you mean 'minor'?", False),
+    "requires-torch-not-a-specifier": ("xla", (RULE, 'requires: "{major}.{minor}"'),
+                                       "facts.extension.requires_torch.requires: "
+                                       "'{major}.{minor}' is not a version specifier once "
+                                       "filled in (release 2.9.0 would read '2.9')", False),
+    "requires-torch-source": ("xla", ("source: xla-install, verified",
+                                      "source: xla-instal, verified"),
+                              "facts.extension.requires_torch.source: 'xla-instal' is not a "
+                              "key of facts.sources; did you mean 'xla-install'?", False),
+    "compat-row-against-the-rule": ("xla", ('{torch: "2.8.0", extension: "2.8.1"',
+                                            '{torch: "2.9.0", extension: "2.8.1"'),
+                                    "facts.compat[1].extension: pairs torch 2.9.0 with "
+                                    "torch-xla 2.8.1, but facts.extension.requires_torch says "
+                                    "torch-xla 2.8.1 requires torch==2.8.*; correct the pair "
+                                    "or the rule (both are this vendor's data)", False),
+    "typed-companion-against-the-rule": ("xla", ('torch_xla: {"2.9": "2.9.0", "2.8": "2.8.1"}',
+                                                 'torch_xla: {"2.9": "2.8.1", "2.8": "2.8.1"}'),
+                                         "companions.torch_xla.2.9: pairs torch 2.9 with "
+                                         "torch-xla 2.8.1, but facts.extension.requires_torch "
+                                         "says torch-xla 2.8.1 requires torch==2.8.*", False),
 }
 
 
