@@ -25,6 +25,7 @@ from oota.config.names import NAME_PATTERN, NAME_RULE, name_problem
 from oota.config.pairing import ExtensionFacts, check_extension, extension_facts
 from oota.config.provenance import Fact, Provenance, Source, provenance_of, sources_of
 from oota.config.schemacheck import check_against
+from oota.config.vendorhost import RELEASE, HostSpec, RunSpec, host_spec, run_spec
 from oota.config.vendorvalues import check_values
 from oota.config.yamlsrc import Doc, load_yaml
 from oota.resources import shipped
@@ -122,58 +123,6 @@ class VerifySpec:
     subnormals: str = "note"              # "keep": the judge fails a subnormal result flushed
 
 
-FAMILY = "family"    # a floor for every toolkit release it prefixes (CUDA 13.x: driver 580)
-RELEASE = "release"  # one toolkit release's own minimum, shown beside the family's floor
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DriverRule:
-    """One row of ``host.driver.rules``: the minimum host driver for the toolkit releases
-    ``toolkit`` prefixes ('13' covers 13.x, '13.2' that release and its updates)."""
-
-    toolkit: str
-    minimum: str
-    scope: str = RELEASE
-    note: str = ""                   # the documented limits of running on this minimum
-    provenance: Provenance = field(default_factory=Provenance)
-
-    def covers(self, toolkit: str) -> bool:
-        mine, theirs = self.toolkit.split("."), toolkit.split(".")
-        return theirs[:len(mine)] == mine
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class DriverSpec:
-    """What the vendor publishes about its host driver (``host.driver``): the minimum per
-    toolkit family and release (see oota/execute/hosts.py), or why no rule is checked."""
-
-    name: str = "driver"
-    rules: tuple[DriverRule, ...] = ()
-    unverified: str = ""             # why no published table backs a rule ('' when one does)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class HostSpec:
-    """How to tell whether a host has the hardware (``host:``; see oota/execute/hosts.py)."""
-
-    probe: tuple[str, ...] = ()          # argv; its first output line starts with the driver
-    devices: tuple[str, ...] = ()        # device nodes that must exist; passed to containers
-    # What a container given the device sees (glob patterns); default: devices.
-    container_devices: tuple[str, ...] = ()
-    runtime: str | None = None           # a container runtime the daemon must know; used too
-    driver: DriverSpec = field(default_factory=DriverSpec)
-    driver_libraries: tuple[str, ...] = ()   # fnmatch patterns of the host driver's libraries
-
-    @property
-    def needs_nothing(self) -> bool:
-        return not (self.probe or self.devices or self.runtime)
-
-    @property
-    def in_container(self) -> tuple[str, ...]:
-        """The device nodes (glob patterns) a verify container given the device holds."""
-        return self.container_devices or self.devices
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CiSpec:
     """Where CI runs the vendor's cells (``ci:``): the GitHub Actions runner labels a cell's
@@ -185,30 +134,6 @@ class CiSpec:
     def labels_for(self, platform: str) -> tuple[str, ...]:
         """The runner labels of a cell built for ``platform``."""
         return self.per_platform.get(platform, self.runs_on)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class HostMount:
-    source: str
-    target: str
-    read_only: bool = True
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class RunSpec:
-    """How a verify container reaches the device (``run:``), besides ``host.devices`` and
-    ``host.runtime``, which it gets as well. Data, turned into engine options by the engine."""
-
-    gpus: str | None = None              # "all" or a count, through the NVIDIA toolkit
-    group_add: tuple[str, ...] = ()
-    ipc: str | None = None
-    cap_add: tuple[str, ...] = ()
-    security_opt: tuple[str, ...] = ()
-    network: str | None = None
-    shm_size: str | None = None
-    env: Mapping[str, str] = field(default_factory=_empty)
-    mounts: tuple[HostMount, ...] = ()
-    pass_env: tuple[str, ...] = ()       # oota's own variables the container gets, when set
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -369,7 +294,7 @@ def _build(data: dict[str, Any], folder: Path) -> Vendor:
         smoke_imports=tuple(data.get("smoke_imports", ())),
         base_images=_nested(_values(data.get("base_images", {}), "image")),
         env=MappingProxyType(dict(data.get("env", {}))),
-        run=_run(data.get("run", {})), host=_host(data.get("host", {}), sources),
+        run=run_spec(data.get("run", {})), host=host_spec(data.get("host", {}), sources),
         verify=_verify(data.get("verify", _DEFAULT_VERIFY)),
         facts=_facts(data, folder.name, sources),
         ci=CiSpec(runs_on=tuple(data.get("ci", {}).get("runs-on", HOSTED_RUNNER)),
@@ -510,40 +435,6 @@ def _claims(data: dict[str, Any], vendor: str, sources: Mapping[str, Source]) ->
         add(f"facts.retired[{i}]", f"{row['distribution']} retired (last {row.get('last')})",
             row, None)
     return found
-
-
-def _host(data: dict[str, Any], sources: Mapping[str, Source]) -> HostSpec:
-    return HostSpec(probe=tuple(data.get("probe", ())), devices=tuple(data.get("devices", ())),
-                    container_devices=tuple(data.get("container_devices", ())),
-                    runtime=data.get("runtime"), driver=_driver(data, sources),
-                    driver_libraries=tuple(data.get("driver_libraries", ())))
-
-
-def _driver(host: dict[str, Any], sources: Mapping[str, Source]) -> DriverSpec:
-    """``host.driver``; an older file's ``host.driver_min`` (toolkit -> minimum) reads as
-    release rules, each the floor of its own toolkit release."""
-    data = host.get("driver") or {}
-    rules = [DriverRule(toolkit=str(r["toolkit"]), minimum=str(r["min"]),
-                        scope=r.get("scope", RELEASE), note=r.get("note", ""),
-                        provenance=provenance_of(r, sources))
-             for r in data.get("rules", ())]
-    rules += [DriverRule(toolkit=str(t), minimum=str(m))
-              for t, m in host.get("driver_min", {}).items()]
-    return DriverSpec(name=data.get("name", "driver"), rules=tuple(rules),
-                      unverified=data.get("unverified", ""))
-
-
-def _run(data: dict[str, Any]) -> RunSpec:
-    gpus = data.get("gpus")
-    return RunSpec(
-        gpus=None if gpus is None else str(gpus), group_add=tuple(data.get("group_add", ())),
-        ipc=data.get("ipc"), cap_add=tuple(data.get("cap_add", ())),
-        security_opt=tuple(data.get("security_opt", ())), network=data.get("network"),
-        shm_size=data.get("shm_size"), env=MappingProxyType(dict(data.get("env", {}))),
-        mounts=tuple(HostMount(source=m["source"], target=m.get("target", m["source"]),
-                               read_only=m.get("read_only", True))
-                     for m in data.get("mounts", ())),
-        pass_env=tuple(data.get("pass_env", ())))
 
 
 def discover(vendors_dir: Path) -> dict[str, Path]:

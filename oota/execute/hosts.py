@@ -35,7 +35,8 @@ from typing import Any
 
 from packaging.version import Version
 
-from oota.config.vendors import FAMILY, RELEASE, DriverSpec, Vendor
+from oota.config.vendorhost import FAMILY, RELEASE, DriverSpec
+from oota.config.vendors import Vendor
 from oota.engine.base import RUN_LABEL, Engine, Mount, RunOutcome, RunRequest
 from oota.errors import OotaError
 from oota.execute.verify import device_request

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from oota.config.vendors import DriverRule, DriverSpec, load_vendor
+from oota.config.vendorhost import DriverRule, DriverSpec
+from oota.config.vendors import load_vendor
 from oota.execute.hosts import check_vendor, driver_verdict
 
 REPO = Path(__file__).resolve().parents[2]
