@@ -62,7 +62,7 @@ class ServedView:
     key: str  # the device's dispatch key ('PrivateUse1'); '' where no result says
     boxed_fallback: bool  # the key has a boxed fallback
     operators: tuple[tuple[str, int], ...]  # (view, operators) in ORDER, none zero
-    unknown: int  # operators whose pairs say nothing of it (older results)
+    unknown: int  # operators none of whose pairs says (none ran there, or older results)
     fell_back: tuple[tuple[str, tuple[str, ...]], ...]  # aten operator -> operators calling it
     missing: tuple[tuple[str, tuple[str, ...]], ...]
 
@@ -81,7 +81,8 @@ class ServedView:
         shown = [(v, dict(self.operators)[v]) for v in SHOWN if self.count(v)]
         counts = ", ".join(f"{_operators(n) if i == 0 else n} {WORDS[v]}"
                            for i, (v, n) in enumerate(shown))
-        unknown = f"{_operators(self.unknown)} with no dispatcher data" if self.unknown else ""
+        unknown = (f"{_operators(self.unknown)} not placed (no sample ran on the device, or "
+                   "no dispatcher data)") if self.unknown else ""
         said = "; ".join(part for part in (counts, unknown) if part) or "no operator ran"
         if self.own_device:
             return (f"the CPU is its own device (dispatch key CPU): {said}; nothing it runs is "
