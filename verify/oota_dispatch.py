@@ -173,20 +173,34 @@ def record_answers(ops: Iterable[str], keys: Iterable[str]) -> list[dict[str, An
 
 # -- what a device run calls (torch) ---------------------------------------------------------
 
-def _on_device(args: Any, kwargs: Any, device_type: str) -> bool:
-    """Whether a call went to the device's key: a tensor or a device argument of its type
-    (else, with no tensor nor device at all, the default device: the CPU)."""
+def _below_python() -> Any:
+    """The dispatch keys a call reaches after the Python key, where the recorder sees it."""
+    import torch
+
+    return torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.Python)
+
+
+def call_key(args: Any, kwargs: Any, device_type: str, device_key: str) -> str:
+    """The dispatch key a call goes to, where it goes to the device ('' elsewhere): the
+    dispatcher's own choice from its tensors' key sets (a sparse tensor's call goes to
+    SparseCPU, not CPU), else ``device_key`` for a call that names the device (a factory) or,
+    naming no device and holding no tensor, runs on the default device, the CPU."""
     import torch
     from torch.utils._pytree import tree_leaves
 
-    placed = False
+    keys, mine, named, placed = None, False, False, False
     for leaf in tree_leaves((args, kwargs)):
-        if isinstance(leaf, (torch.Tensor, torch.device)):
-            kind = leaf.type if isinstance(leaf, torch.device) else leaf.device.type
-            if kind == device_type:
-                return True
+        if isinstance(leaf, torch.Tensor):
+            found = torch._C._dispatch_keys(leaf)
+            keys = found if keys is None else keys | found
+            mine = mine or leaf.device.type == device_type
             placed = True
-    return not placed and device_type == "cpu"
+        elif isinstance(leaf, torch.device):
+            named = named or leaf.type == device_type
+            placed = True
+    if mine and keys is not None:
+        return str((keys & _below_python()).highestPriorityTypeId().name)
+    return device_key if named or (not placed and device_type == "cpu") else ""
 
 
 class CallRecorder:
@@ -200,11 +214,14 @@ class CallRecorder:
         self.calls: dict[str, str] = {}
 
     def see(self, op: str, args: Any, kwargs: Any) -> None:
-        if op not in self.calls and _on_device(args, kwargs, self.device_type):
-            try:
-                self.calls[op] = ask(op, self.key).how
-            except (RuntimeError, AttributeError):  # an operator the dispatcher cannot name
-                pass
+        if op in self.calls:
+            return
+        try:
+            key = call_key(args, kwargs, self.device_type, self.key)
+            if key:
+                self.calls[op] = ask(op, key).how
+        except (RuntimeError, AttributeError):  # an operator or key the dispatcher cannot name
+            pass
 
     def during(self, run: Callable[[], T]) -> T:
         """``run()``, its calls recorded; it runs as it would unwatched: each call is passed

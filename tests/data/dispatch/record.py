@@ -5,8 +5,8 @@ layer asks, and the dispatcher's own computed table's choice, which the unit tes
     python record.py OUT.json KEY... [--import MODULE]
 
 with a Python that has torch (``--import torch_refdev`` loads a backend first). The operators:
-every one the must-pass operators' float32 samples call on the CPU, and a few a backend
-serves alone (views, fill, nonzero).
+every one the must-pass operators' float32 samples call on the CPU, a few a backend serves
+alone (views, fill, nonzero), and three that sparse tensors' keys serve (SparseCPU, SparseCsrCPU).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from pathlib import Path
 VERIFY = Path(__file__).resolve().parents[3] / "verify"
 EXTRA = ("aten::nonzero", "aten::view", "aten::as_strided", "aten::fill_.Scalar",
          "aten::masked_select", "aten::native_layer_norm", "aten::convolution_overrideable",
-         "aten::linear", "aten::matmul", "aten::softmax.int", "aten::add.out")
+         "aten::linear", "aten::matmul", "aten::softmax.int", "aten::add.out",
+         "aten::sparse_sampled_addmm", "aten::_to_dense", "aten::_sparse_mm_reduce_impl")
 
 
 def called_by_must_pass() -> list[str]:
