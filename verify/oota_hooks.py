@@ -9,7 +9,11 @@ Everything in it is optional:
 * ``fallback_counts() -> Mapping[str, int]``: per aten operator, how many calls the backend has
   run on the CPU instead of the device since the process started (PyTorch/XLA: torch_xla's
   ``aten::`` counters; refdev: its host fallback's). The ops layer reads it before and after
-  each sample's device run: a pair that called any ran on the CPU, and is reported so;
+  each sample's device run: a pair that called any ran on the CPU, and is reported so. Every
+  vendor, with a hook or without, also has the dispatcher's view (``oota_dispatch.py``: which
+  operators its dispatch key serves with its own kernel, its boxed fallback, or nothing); the
+  counters add what the dispatcher cannot know (a kernel that is itself a host fallback, the
+  calls of a composite);
 * ``device_metrics() -> Mapping[str, float]``: cumulative figures of the backend (compilations,
   compile seconds, ...), recorded per operator × dtype as their growth over the pair;
 * ``SAMPLES_ON_CPU = True``: the ops layer makes each operator's samples on the CPU and copies
@@ -32,6 +36,7 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 import oota_summary  # noqa: F401 - first: it makes oota_vocab importable in a checkout too
+from oota_dispatch import FALLBACK, KERNEL, by_how, pair_served, short
 from oota_vocab import CPU_PREFIX
 
 HOOK_FILE = "oota_vendor.py"
@@ -111,14 +116,21 @@ def declares_fallbacks(hook: Any) -> bool:
 
 @dataclass
 class Coverage:
-    """Where one operator × dtype's device runs computed: read from the vendor's fallback
-    counters around each sample (:meth:`watch`). ``declared`` is False for a vendor whose hook
-    says nothing about fallbacks: its pairs' coverage is unknown, not "ran on the device"."""
+    """Where one operator × dtype's device runs computed, watched around each sample
+    (:meth:`watch`) two ways: the vendor's fallback counters, and the dispatcher's view of the
+    operators the sample called on the device (``calls``, an ``oota_dispatch.CallRecorder``:
+    every vendor has one). A sample fell back when either says so. ``own_device``: the CPU
+    vendor, whose device is the CPU: nothing it runs is a fallback."""
 
     hook: Any
+    calls: Any = None  # oota_dispatch.CallRecorder, or None: the counters alone
+    own_device: bool = False
     samples: int = 0
     fell_back: int = 0  # samples whose device run called the CPU fallback
-    fallback_ops: dict[str, float] = field(default_factory=dict)
+    fallback_ops: dict[str, float] = field(default_factory=dict)  # the counters', grown
+    routed: set[str] = field(default_factory=set)  # sent to the boxed fallback (dispatcher)
+    served: dict[str, str] = field(default_factory=dict)  # operator -> how the key serves it
+    by_name: bool = False  # served is the dispatcher's answer for the OpInfo's aten name
     metrics: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -129,34 +141,71 @@ class Coverage:
         """``run()`` (one sample on the device), its fallbacks and device figures counted."""
         counts, figures = fallback_counts(self.hook), device_metrics(self.hook)
         try:
-            return run()
+            return self.calls.during(run) if self.calls is not None else run()
         finally:
             calls = grown(counts, fallback_counts(self.hook))
+            dispatched = dict(self.calls.calls) if self.calls is not None else {}
+            routed = {short(op) for op, how in dispatched.items()
+                      if how == FALLBACK and not self.own_device}
             self.samples += 1
-            self.fell_back += bool(calls)
+            self.fell_back += bool(calls or routed)
+            self.routed |= routed
+            self.served.update(dispatched)
             for name, grew in calls.items():
                 self.fallback_ops[name] = self.fallback_ops.get(name, 0.0) + grew
             for name, grew in grown(figures, device_metrics(self.hook)).items():
                 self.metrics[name] = self.metrics.get(name, 0.0) + grew
 
+    def name_if_silent(self, answers: Callable[[str], Mapping[str, str]]) -> None:
+        """Where no sample called anything on the device, how the key serves the operator by
+        its name (``answers(key)``: oota_dispatch.named); never evidence of where it ran."""
+        if self.calls is not None and not self.served:
+            self.served, self.by_name = dict(answers(self.calls.key)), True
+
+    @property
+    def served_as(self) -> str:
+        """How the pair was served (oota_dispatch.pair_served); "" without a recorder."""
+        if self.calls is None:
+            return ""
+        # What the CPU vendor runs is its device's work, whichever CPU kernel serves it.
+        hows = [KERNEL if self.own_device and h == FALLBACK else h for h in self.served.values()]
+        return pair_served(hows, boxed_fallback=self.calls.boxed_fallback and not
+                           self.own_device, counters=self.declared,
+                           counters_grew=bool(self.fallback_ops))
+
     @property
     def ran_on(self) -> str:
-        """'cpu' (a sample fell back), 'device', or 'unknown' (nothing declared or run)."""
-        if not self.declared or not self.samples:
+        """'cpu' (a sample fell back), 'device' (its own kernels, as the dispatcher and the
+        vendor's counters tell), or 'unknown'."""
+        if not self.samples:
             return UNKNOWN
-        return CPU if self.fell_back else DEVICE
+        if self.fell_back:
+            return CPU
+        if (self.served_as == KERNEL and not self.by_name) or (
+                self.calls is None and self.declared):
+            return DEVICE
+        return UNKNOWN
 
     def message(self) -> str:
         """Why a pair that fell back is not a device pass (the skip's reason)."""
-        names = ", ".join(f"aten::{name}" for name in sorted(self.fallback_ops))
+        names = ", ".join(f"aten::{name}" for name in sorted(self.routed | set(self.fallback_ops)))
+        key = self.calls.key if self.calls is not None else ""
+        routed = (f"; the dispatcher sends {', '.join(f'aten::{n}' for n in sorted(self.routed))}"
+                  f" to {key}'s boxed fallback") if self.routed else ""
         return (f"{CPU_PREFIX}{self.fell_back} of {self.samples} samples called the CPU "
-                f"fallback ({names}): their results are the CPU's own and say nothing about "
-                "the device")
+                f"fallback ({names}{routed}): their results are the CPU's own and say nothing "
+                "about the device")
 
     def to_data(self) -> dict[str, Any]:
         data: dict[str, Any] = {"ran_on": self.ran_on}
-        if self.fallback_ops:
-            data.update(fallback_ops=sorted(self.fallback_ops), fallback_samples=self.fell_back)
+        if self.calls is not None:
+            data.update(dispatch_key=self.calls.key, boxed_fallback=self.calls.boxed_fallback,
+                        served=self.served_as, dispatch_from="name" if self.by_name else
+                        "calls", dispatch=by_how(
+                            {short(op): how for op, how in self.served.items()}))
+        if self.fallback_ops or self.routed:
+            data.update(fallback_ops=sorted(self.routed | set(self.fallback_ops)),
+                        fallback_samples=self.fell_back)
         if self.metrics:
             data["device_metrics"] = {k: round(v, 6) for k, v in sorted(self.metrics.items())}
         return data

@@ -196,14 +196,20 @@ class Outcome:
     """What happened to one operator × dtype's samples (filled by verify/test_ops.py)."""
 
     samples: int = 0  # sample inputs the OpInfo gave
-    ran: int = 0  # samples run on the device (and judged, unless cpu_only)
-    cpu_errors: int = 0  # samples the CPU itself refused (nothing to compare with)
+    ran: int = 0  # samples that ran on the device (and were judged, unless cpu_only)
+    cpu_errors: int = 0  # samples the CPU refused (on the CPU vendor: its device refused)
+    refused: str = ""  # the first of those: 'sample 2: RuntimeError: ...'
     cpu_only: bool = False  # the CPU vendor: the device is the CPU, nothing is compared
     failure: str = ""  # the judge's message on the first wrong sample (oota_judge.judge)
     rule: str = ""  # the rule that judged the samples, in words (oota_rules.Rule.describe)
     worst: float = 0.0  # the largest share of the rule's allowance a sample used
     not_implemented: str = ""  # the device's NotImplementedError, first line
     error: str = ""  # anything else the device raised (on a sample the CPU ran, or making one)
+
+    @property
+    def count(self) -> str:
+        """' (3 of 8 samples ran)'; '' before any sample was made."""
+        return f" ({self.ran} of {self.samples} samples ran)" if self.samples else ""
 
 
 def verdict(outcome: Outcome, *, op: str, dtype: str, device: str,
@@ -212,22 +218,41 @@ def verdict(outcome: Outcome, *, op: str, dtype: str, device: str,
 
     An operator the device does not implement fails when it is on the must-pass list (the
     models layer needs it) and is skipped otherwise: a backend may leave operators to others
-    (a CPU fallback, or no support), and the report counts such a skip as not passed."""
+    (a CPU fallback, or no support), and the report counts such a skip as not passed. A
+    must-pass operator also fails when any of its samples raised on the CPU (on the CPU
+    vendor: its device), with the first error: that it runs at all is what the list asks.
+    Any other operator passes on the samples that ran, and the message says how many of all."""
     pair = f"{op} ({dtype})"
     if outcome.not_implemented:
-        text = f"{pair} is not implemented on {device}: {outcome.not_implemented}"
+        text = f"{pair} is not implemented on {device}: {outcome.not_implemented}{outcome.count}"
         return ("failed", f"must-pass operator: {text}") if must_pass else ("skipped", text)
     if outcome.error:
-        return "failed", f"{pair} raised on {device}: {outcome.error}"
+        return "failed", f"{pair} raised on {device}: {outcome.error}{outcome.count}"
     if outcome.failure:
         return "failed", outcome.failure
     if outcome.samples == 0:
         return "skipped", f"the OpInfo of {op} has no sample inputs for {dtype}"
+    if outcome.cpu_errors and must_pass:
+        judged = "" if outcome.cpu_only else ", the reference the device is judged against"
+        return "failed", (f"must-pass operator: {pair} raised on the CPU{judged}: "
+                          f"{outcome.refused}{outcome.count}")
     if outcome.ran == 0:
         return "skipped", (f"every one of the {outcome.samples} samples of {pair} raised on the "
-                           "CPU too: nothing to compare")
+                           "CPU too: " + ("none ran, and the CPU is this vendor's device"
+                                          if outcome.cpu_only else "nothing to compare")
+                           + f" (first: {outcome.refused})")
+    return "passed", _passed(outcome, pair, device)
+
+
+def _passed(outcome: Outcome, pair: str, device: str) -> str:
+    """A pass, saying how many samples ran where not all did (the others raised on the
+    CPU)."""
+    some = f"{outcome.ran} of {outcome.samples}" if outcome.cpu_errors else str(outcome.ran)
+    others = (f"; the other {outcome.cpu_errors} raised on the CPU"
+              f"{'' if outcome.cpu_only else ' too and were not compared'} (first: "
+              f"{outcome.refused})") if outcome.cpu_errors else ""
     if outcome.cpu_only:
-        return "passed", (f"ran {outcome.ran} samples of {pair} on the CPU; the CPU vendor's "
-                          "device is the CPU, so nothing was compared")
-    return "passed", (f"{outcome.ran} samples of {pair} on {device} within {outcome.rule} "
-                      f"(the worst uses {outcome.worst:.2g} of it)")
+        return (f"ran {some} samples of {pair} on the CPU{others}; the CPU vendor's device is "
+                "the CPU, so nothing was compared")
+    return (f"{some} samples of {pair} on {device} within {outcome.rule} (the worst uses "
+            f"{outcome.worst:.2g} of it){others}")

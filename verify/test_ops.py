@@ -17,11 +17,16 @@ case and the closest call among the samples of one passing pair in ``OOTA_RECORD
 (default 4; 0 records failures only), so ``oota judge`` can judge them again on any machine.
 A failing sample is run once more under a dispatch recorder, and the aten operators it called
 are kept in the test's data (``calls``): the report says which failures are built on another
-failing operator.
+failing operator. Every device run is itself recorded: how the device's dispatch key serves
+each operator it called (``oota_dispatch.py``), beside the vendor's fallback counters
+(``oota_hooks.py``), says whether the pair ran on the device or on its CPU fallback, for every
+vendor; a pair that fell back is never a device pass.
 
 For the CPU vendor the device IS the CPU: comparing it with itself proves nothing, so there
 the test is named ``test_op_runs`` and only runs each operator's samples once (that they run at
-all catches a broken wheel); accelerators get ``test_op_matches_cpu``.
+all catches a broken wheel: a must-pass operator that raises fails); accelerators get
+``test_op_matches_cpu``. A must-pass operator fails on any sample that raises, on the device or
+on the CPU; any other passes on the samples that ran, and says how many of all.
 
 The must-pass operators (``ops-must-pass.yaml``, those the models layer needs) run first and
 always; the others run until the time budget (``OOTA_OPS_BUDGET_S``, default 180 s, counted from
@@ -35,12 +40,12 @@ layers should not pay.
 from __future__ import annotations
 
 import os
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import oota_cases
+import oota_dispatch
 import oota_hooks
 import oota_judge
 import oota_opinfo
@@ -49,6 +54,17 @@ import oota_opsworkers
 import oota_rules
 import pytest
 from oota_opsworkers import PairResult
+from oota_samples import (
+    cpu_copy,
+    failed_making,
+    first_line,
+    float64_result,
+    make,
+    not_implemented,
+    run,
+    run_on_device,
+    seed,
+)
 from oota_suite import read_cell
 
 LAYER = "ops"
@@ -185,88 +201,10 @@ def _write_recording() -> Any:
 
 # -- one operator × dtype ----------------------------------------------------------------------
 
-def _run(op: Any, sample: Any) -> Any:
-    return sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs))
-
-
-def _synchronize(device: Any) -> None:
-    import torch
-
-    synchronize = getattr(getattr(torch, device.type, None), "synchronize", None)
-    if callable(synchronize):
-        synchronize()
-
-
-def _samples(op: Any, device: Any, dtype: Any, reference: bool) -> list[Any]:
-    """The operator's samples on the device: made there, or made on the CPU and copied there
-    where the vendor's hook asks so (``oota_hooks.samples_on_cpu``)."""
-    import torch
-
-    if not oota_hooks.samples_on_cpu(oota_hooks.vendor_hook()):
-        return oota_opinfo.samples(op, device, dtype, reference=reference)
-    made = oota_opinfo.samples(op, torch.device("cpu"), dtype, reference=reference)
-    return [s.transform(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t)
-            for s in made]
-
-
-def _run_on_device(op: Any, sample: Any, device: Any) -> Any:
-    """The sample run on the device, and the device synchronised: a lazy backend
-    (PyTorch/XLA) compiles and runs its graph there, so its failures surface here."""
-    got = _run(op, sample)
-    _synchronize(device)
-    return got
-
-
-def _to_float64(value: Any) -> Any:
-    """A floating tensor in float64, and a floating dtype argument (cumsum's dtype=float16)
-    as float64 (the sample's transform hands both)."""
-    import torch
-
-    if isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex()):
-        return value.to(torch.complex128 if value.is_complex() else torch.float64)
-    if isinstance(value, torch.dtype) and (value.is_floating_point or value.is_complex):
-        return torch.complex128 if value.is_complex else torch.float64
-    return value
-
-
-def _reference(op: Any, cpu_sample: Any) -> Any:
-    """The sample's result on the CPU in float64 (None where the operator cannot run so)."""
-    try:
-        return _run(op, cpu_sample.transform(_to_float64))
-    except Exception:  # noqa: BLE001 - no reference: the judge falls back to the tolerance
-        return None
-
-
-def _not_implemented(exc: Exception) -> bool:
-    return isinstance(exc, NotImplementedError) or "not implemented for" in str(exc)
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
-
-
 def _calls(op: Any, sample: Any) -> list[str]:
-    """The aten operators one sample dispatches (in first-call order), from a second run
-    under a dispatch recorder: which operators a failure is built on."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Calls(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.names: dict[str, None] = {}
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-            self.names[func.overloadpacket.__name__] = None
-            return func(*args, **(kwargs or {}))
-
-    recorder = Calls()
-    try:
-        with recorder:
-            _run(op, sample)
-    except Exception:  # noqa: BLE001 - what it called before failing is still the answer
-        pass
-    return list(recorder.names)
+    """The aten operators one failing sample dispatches (in first-call order), from a second
+    run under a dispatch recorder: which operators a failure is built on."""
+    return oota_dispatch.called(lambda: run(op, sample))
 
 
 @dataclass
@@ -281,24 +219,18 @@ class _Judged:
 
 
 def _device_failure(exc: Exception, samples: int, ran: int, index: int) -> oota_ops.Outcome:
-    if _not_implemented(exc):
-        return oota_ops.Outcome(samples=samples, ran=ran, not_implemented=_first_line(exc))
+    if not_implemented(exc):
+        return oota_ops.Outcome(samples=samples, ran=ran, not_implemented=first_line(exc))
     return oota_ops.Outcome(samples=samples, ran=ran,
-                            error=f"sample {index}: {_first_line(exc)} (the CPU ran it)")
+                            error=f"sample {index}: {first_line(exc)} (the CPU ran it)")
 
 
-def _cpu_copy(sample: Any) -> Any:
-    import torch
-
-    return sample.transform(lambda t: t.to("cpu") if isinstance(t, torch.Tensor) else t)
-
-
-def _seed(name: str, dtype_name: str) -> None:
-    """The pair's own seed: its samples are the same whichever process makes them, and on
-    every run."""
-    import torch
-
-    torch.manual_seed(zlib.crc32(f"{name}-{dtype_name}".encode()))
+def _coverage(device: Any) -> oota_hooks.Coverage:
+    """Where the pair's device runs compute: the vendor's counters and the dispatcher's view
+    (the CPU vendor: the CPU is its own device)."""
+    return oota_hooks.Coverage(oota_hooks.vendor_hook(),
+                               calls=oota_dispatch.recorder_for(device.type),
+                               own_device=device.type == "cpu")
 
 
 def _judge_samples(op: Any, name: str, dtype_name: str, device: Any, rule: oota_rules.Rule,
@@ -306,33 +238,31 @@ def _judge_samples(op: Any, name: str, dtype_name: str, device: Any, rule: oota_
     import torch
 
     dtype = getattr(torch, dtype_name)
-    _seed(name, dtype_name)
+    seed(name, dtype_name)
     try:
-        made = _samples(op, device, dtype, reference=rule.kind == oota_rules.PYTORCH)
+        made = make(op, device, dtype, reference=rule.kind == oota_rules.PYTORCH)
     except Exception as exc:  # noqa: BLE001 - the device's failure is the finding
-        if _not_implemented(exc):
-            return _Judged(oota_ops.Outcome(not_implemented=f"making samples: {_first_line(exc)}"))
-        return _Judged(oota_ops.Outcome(error=f"making samples: {_first_line(exc)}"))
-    samples = ran = cpu_errors = 0
+        return _Judged(failed_making(exc))
+    samples, ran, cpu_errors, refused = len(made), 0, 0, ""
     worst, kept, kept_ratio = 0.0, None, -1.0
-    coverage = oota_hooks.Coverage(oota_hooks.vendor_hook())
+    coverage = _coverage(device)
     verdicts: list[oota_cases.Verdict] = []
     for index, sample in enumerate(made):
-        samples += 1
-        cpu_sample = _cpu_copy(sample)
+        cpu_sample = cpu_copy(sample)
         try:
-            want = _run(op, cpu_sample)
-        except Exception:  # noqa: BLE001 - a sample the CPU refuses has nothing to compare
+            want = run(op, cpu_sample)
+        except Exception as exc:  # noqa: BLE001 - a sample the CPU refuses has nothing to compare
             cpu_errors += 1
+            refused = refused or f"sample {index}: {first_line(exc)}"
             continue
-        ran += 1
         try:
-            got = coverage.watch(lambda: _run_on_device(op, sample, device))  # noqa: B023
+            got = coverage.watch(lambda: run_on_device(op, sample, device))  # noqa: B023
         except Exception as exc:  # noqa: BLE001 - the device's failure is the finding
             return _Judged(_device_failure(exc, samples, ran, index), coverage=coverage)
+        ran += 1
         wide = rule.kind in WIDE_RULES and not oota_judge.identical(
             oota_cases.plain(got, copy=False), oota_cases.plain(want, copy=False))
-        reference = _reference(op, cpu_sample) if wide else None
+        reference = float64_result(op, cpu_sample) if wide else None
         case = oota_cases.make_case(
             op=name, dtype=dtype_name, sample=index, input_=cpu_sample.input,
             args=cpu_sample.args, kwargs=cpu_sample.kwargs, cpu=want, device=got,
@@ -351,10 +281,12 @@ def _judge_samples(op: Any, name: str, dtype_name: str, device: Any, rule: oota_
     pooled = oota_judge.pooled_bias(verdicts, rule, device.type)
     if pooled:
         return _Judged(oota_ops.Outcome(samples=samples, ran=ran, cpu_errors=cpu_errors,
+                                        refused=refused,
                                         failure=f"{name} ({dtype_name}): {pooled}"), kept,
                        coverage=coverage)
     return _Judged(oota_ops.Outcome(samples=samples, ran=ran, cpu_errors=cpu_errors,
-                                    rule=rule.describe(), worst=worst), kept, coverage=coverage)
+                                    refused=refused, rule=rule.describe(), worst=worst), kept,
+                   coverage=coverage)
 
 
 def _rerun(op: Any, sample: Any) -> oota_judge.Rerun:
@@ -373,27 +305,28 @@ def _subnormals() -> str:
     return str(SPEC.get("subnormals") or "note")
 
 
-def _run_only(op: Any, name: str, dtype_name: str, device: Any) -> oota_ops.Outcome:
-    """The CPU vendor: a few of the operator's samples run (nothing to compare with)."""
+def _run_only(op: Any, name: str, dtype_name: str, device: Any) -> _Judged:
+    """The CPU vendor: a few of the operator's samples run (nothing to compare with); a
+    sample that raises is its device's refusal, the first one kept."""
     import torch
 
-    _seed(name, dtype_name)
+    seed(name, dtype_name)
     try:
         made = oota_opinfo.samples(op, device, getattr(torch, dtype_name), reference=False,
                                    limit=oota_ops.CPU_ONLY_SAMPLES)
     except Exception as exc:  # noqa: BLE001 - the failure is the finding
-        if _not_implemented(exc):
-            return oota_ops.Outcome(not_implemented=f"making samples: {_first_line(exc)}")
-        return oota_ops.Outcome(error=f"making samples: {_first_line(exc)}")
-    ran = cpu_errors = 0
-    for sample in made:
+        return _Judged(failed_making(exc))
+    ran, refused, coverage = 0, [], _coverage(device)
+    for index, sample in enumerate(made):
         try:
-            _run(op, sample)
-        except Exception:  # noqa: BLE001 - a sample the CPU refuses has nothing to run
-            cpu_errors += 1
+            coverage.watch(lambda: run(op, sample))  # noqa: B023
+        except Exception as exc:  # noqa: BLE001 - the CPU's refusal is the finding
+            refused.append(f"sample {index}: {first_line(exc)}")
             continue
         ran += 1
-    return oota_ops.Outcome(samples=len(made), ran=ran, cpu_errors=cpu_errors, cpu_only=True)
+    return _Judged(oota_ops.Outcome(samples=len(made), ran=ran, cpu_errors=len(refused),
+                                    refused=(refused or [""])[0], cpu_only=True),
+                   coverage=coverage)
 
 
 def _rule(op: Any, name: str, dtype_name: str, device: Any) -> oota_rules.Rule | PairResult:
@@ -418,7 +351,7 @@ def judge_pair(op_name: str, op_dtype: str, device: Any, device_module: Any) -> 
         return PairResult(status="skipped", message=late)
     op = DATABASE.ops[op_name]
     if device.type == "cpu":
-        judged = _Judged(_run_only(op, op_name, op_dtype, device))
+        judged = _run_only(op, op_name, op_dtype, device)
         rule = None
     else:
         RECORDING.start(device, device_module)
@@ -431,16 +364,18 @@ def judge_pair(op_name: str, op_dtype: str, device: Any, device_module: Any) -> 
     outcome = judged.outcome
     status, message = oota_ops.verdict(outcome, op=op_name, dtype=op_dtype, device=device.type,
                                        must_pass=must)
-    cover = judged.coverage
-    coverage = cover.to_data() if cover is not None else {}
-    if status == "passed" and cover is not None and cover.ran_on == oota_hooks.CPU:
+    aten = str(getattr(op, "aten_name", op.name))
+    cover = judged.coverage or _coverage(device)
+    cover.name_if_silent(lambda key: oota_dispatch.named(aten, key))
+    if status == "passed" and cover.ran_on == oota_hooks.CPU:
         status, message = "skipped", cover.message()  # never a device pass
-    data = dict(op=op_name, aten=str(getattr(op, "aten_name", op.name)), dtype=op_dtype,
+    data = dict(op=op_name, aten=aten, dtype=op_dtype,
                 must_pass=must, tried=True, samples=outcome.samples, ran=outcome.ran,
                 cpu_errors=outcome.cpu_errors, compared=not outcome.cpu_only,
                 rule=rule.kind if rule else "", rule_source=rule.source if rule else "",
                 worst=round(outcome.worst, 4), recorded=judged.case is not None,
-                **({"calls": judged.calls} if judged.calls else {}), **coverage, note=message)
+                **({"calls": judged.calls} if judged.calls else {}), **cover.to_data(),
+                note=message)
     return PairResult(status=status, message=message, data=data, case=judged.case)
 
 

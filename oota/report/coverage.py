@@ -1,12 +1,16 @@
 """Device coverage of the ops layer: per operator × vendor, where its pairs (one per dtype)
-computed. A pair ran on the device and passed, ran on the CPU (the backend's fallback computed
-it: ``cpu-fallback``, reported apart and never as a pass), failed, or was not compared.
+computed. A pair ran on the device's own kernels and passed, ran on the CPU (the backend's
+fallback computed it: ``cpu-fallback``, reported apart and never as a pass), was missing a
+kernel on the device (not implemented), failed, or was not compared.
 
-What ran where comes from the vendor's verify hook (verify/oota_hooks.py: PyTorch/XLA's
-``aten::`` counters, refdev's host fallback); a vendor that declares no way to tell has its
-passes counted as "passed, where unknown", never as device passes. The CPU vendor is left out:
-its device is the CPU, and it compares nothing. Built over the worst copy of each cell, as the
-report's ops lines are.
+What ran where comes from the suite's two witnesses: PyTorch's dispatcher, asked for every
+vendor which kernel serves each operator a sample called on the device (verify/oota_dispatch.py),
+and a vendor's fallback counters (verify/oota_hooks.py: PyTorch/XLA's ``aten::`` counters,
+refdev's host fallback). A pass neither could place (results from before the dispatcher's
+view; composites on a key with a boxed fallback and no counters) is "passed, where unknown",
+never a device pass. The CPU vendor's device is the CPU: its runs are on its own kernels and
+compare nothing. Built over the worst copy of each cell, as the report's ops lines are; the
+dispatcher's view per vendor is :mod:`oota.report.served`'s.
 """
 
 from __future__ import annotations
@@ -15,16 +19,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from oota.report.rows import CellGroup, TestRow
+from oota.report.served import MISSING as SERVED_MISSING, ServedView, pair_view, served_view
 from oota.results.jsonfields import JSONObject
 from oota.vocab import BAD, FALLBACK
 
 OPS = "ops"
 # The categories of a pair, in the order a table entry shows them, with their symbols.
-DEVICE, UNKNOWN, CPU, FAILED, NOT_COMPARED = "device", "passed", "cpu", "failed", "not compared"
-CATEGORIES = (DEVICE, UNKNOWN, CPU, FAILED, NOT_COMPARED)
-SYMBOL = {DEVICE: "✓", UNKNOWN: "✓?", CPU: "cpu", FAILED: "✗", NOT_COMPARED: "–"}
-WORDS = {DEVICE: "ran on the device and passed", UNKNOWN: "passed, where it ran not declared",
-         CPU: "ran on the CPU", FAILED: "failed", NOT_COMPARED: "not compared"}
+DEVICE, UNKNOWN, CPU, MISSING, FAILED, NOT_COMPARED = (
+    "device", "passed", "cpu", "missing", "failed", "not compared")
+CATEGORIES = (DEVICE, UNKNOWN, CPU, MISSING, FAILED, NOT_COMPARED)
+SYMBOL = {DEVICE: "✓", UNKNOWN: "✓?", CPU: "cpu", MISSING: "∅", FAILED: "✗", NOT_COMPARED: "–"}
+WORDS = {DEVICE: "ran on the device's own kernels and passed",
+         UNKNOWN: "passed, where it ran not known", CPU: "ran on the CPU (fell back)",
+         MISSING: "missing: no kernel on the device", FAILED: "failed",
+         NOT_COMPARED: "not compared"}
 LEGEND = tuple(f"{SYMBOL[c]} {WORDS[c]}" for c in CATEGORIES)
 # Rows of the table in matrix.md (those where a vendor ran an operator on the CPU or failed
 # it); index.html has every operator.
@@ -48,8 +56,8 @@ class Entry:
     @property
     def css(self) -> str:
         """The category that marks the entry: a failure, else a CPU run, else the rest."""
-        for category, style in ((FAILED, "failed"), (CPU, FALLBACK), (DEVICE, "passed"),
-                                (UNKNOWN, "passed")):
+        for category, style in ((FAILED, "failed"), (CPU, FALLBACK), (MISSING, "skipped"),
+                                (DEVICE, "passed"), (UNKNOWN, "passed")):
             if self.get(category):
                 return style
         return "skipped" if self.counts else "none"
@@ -63,12 +71,17 @@ class VendorCoverage:
     vendor: str
     declared: bool
     totals: tuple[tuple[str, int], ...]
+    view: ServedView | None = None  # its operators by how the device served them
+    own_device: bool = False  # the CPU vendor: its device is the CPU, nothing compared
 
     @property
     def text(self) -> str:
         shown = ", ".join(f"{n} {WORDS[c]}" for c, n in self.totals) or "no pair"
+        if self.own_device:
+            return (f"{self.vendor} (the CPU is its own device: its pairs ran on its own kernels "
+                    f"and compare nothing): {shown}")
         undeclared = "" if self.declared else (
-            " (the vendor declares no way to tell its device's runs from a CPU fallback)")
+            " (nothing in its results tells its device's runs from a CPU fallback)")
         return f"{self.vendor}: {shown}{undeclared}"
 
 
@@ -81,16 +94,20 @@ class CoverageTable:
 
     def to_json(self) -> JSONObject:
         names = [v.vendor for v in self.vendors]
-        return {"vendors": {v.vendor: {"declared": v.declared, "pairs": dict(v.totals)}
+        return {"vendors": {v.vendor: {"declared": v.declared, "pairs": dict(v.totals),
+                                       "own_device": v.own_device,
+                                       "served": v.view.to_json() if v.view else None}
                             for v in self.vendors},
                 "operators": {op: {name: dict(e.counts) for name, e in zip(names, entries,
                                                                            strict=True) if e}
                               for op, entries in self.rows}}
 
     def notable(self) -> list[tuple[str, tuple[Entry | None, ...]]]:
-        """The rows where some vendor ran the operator on the CPU or failed it."""
+        """The rows where some vendor ran the operator on the CPU, lacked a kernel for it, or
+        failed it."""
         return [(op, entries) for op, entries in self.rows
-                if any(e is not None and (e.get(CPU) or e.get(FAILED)) for e in entries)]
+                if any(e is not None and (e.get(CPU) or e.get(MISSING) or e.get(FAILED))
+                       for e in entries)]
 
 
 def category(test: TestRow) -> str:
@@ -100,15 +117,18 @@ def category(test: TestRow) -> str:
     if test.status == FALLBACK:
         return CPU
     if test.status == "passed":
-        return DEVICE if test.data.get("ran_on") == "device" else UNKNOWN
+        # The CPU vendor's runs (compared: false) are on its own device, the CPU.
+        on_device = test.data.get("ran_on") == "device" or test.data.get("compared") is False
+        return DEVICE if on_device else UNKNOWN
+    if pair_view(test) == SERVED_MISSING:
+        return MISSING
     return NOT_COMPARED  # skipped (by its reason) or not run here
 
 
 def _pairs(group: CellGroup) -> list[TestRow]:
-    """The cell's compared operator × dtype pairs (the CPU vendor's runs compare nothing)."""
+    """The cell's operator × dtype pairs."""
     return [t for t in group.worst_copy.tests
-            if t.layer == OPS and isinstance(t.data.get("op"), str)
-            and t.data.get("compared", True) is not False]
+            if t.layer == OPS and isinstance(t.data.get("op"), str)]
 
 
 def _counts(found: dict[str, int]) -> tuple[tuple[str, int], ...]:
@@ -119,7 +139,9 @@ def coverage_table(groups: Sequence[CellGroup], vendors: Sequence[str]) -> Cover
     """The table over ``groups`` (None when no vendor compared an operator)."""
     per: dict[str, dict[str, dict[str, int]]] = {}  # vendor -> op -> category -> pairs
     declared: dict[str, bool] = {}
+    tests: dict[str, list[TestRow]] = {}
     for group in groups:
+        tests.setdefault(group.vendor, []).extend(_pairs(group))
         for test in _pairs(group):
             ops = per.setdefault(group.vendor, {}).setdefault(str(test.data["op"]), {})
             kind = category(test)
@@ -138,6 +160,8 @@ def coverage_table(groups: Sequence[CellGroup], vendors: Sequence[str]) -> Cover
         for found in per[vendor].values():
             for kind, n in found.items():
                 summed[kind] = summed.get(kind, 0) + n
-        totals.append(VendorCoverage(vendor=vendor, declared=declared.get(vendor, False),
-                                     totals=_counts(summed)))
+        totals.append(VendorCoverage(
+            vendor=vendor, declared=declared.get(vendor, False), totals=_counts(summed),
+            view=served_view(vendor, tests[vendor]),
+            own_device=all(t.data.get("compared") is False for t in tests[vendor])))
     return CoverageTable(vendors=tuple(totals), rows=rows)

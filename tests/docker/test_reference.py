@@ -9,6 +9,7 @@ import tarfile
 from pathlib import Path
 
 from oota.api.runs import judge
+from oota.report.write import write_report
 from oota.results.assemble import overall_status, suite_test
 from oota.results.store import CASES_FILE
 from oota.vocab import CPU_PREFIX
@@ -46,6 +47,36 @@ def test_device_and_model_layers_ran_on_refdev_not_skipped(reference_built):
             # A real comparison against CPU, not the CPU vendor's trivial one.
             assert test["data"]["trivial"] is False
             assert test["data"]["peak_bytes"] and test["data"]["peak_bytes"] > 0
+
+
+def test_the_dispatcher_tells_refdevs_own_kernels_from_its_fallback(reference_built, tmp_path):
+    """The ops layer asks PyTorch's dispatcher how refdev's key (PrivateUse1) serves each
+    operator a sample called there: reshape's samples call view, refdev's own kernel, and
+    pass on the device; matmul's call dot, which only refdev's boxed CPU fallback serves, so
+    matmul ran on the CPU. The report's operators table counts both, per vendor and on the
+    cell's page."""
+    pairs = {t["data"]["op"] + "-" + t["data"]["dtype"]: t
+             for t in reference_built.results[0]["tests"] if (t.get("data") or {}).get("op")}
+    reshape, matmul = pairs["reshape-float32"], pairs["matmul-float32"]
+    assert reshape["data"]["dispatch_key"] == "PrivateUse1" and reshape["data"]["boxed_fallback"]
+    assert reshape["data"]["dispatch"]["kernel"] == ["view"]
+    assert reshape["status"] == "passed" and reshape["data"]["ran_on"] == "device"
+    assert "dot" in matmul["data"]["dispatch"]["fallback"]  # the dispatcher's own answer
+    assert matmul["status"] == "cpu-fallback" and matmul["data"]["served"] == "fallback"
+    assert "the dispatcher sends aten::dot to PrivateUse1's boxed fallback" in matmul["message"]
+    write_report(reference_built.results_dir, tmp_path / "reports")
+    served = json.loads((tmp_path / "reports" / "results.json").read_text())["coverage"]
+    view = served["vendors"]["reference"]["served"]
+    assert view["operators"]["kernel"] >= 1 and view["operators"]["fallback"] >= 1
+    assert "matmul" in view["fell_back"]["dot"]
+    assert served["operators"]["reshape"]["reference"] == {"device": 5}  # every dtype
+    assert served["operators"]["matmul"]["reference"] == {"cpu": 5}
+    index = (tmp_path / "reports" / "index.html").read_text()
+    assert (f"PrivateUse1, with a boxed fallback: {view['operators']['kernel']} operators on "
+            f"its own kernels") in index
+    assert '<tr><td><code>reshape</code></td><td class="passed">5✓</td></tr>' in index
+    page = (tmp_path / "reports" / "cells" / f"{REFERENCE_CELL}.html").read_text()
+    assert "<td><code>aten::dot</code></td><td><code>matmul</code></td>" in page
 
 
 def test_extension_pairs_with_torch_in_compat_layer(reference_built):

@@ -99,6 +99,7 @@ FAILURE = ("add (float32): sample 3 (Tensor[3, 4] float32, dim=1): output[1] on 
            "from the CPU: max abs diff 0.25, max rel diff 0.5 (PyTorch's test_compare_cpu rule: "
            "atol 0.001, rtol 0.001)")
 RULE = "PyTorch's test_compare_cpu rule: atol 0.001, rtol 0.001"
+REFUSED = "sample 2: RuntimeError: \"addmm_impl_cpu_\" not implemented for 'Half'"
 
 
 @pytest.mark.parametrize(("outcome", "must", "status", "message"), [
@@ -110,17 +111,46 @@ RULE = "PyTorch's test_compare_cpu rule: atol 0.001, rtol 0.001"
      "was compared"),
     (oota_ops.Outcome(samples=4, ran=1, failure=FAILURE), False, "failed", FAILURE),
     (oota_ops.Outcome(samples=2, ran=1, not_implemented="NotImplementedError: no kernel"), False,
-     "skipped", "add (float32) is not implemented on refdev: NotImplementedError: no kernel"),
+     "skipped", "add (float32) is not implemented on refdev: NotImplementedError: no kernel "
+                "(1 of 2 samples ran)"),
     (oota_ops.Outcome(samples=2, ran=1, not_implemented="NotImplementedError: no kernel"), True,
      "failed", "must-pass operator: add (float32) is not implemented on refdev: "
-               "NotImplementedError: no kernel"),
-    (oota_ops.Outcome(samples=2, ran=1, error="sample 0: RuntimeError: boom"), False, "failed",
-     "add (float32) raised on refdev: sample 0: RuntimeError: boom"),
+               "NotImplementedError: no kernel (1 of 2 samples ran)"),
+    (oota_ops.Outcome(samples=2, error="sample 0: RuntimeError: boom"), False, "failed",
+     "add (float32) raised on refdev: sample 0: RuntimeError: boom (0 of 2 samples ran)"),
+    (oota_ops.Outcome(error="making samples: RuntimeError: boom"), False, "failed",
+     "add (float32) raised on refdev: making samples: RuntimeError: boom"),
     (oota_ops.Outcome(), False, "skipped", "the OpInfo of add has no sample inputs for float32"),
-    (oota_ops.Outcome(samples=3, cpu_errors=3), False, "skipped",
-     "every one of the 3 samples of add (float32) raised on the CPU too: nothing to compare"),
+    (oota_ops.Outcome(samples=3, cpu_errors=3, refused="sample 0: RuntimeError: boom"), False,
+     "skipped", "every one of the 3 samples of add (float32) raised on the CPU too: nothing to "
+                "compare (first: sample 0: RuntimeError: boom)"),
+    # Some samples refused by the CPU: a pass on the others says how many of all ran.
+    (oota_ops.Outcome(samples=4, ran=3, cpu_errors=1, refused=REFUSED, rule=RULE, worst=0.5),
+     False, "passed", f"3 of 4 samples of add (float32) on refdev within {RULE} (the worst uses "
+                      f"0.5 of it); the other 1 raised on the CPU too and were not compared "
+                      f"(first: {REFUSED})"),
+    # A must-pass operator is run to show it runs: one refusal fails it, with the first error.
+    (oota_ops.Outcome(samples=4, ran=3, cpu_errors=1, refused=REFUSED, rule=RULE), True,
+     "failed", f"must-pass operator: add (float32) raised on the CPU, the reference the device "
+               f"is judged against: {REFUSED} (3 of 4 samples ran)"),
+    # The CPU vendor: the CPU is the device, its refusals are the device's.
+    (oota_ops.Outcome(samples=8, ran=8, cpu_errors=8, refused=REFUSED, cpu_only=True), True,
+     "failed", f"must-pass operator: add (float32) raised on the CPU: {REFUSED} (8 of 8 "
+               "samples ran)"),
+    (oota_ops.Outcome(samples=8, ran=0, cpu_errors=8, refused=REFUSED, cpu_only=True), True,
+     "failed", f"must-pass operator: add (float32) raised on the CPU: {REFUSED} (0 of 8 "
+               "samples ran)"),
+    (oota_ops.Outcome(samples=8, ran=1, cpu_errors=7, refused=REFUSED, cpu_only=True), False,
+     "passed", f"ran 1 of 8 samples of add (float32) on the CPU; the other 7 raised on the CPU "
+               f"(first: {REFUSED}); the CPU vendor's device is the CPU, so nothing was "
+               "compared"),
+    (oota_ops.Outcome(samples=3, cpu_errors=3, refused=REFUSED, cpu_only=True), False,
+     "skipped", f"every one of the 3 samples of add (float32) raised on the CPU too: none ran, "
+                f"and the CPU is this vendor's device (first: {REFUSED})"),
 ], ids=["within-the-rule", "cpu-only", "judged-wrong", "not-implemented",
-        "not-implemented-must-pass", "device-error", "no-samples", "cpu-refuses"])
+        "not-implemented-must-pass", "device-error", "making-samples", "no-samples",
+        "cpu-refuses", "some-refused", "must-pass-refused", "cpu-vendor-must-pass",
+        "cpu-vendor-must-pass-none-ran", "cpu-vendor-some-ran", "cpu-vendor-none-ran"])
 def test_each_outcome_becomes_one_status_and_message(outcome, must, status, message):
     assert oota_ops.verdict(outcome, op="add", dtype="float32", device="refdev",
                             must_pass=must) == (status, message)
