@@ -194,6 +194,8 @@ def _verify_manifest(cell: Cell, spec: VerifySpec) -> dict[str, Any]:
         "toolkit_version": spec.toolkit_version,
         "compare_as": spec.compare_as or cell.vendor.device,
         **({"subnormals": spec.subnormals} if spec.subnormals != "note" else {}),
+        # Every capability the suite knows, claimed or not (verify/oota_claims.py).
+        "capabilities": dict(spec.capabilities),
         # Only where the vendor asks for it: the other vendors' cell.json stay as they were.
         **({"workload": spec.workload.to_json()} if spec.workload else {}),
     }

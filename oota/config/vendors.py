@@ -121,6 +121,9 @@ class VerifySpec:
     workload: WorkloadSpec | None = None  # None: the workload layer is off
     compare_as: str | None = None         # whose OpInfo decisions the ops layer takes (device)
     subnormals: str = "note"              # "keep": the judge fails a subnormal result flushed
+    # What the device claims of the runtime contract (streams, events, fused optimizers, ...):
+    # a claim is tested, anything else is "not claimed" (schema: verify.capabilities).
+    capabilities: Mapping[str, bool | str] = field(default_factory=_empty)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -359,7 +362,8 @@ def _verify(data: dict[str, Any]) -> VerifySpec:
                                    torch=e.get("torch", ""))
                          for e in data.get("extensions", ())),
         toolkit_version=data.get("toolkit_version"), workload=_workload(data.get("workload")),
-        compare_as=data.get("compare_as"), subnormals=data.get("subnormals", "note"))
+        compare_as=data.get("compare_as"), subnormals=data.get("subnormals", "note"),
+        capabilities=MappingProxyType(dict(data.get("capabilities", {}))))
 
 
 def _workload(data: dict[str, Any] | None) -> WorkloadSpec | None:
