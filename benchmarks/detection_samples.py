@@ -48,7 +48,7 @@ OPERATORS = (
 )
 QUICK = ("nn.functional.gelu", "log1p", "mm", "sum", "cumsum", "log_softmax", "softmax",
          "nn.functional.layer_norm", "topk", "sort", "argsort", "argmax", "addmm", "exp",
-         "max.reduction_with_dim", "mean", "nn.functional.linear")
+         "max.reduction_with_dim", "mean", "nn.functional.linear", "erf", "var")
 
 
 
