@@ -56,6 +56,22 @@ def test_init_scaffolds_a_vendor_a_bare_folder_can_use(tmp_path: Path) -> None:
     assert oota(tmp_path, "generate", "--check").returncode == 0
 
 
+def test_oota_runs_its_own_tasks_beside_a_vendors_tasks_py(tmp_path: Path) -> None:
+    """A vendor's repository with its own invoke tasks.py (here and in a parent folder): the
+    oota command lists and runs oota's tasks, never the vendor's."""
+    tasks = "from invoke import task\n\n\n@task\ndef lint(c):\n    \"\"\"the vendor's lint\"\"\"\n"
+    (tmp_path / "tasks.py").write_text(tasks, encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    for where in (tmp_path, tmp_path / "sub"):
+        listed = oota(where, "--list")
+        assert listed.returncode == 0, listed.stderr
+        assert "release-check" in listed.stdout and "the vendor's lint" not in listed.stdout
+    assert oota(tmp_path, "init", "--vendor", "acme").returncode == 0
+    shown = oota(tmp_path, "matrix", "--vendor", "acme")
+    assert shown.returncode == 0, shown.stderr
+    assert "acme-torch2.13.0-py3.11-debian12" in shown.stdout
+
+
 def test_init_adds_a_vendor_and_never_overwrites_one(tmp_path: Path) -> None:
     assert oota(tmp_path, "init", "--vendor", "acme").returncode == 0
     matrix = (tmp_path / "matrix.yaml").read_text()
