@@ -35,11 +35,11 @@ BAD: Final[frozenset[str]] = frozenset({"interrupted", "error", "failed"})
 WORKLOAD_LAYER: Final = "workload"
 # The in-image suite's layers, in report order (verify/oota_suite.py, oota-verify).
 LAYERS: Final[tuple[str, ...]] = (
-    "install", "compat", "device", "ops", "models", WORKLOAD_LAYER, "vendor", "skips")
+    "install", "compat", "device", "runtime", "ops", "models", WORKLOAD_LAYER, "vendor", "skips")
 
 # The layers whose tests use the vendor's device: a run passes only where one of their tests
 # passed (positive evidence that the device ran), whenever any of them is in the run.
-DEVICE_LAYERS: Final[tuple[str, ...]] = ("device", "ops", "models", WORKLOAD_LAYER)
+DEVICE_LAYERS: Final[tuple[str, ...]] = ("device", "runtime", "ops", "models", WORKLOAD_LAYER)
 
 # How the suite words a skip caused by the host check (no hardware here), so that oota can
 # give it its own status instead of 'skipped'.

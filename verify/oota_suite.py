@@ -3,7 +3,7 @@
 Loaded through ``pytest_plugins`` in ``conftest.py``, so it applies to the vendor's tests in
 ``/opt/oota/vendor-verify`` as well (hooks and fixtures of a conftest only reach its own folder).
 
-Every test belongs to a layer (install, compat, device, ops, models, workload): a module sets
+Every test belongs to a layer (install, compat, device, ...: oota_vocab.LAYERS): a module sets
 ``LAYER = "..."``; vendor modules default to ``vendor``. ``OOTA_VERIFY_LAYERS`` (comma list)
 selects layers; the ``skips`` layer (expired skip-list entries) always runs, because an expired
 entry must fail every run until it is renewed or removed. Each test's outcome is written to

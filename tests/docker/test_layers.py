@@ -175,3 +175,39 @@ def test_a_gpu_the_container_cannot_use_is_never_passed(image, docker_client, ru
     assert any(named in t["message"] for t in others if t["layer"] == "ops")
     outcomes = [suite_test(t, f"tests[{i}]") for i, t in enumerate(data["tests"])]
     assert overall_status(outcomes, {}) == status
+
+
+# The runtime layer's tests every device must pass; the others hold only where claimed.
+RUNTIME_MUST = {"test_device_count_and_index", "test_synchronize_completes_the_work",
+                "test_same_seed_same_draws_in_two_processes", "test_save_load_round_trip"}
+
+
+def test_runtime_layer_alone_shows_what_the_cpu_does_not_claim(image, docker_client, run_id,
+                                                               cell_json):
+    """The CPU's runtime contract on torch 2.13.0+cpu: what every device must do passes, what
+    the CPU claims (a generator's state, fork) passes, and what it does not claim (streams,
+    events, memory statistics, pinned memory) is skipped as not claimed, naming the key."""
+    code, data, log = run_verify(docker_client, image, run_id, "--layer", "runtime")
+    assert code == 0, log[-3000:]
+    assert data["layers"] == ["runtime"]
+    assert {t["layer"] for t in data["tests"]} == {"device", "runtime", "skips"}
+    runtime = [t for t in data["tests"] if t["layer"] == "runtime"]
+    claims = cell_json["verify"]["capabilities"]
+    for test in runtime:
+        name = test["id"].split("::")[1].split("[")[0]
+        if test["status"] == "skipped":
+            key = test["message"].split("verify.capabilities.")[1].split(" ")[0]
+            assert test["message"].startswith("not claimed: ") and claims[key] is False, test
+            assert name not in RUNTIME_MUST, test
+        else:
+            assert test["status"] == "passed", test
+    passed = {t["id"].split("::")[1].split("[")[0] for t in runtime if t["status"] == "passed"}
+    assert passed == RUNTIME_MUST | {"test_generator_state_saves_and_restores",
+                                     "test_fork_after_the_device_was_opened"}
+    unclaimed = {t["message"].split("verify.capabilities.")[1].split(" ")[0]
+                 for t in runtime if t["status"] == "skipped"}
+    assert unclaimed == {"streams", "events", "event_timing", "memory_stats", "empty_cache",
+                         "pinned_memory"}
+    assert "runtime" in log and "not claimed: work on a side stream ordered by wait_stream" in log
+    outcomes = [suite_test(t, f"tests[{i}]") for i, t in enumerate(data["tests"])]
+    assert overall_status(outcomes, {}) == "passed"

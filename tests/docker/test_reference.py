@@ -267,3 +267,39 @@ def test_the_ops_layer_on_two_workers_gives_one_workers_results(reference_built,
     assert replays[0].cases and replays[1].moved == 0
     assert [(c.status, c.message) for c in replays[1].cases] == [
         (c.status, c.message) for c in replays[0].cases]
+
+
+def test_runtime_layer_passes_on_refdev_and_each_runtime_fault_fails_only_its_tests(
+        reference_built, docker_client, tmp_path):
+    """refdev claims every capability the runtime layer tests, and each holds: no runtime test
+    is skipped. Its two runtime faults fail exactly the tests of what they break, saying what:
+    a wait that orders nothing (REFDEV_STREAM_NOWAIT) the stream and event tests, an allocator
+    that never gives memory back (REFDEV_LEAK_ALLOC) the memory and empty_cache tests; every
+    other test of the layer, and the device's evidence, still pass."""
+    broken = {
+        "": {},
+        "REFDEV_STREAM_NOWAIT": {
+            "test_side_stream_work_is_ordered_by_wait_stream": "after current.wait_stream(side): "
+            "the wait did not order the side stream's work before the default stream's",
+            "test_events_order_and_complete_work": "after current.wait_event(event recorded on "
+            "the side stream): the wait did not order"},
+        "REFDEV_LEAK_ALLOC": {
+            "test_memory_comes_back_after_del": "memory_allocated is 4194304 bytes above its "
+            "baseline",
+            "test_empty_cache_returns_memory": "memory_allocated (after empty_cache) is 8388608 "
+            "bytes above its baseline"}}
+    for fault, failing in broken.items():
+        folder = tmp_path / (fault or "clean")
+        folder.mkdir()
+        tests = _verify_refdev(docker_client, reference_built, folder,
+                               "oota-verify --layer runtime", {fault: "1"} if fault else {})
+        runtime = {t["id"].split("::")[1]: t for t in tests if t["layer"] == "runtime"}
+        assert len(runtime) == 16, sorted(runtime)
+        failed = {name: t["message"] for name, t in runtime.items() if t["status"] != "passed"}
+        assert failed.keys() == failing.keys(), (fault, failed)
+        for name, words in failing.items():
+            assert runtime[name]["status"] == "failed" and words in failed[name], (fault, name)
+        visible = next(t for t in tests if t["id"] == "test_device.py::test_device_visible")
+        assert visible["status"] == "passed", (fault, visible)
+    generator = runtime["test_generator_state_saves_and_restores"]["data"]
+    assert generator["generator_device"] == "cpu"  # refdev's generator is the CPU's, as declared

@@ -168,6 +168,20 @@ at::Tensor host_alias(const at::Tensor& t, bool keep_bits = true) {
   return alias_on(host_storage(t.storage()), t, keep_bits);
 }
 
+// Stores host tensor `source` into refdev tensor `dst` (through `host_dst`, its
+// host view) on dst's device's current stream: now, or queued on a side
+// stream (stream.cpp), with `source` as it is at launch.
+void store(
+    const at::Tensor& dst,
+    const at::Tensor& host_dst,
+    const at::Tensor& source) {
+  const c10::DeviceIndex index = dst.device().index();
+  const at::Tensor taken = stream_defers(index) ? source.clone() : source;
+  stream_write(index, [keep = dst.storage(), host_dst, taken] {
+    host_dst.copy_(taken);
+  });
+}
+
 // A fresh CPU copy of a refdev tensor; other tensors are returned unchanged.
 at::Tensor to_host(const at::Tensor& t) {
   if (!on_refdev(t)) {
@@ -215,8 +229,10 @@ at::Tensor to_device(const at::Tensor& t, c10::Device device) {
         std::nullopt));
   }
   if (out.numel() > 0) {
-    host_alias(out, /*keep_bits=*/false)
-        .copy_(alias_on(t.storage(), t, /*keep_bits=*/false));
+    store(
+        out,
+        host_alias(out, /*keep_bits=*/false),
+        alias_on(t.storage(), t, /*keep_bits=*/false));
   }
   out._set_conj(t.is_conj());
   out._set_neg(t.is_neg());
@@ -280,6 +296,9 @@ at::Tensor refdev_copy_from(
   if (dst.numel() == 0) {
     return dst;
   }
+  if (on_refdev(self)) {
+    stream_read(self.device().index());
+  }
   at::Tensor host_dst;
   at::Tensor host_src;
   if (on_refdev(self) && on_refdev(dst) &&
@@ -294,7 +313,11 @@ at::Tensor refdev_copy_from(
     host_dst = on_refdev(dst) ? host_alias(dst) : dst;
     host_src = on_refdev(self) ? host_alias(self) : self;
   }
-  host_dst.copy_(host_src);
+  if (on_refdev(dst)) {
+    store(dst, host_dst, host_src);
+  } else {
+    host_dst.copy_(host_src);
+  }
   return dst;
 }
 
@@ -346,7 +369,11 @@ at::Tensor refdev_copy_from_and_resize(
 at::Tensor& refdev_fill_scalar_(at::Tensor& self, const at::Scalar& value) {
   expect_refdev(self, "fill_", "self");
   if (self.numel() > 0) {
-    host_alias(self).fill_(value);
+    stream_write(
+        self.device().index(),
+        [keep = self.storage(), host = host_alias(self), value] {
+          host.fill_(value);
+        });
   }
   return self;
 }
@@ -363,6 +390,9 @@ at::Tensor& refdev_fill_tensor_(at::Tensor& self, const at::Tensor& value) {
       "fill_: value tensor on ",
       value.device(),
       " cannot fill a refdev tensor");
+  if (on_refdev(value)) {
+    stream_read(value.device().index());
+  }
   const at::Scalar scalar =
       on_refdev(value) ? host_alias(value).item() : value.item();
   return refdev_fill_scalar_(self, scalar);
@@ -371,7 +401,9 @@ at::Tensor& refdev_fill_tensor_(at::Tensor& self, const at::Tensor& value) {
 at::Tensor& refdev_zero_(at::Tensor& self) {
   expect_refdev(self, "zero_", "self");
   if (self.numel() > 0) {
-    host_alias(self).zero_();
+    stream_write(
+        self.device().index(),
+        [keep = self.storage(), host = host_alias(self)] { host.zero_(); });
   }
   return self;
 }
@@ -380,6 +412,7 @@ at::Scalar refdev_local_scalar_dense(const at::Tensor& self) {
   expect_refdev(self, "_local_scalar_dense", "self");
   TORCH_CHECK(
       self.numel() > 0, "_local_scalar_dense: Empty tensor not supported");
+  stream_read(self.device().index());
   return host_alias(self).item();
 }
 
@@ -611,6 +644,7 @@ at::Tensor refdev_convolution(
     int64_t groups) {
   expect_refdev(input, "convolution", "input");
   expect_same_device(input, weight, "convolution", "weight");
+  stream_read(input.device().index());
   std::optional<at::Tensor> host_bias;
   if (bias.has_value() && bias->defined()) {
     expect_same_device(input, *bias, "convolution", "bias");
@@ -643,6 +677,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> refdev_convolution_backward(
   expect_refdev(grad_output, "convolution_backward", "grad_output");
   expect_same_device(grad_output, input, "convolution_backward", "input");
   expect_same_device(grad_output, weight, "convolution_backward", "weight");
+  stream_read(grad_output.device().index());
   const std::vector<int64_t> bias_sizes{grad_output.size(1)};
   auto grads = at::convolution_backward(
       to_host(grad_output),
@@ -843,6 +878,9 @@ void refdev_cpu_fallback(
   const bool target_is_refdev = target.type() == kDeviceType;
   const c10::DeviceGuard guard(
       target_is_refdev ? target : c10::Device(kDeviceType, current_device()));
+  if (checker.refdev_device().has_value()) {
+    stream_read(checker.refdev_device()->index());
+  }
 
   // Pass 2: replace refdev tensors with host copies.
   std::vector<MovedTensor> moved_tensors;
