@@ -3,7 +3,7 @@
 Loaded through ``pytest_plugins`` in ``conftest.py``, so it applies to the vendor's tests in
 ``/opt/oota/vendor-verify`` as well (hooks and fixtures of a conftest only reach its own folder).
 
-Every test belongs to a layer (install, compat, device, ops, models, workload): a module sets
+Every test belongs to a layer (install, compat, smoke, device, ops, models, workload): a module sets
 ``LAYER = "..."``; vendor modules default to ``vendor``. ``OOTA_VERIFY_LAYERS`` (comma list)
 selects layers; the ``skips`` layer (expired skip-list entries) always runs, because an expired
 entry must fail every run until it is renewed or removed. Each test's outcome is written to
@@ -36,7 +36,7 @@ import oota_hooks
 import oota_ops
 import oota_summary  # noqa: F401 - first: it makes oota_vocab importable in a checkout too
 import pytest
-from oota_vocab import DEVICE_LAYERS, LAYERS, UNSUPPORTED_PREFIX
+from oota_vocab import EVIDENCE_LAYERS, LAYERS, UNSUPPORTED_PREFIX
 
 # Set before anything imports transformers/huggingface_hub: models are built from configs only.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -132,7 +132,7 @@ def pytest_collection_modifyitems(config, items):
     if not wanted:
         return
     # The device layer's evidence runs with every layer that uses the device.
-    evidence = bool(wanted & set(DEVICE_LAYERS))
+    evidence = bool(wanted & set(EVIDENCE_LAYERS))
     keep = [i for i in items
             if _layer_of(i) in wanted | {ALWAYS} or (evidence and _is_evidence(i))]
     config.hook.pytest_deselected(items=[i for i in items if i not in keep])
