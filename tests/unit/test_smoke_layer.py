@@ -1,5 +1,6 @@
 """The smoke layer's decisions (verify/oota_smoke.py), what the build prepares for it (the
-Dockerfiles, cell.json). The layer itself runs in the images (tests/docker/test_smoke_layer.py)."""
+Dockerfiles, cell.json) and how the report shows the environments it covers. The layer itself
+runs in the images (tests/docker/test_smoke_layer.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ from oota import vocab
 from oota.config.matrix import load_matrix
 from oota.plan import plan
 from oota.render import render_all
+from oota.report.htmlpages import cell_page, to_html
+from oota.report.smokeenv import smoke_environments
+from tests.reports import build_report
+from tests.unit.test_report import case, make_result, typed
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "verify"))
@@ -134,6 +139,45 @@ def test_cell_json_names_the_companions_paired_with_the_cells_torch(rendered):
     assert companions("cuda-torch2.15.0-cu13.2-py3.11-debian12") == {"torchvision": "0.29.2"}
     assert companions("cpu-torch2.13.0-py3.11-debian12") is None
     assert companions("cpu-torchnightly-py3.11-debian12") is None  # the channel's, no pairing
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+def _smoke(environment: str, status: str = "passed") -> list[dict]:
+    return [case("test_device.py::test_device_visible", "device",
+                 "passed" if environment == "hardware" else "unsupported-here",
+                 "" if environment == "hardware" else "no NVIDIA GPU"),
+            case("test_smoke.py::test_release_smoke_checks[numpy2]", "smoke", status,
+                 "" if status == "passed" else "with numpy 2.4.6: svd: ...",
+                 {"environment": environment, "numpy": "2.4.6"})]
+
+
+def test_the_smoke_column_names_the_environments_a_cells_copies_passed_in():
+    here = make_result("cuda", torch="2.15.0", toolkit="cuda", toolkit_version="13.2",
+                       tests=_smoke("hardware"), host={"engine": "gpu-lab"})
+    there = make_result("cuda", torch="2.15.0", toolkit="cuda", toolkit_version="13.2",
+                        tests=_smoke("minimal-os"), host={"engine": "ci"})
+    for result in (here, there):
+        result["status"] = "passed" if result is here else "unsupported-here"
+    report = build_report(typed([here, there]), [])
+    (group,) = report.groups
+    assert group.layers["smoke"].note == "hardware, minimal-os"
+    assert {r.origin: r.layers["smoke"].note for r in group.copies} == {
+        "gpu-lab": "hardware", "ci": "minimal-os"}
+    page = cell_page(group, "../results")
+    assert "PyTorch's smoke test environments" in page
+    assert "full stack, without the hardware" in page and "not covered" in page
+    assert "hardware, minimal-os" in to_html(report)
+
+
+def test_an_environment_whose_smoke_checks_failed_is_not_covered():
+    result = make_result(tests=_smoke("hardware", "failed"))
+    result["status"] = "failed"
+    (env, *others) = smoke_environments(typed([result])[0].tests)
+    assert (env.key, env.status, env.covered) == ("hardware", "failed", False)
+    assert all(e.status == "" for e in others)
+    (group,) = build_report(typed([result]), []).groups
+    assert group.layers["smoke"].note == ""
 
 
 def test_the_smoke_layer_is_no_device_layer_but_brings_the_devices_evidence():
