@@ -35,11 +35,29 @@ BAD: Final[frozenset[str]] = frozenset({"interrupted", "error", "failed"})
 WORKLOAD_LAYER: Final = "workload"
 # The in-image suite's layers, in report order (verify/oota_suite.py, oota-verify).
 LAYERS: Final[tuple[str, ...]] = (
-    "install", "compat", "device", "runtime", "ops", "models", WORKLOAD_LAYER, "vendor", "skips")
+    "install", "compat", "smoke", "device", "runtime", "ops", "models", WORKLOAD_LAYER, "vendor",
+    "skips")
 
 # The layers whose tests use the vendor's device: a run passes only where one of their tests
 # passed (positive evidence that the device ran), whenever any of them is in the run.
 DEVICE_LAYERS: Final[tuple[str, ...]] = ("device", "runtime", "ops", "models", WORKLOAD_LAYER)
+# The layers a run of which brings the device layer's evidence (test_device_visible) along:
+# the device layers, and the smoke layer, which is not one (most of its checks are PyTorch's
+# release validation on the CPU, and must never stand as evidence that the device ran) but
+# runs a C++ extension on the device, so a run of it alone still rests on that evidence.
+EVIDENCE_LAYERS: Final[tuple[str, ...]] = (*DEVICE_LAYERS, "smoke")
+
+# The three environments of PyTorch's smoke test (the Compute Platform Quality Levels RFC,
+# pytorch/pytorch#167282, prerequisite 1), as the smoke layer records which one a run was in
+# (its test data's ``environment``): the whole stack on a host with the hardware; the whole
+# stack without the hardware (the vendor's driver libraries are there, the device is not);
+# and a minimal OS without the compute stack (not even the driver's libraries). Each: (key,
+# how the report words it).
+SMOKE_ENVIRONMENTS: Final[tuple[tuple[str, str], ...]] = (
+    ("hardware", "full stack, with the hardware"),
+    ("no-hardware", "full stack, without the hardware"),
+    ("minimal-os", "minimal OS, without the compute stack"),
+)
 
 # How the suite words a skip caused by the host check (no hardware here), so that oota can
 # give it its own status instead of 'skipped'.

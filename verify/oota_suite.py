@@ -36,7 +36,7 @@ import oota_hooks
 import oota_ops
 import oota_summary  # noqa: F401 - first: it makes oota_vocab importable in a checkout too
 import pytest
-from oota_vocab import DEVICE_LAYERS, LAYERS, UNSUPPORTED_PREFIX
+from oota_vocab import EVIDENCE_LAYERS, LAYERS, UNSUPPORTED_PREFIX
 
 # Set before anything imports transformers/huggingface_hub: models are built from configs only.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -132,7 +132,7 @@ def pytest_collection_modifyitems(config, items):
     if not wanted:
         return
     # The device layer's evidence runs with every layer that uses the device.
-    evidence = bool(wanted & set(DEVICE_LAYERS))
+    evidence = bool(wanted & set(EVIDENCE_LAYERS))
     keep = [i for i in items
             if _layer_of(i) in wanted | {ALWAYS} or (evidence and _is_evidence(i))]
     config.hook.pytest_deselected(items=[i for i in items if i not in keep])

@@ -41,6 +41,7 @@ from oota.report.rows import (
     ops_summary,
 )
 from oota.report.skips import SkipDebt, date_of, skip_debt
+from oota.report.smokeenv import SMOKE_LAYER, with_environments
 from oota.results.assemble import now
 from oota.results.jsonfields import ResultFormatError
 from oota.results.model import CellRef, Image, Result, host_key
@@ -171,7 +172,7 @@ def _cell_row(result: Result, files: tuple[str, ...], known: list[str], *, origi
                      "fingerprint": cell.fingerprint,
                      **({"channel": cell.channel} if cell.channel else {}),
                      **({"platform": cell.platform} if cell.platform else {})},
-        layers={layer: layer_mark(result, layer) for layer in COLUMNS},
+        layers=_with_smoke({layer: layer_mark(result, layer) for layer in COLUMNS}, tests),
         stages=result.stages, tests=tests,
         torch=installed.torch if installed else TorchInfo(),
         packages=installed.packages if installed else {},
@@ -179,6 +180,14 @@ def _cell_row(result: Result, files: tuple[str, ...], known: list[str], *, origi
         skips=result.skips.entries if result.skips else (), files=files,
         started_at=result.started_at, finished_at=result.finished_at, origin=origin,
         folder=folder)
+
+
+def _with_smoke(layers: dict[str, Mark], tests: Sequence[TestRow]) -> dict[str, Mark]:
+    """The layers' marks, the smoke layer's noting which of PyTorch's three smoke-test
+    environments the tests cover (oota.report.smokeenv)."""
+    if SMOKE_LAYER not in layers:
+        return layers
+    return {**layers, SMOKE_LAYER: with_environments(layers[SMOKE_LAYER], tests)}
 
 
 # -- copies of one cell ------------------------------------------------------------------------
@@ -218,9 +227,10 @@ def _group(copies: Sequence[Loaded], known: list[str]) -> CellGroup:
     rows = tuple(_cell_row(c.result, c.files, known, origin=label, folder=c.folder)
                  for c, label in zip(copies, _labels(copies), strict=True))
     first = rows[0]
-    layers = first.layers if len(rows) == 1 else {
+    # Copies made on several hosts may cover several smoke environments between them.
+    layers = first.layers if len(rows) == 1 else _with_smoke({
         column: _vendor_mark({r.origin: r.layers[column] for r in rows}, "copies")
-        for column in COLUMNS}
+        for column in COLUMNS}, [t for r in rows for t in r.tests])
     return CellGroup(id=first.id, vendor=first.vendor, copies=rows, layers=layers,
                      status=worst(r.status for r in rows),
                      differences=differences(rows) if len(rows) > 1 else (),

@@ -16,6 +16,7 @@ from oota.report.markdown import OPS_FAILURES_SHOWN
 from oota.report.rows import COLUMNS, WORD, CellGroup, CellRow, Links, Mark
 from oota.report.served import served_view
 from oota.report.skips import EXPIRY_WINDOW_DAYS
+from oota.report.smokeenv import smoke_environments
 from oota.report.templating import html_environment
 from oota.vocab import MaybeStatus
 
@@ -54,4 +55,4 @@ def cell_page(cell: CellGroup | CellRow, results_rel: str | Links) -> str:
     return html_environment().get_template("cell.html.j2").render(
         title=f"{group.id} — oota", group=group, links=_links(results_rel), word=WORD,
         mark=_mark, image_view=image_view, layer_table=layer_table, ops_in_tests=ops_in_tests,
-        served_view=served_view)
+        served_view=served_view, smoke_environments=smoke_environments)

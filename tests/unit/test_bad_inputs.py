@@ -219,7 +219,7 @@ CASES = [
     Case("hosts-format-xml", ("hosts", "--format", "xml"), 2,
          "--format 'xml' is not one of table, json"),
     Case("build-layer-bogus", ("build", "--vendor", "cpu", "--layer", "bogus"), 2,
-         "--layer 'bogus' is not a layer of the verify suite (install, compat, device"),
+         "--layer 'bogus' is not a layer of the verify suite (install, compat, smoke, device"),
     Case("verify-layer-misspelled", ("verify", "--vendor", "cpu", "--layer", "devic"), 2,
          "did you mean 'device'?"),
     Case("build-missing-ca-bundle", ("build", "--vendor", "cpu", "--ca-bundle", "/nope"), 2,
