@@ -38,7 +38,8 @@ from oota.supply import signing
 
 
 def _extras(results_dir: str, merge: list[str] | None, formats: str | None,
-            artifact_url: str | None, env: Mapping[str, str] | None) -> Extras:
+            artifact_url: str | None, env: Mapping[str, str] | None,
+            public_url: str | None = None) -> Extras:
     """The report task's flags checked against each other, and what ``--format`` adds."""
     if merge and results_dir != DEFAULT_RESULTS:
         raise InputError(f"--merge and --results {results_dir} exclude each other: name every "
@@ -47,18 +48,19 @@ def _extras(results_dir: str, merge: list[str] | None, formats: str | None,
     if artifact_url is not None and "crcr" not in extra:
         raise InputError("--artifact-url goes into crcr.json only; add --format crcr")
     ci = crcr.CiRun.from_env(env or {}) if "crcr" in extra else crcr.CiRun()
-    return Extras(formats=extra, ci=ci, artifact_url=crcr.artifact_url(artifact_url, ci))
+    return Extras(formats=extra, ci=ci, artifact_url=crcr.artifact_url(artifact_url, ci),
+                  public_url=public_url)
 
 
 def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
            merge: list[str] | None = None, formats: str | None = None,
            artifact_url: str | None = None, env: Mapping[str, str] | None = None,
            accept: Callable[[Path], str] | None = None, replace: bool = False,
-           matrix: str = "matrix.yaml") -> Report:
+           matrix: str = "matrix.yaml", public_url: str | None = None) -> Report:
     """Write the report (no HUD) from ``results_dir``, or from every ``merge`` folder;
     ``formats`` adds outputs (crcr.json, described by the CI run of ``env``: GitHub Actions'
-    variables)."""
-    extras = _extras(results_dir, merge, formats, artifact_url, env)
+    variables); ``public_url`` as for :func:`report_with_history`."""
+    extras = _extras(results_dir, merge, formats, artifact_url, env, public_url)
     rep = _read(results_dir, out_dir, previous_dir, merge, accept, replace, matrix)
     _write(rep, out_dir, results_dir, merge, extras, None, matrix)
     return rep
@@ -146,13 +148,14 @@ def report_with_history(results_dir: str, out_dir: str, previous_dir: str | None
                         artifact_url: str | None, env: Mapping[str, str], target: History,
                         shown: Location | None, hud_runs: int,
                         keys: list[str] | None = None, replace: bool = False,
-                        matrix: str = "matrix.yaml") -> Reported:
+                        matrix: str = "matrix.yaml",
+                        public_url: str | None = None) -> Reported:
     """:func:`report`, appending a merged run to ``target`` and writing the HUD of the
     history at ``shown`` (None: ``--no-history``) over its last ``hud_runs`` runs. Results
     are checked against their signatures with the public ``keys`` (``--key``: one whose
-    signature does not check is refused). Read, record, then write: the HUD shows the run
-    just appended."""
-    extras = _extras(results_dir, merge, formats, artifact_url, env)
+    signature does not check is refused). ``public_url``: where the report is published (the
+    scorecards cite it). Read, record, then write: the HUD shows the run just appended."""
+    extras = _extras(results_dir, merge, formats, artifact_url, env, public_url)
     checker = Checker(keys=tuple(signing.load_public(Path(k)) for k in keys or ()))
     rep = _read(results_dir, out_dir, previous_dir, merge, checker, replace, matrix)
     notes = record_history(target, rep.results)

@@ -368,6 +368,9 @@ class ReportRequest:
                          "it shows (otherwise refused, exit 2)", False)
     matrix: str = flag(MATRIX + "; its folder holds history.db and the get-started pages judge "
                        "staleness against it", "matrix.yaml")
+    public_url: str | None = flag("where this report is published (the lab's public site): the "
+                                  "scorecards' public-results item cites it",
+                                  check=f.public_url)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

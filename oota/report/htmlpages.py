@@ -7,6 +7,8 @@ Static pages with no external asset and no script, linked relatively so they wor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from oota import __version__
 from oota.report.counts import in_tests_by_vendor, layer_table, ops_in_tests
 from oota.report.coverage import LEGEND as COVERAGE_LEGEND
@@ -36,13 +38,15 @@ def _links(where: str | Links) -> Links:
 
 
 def to_html(report: Report, results_rel: str | Links = "../results", *,
-            hud: bool = False) -> str:
+            hud: bool = False, scorecards: Sequence[str] = ()) -> str:
     """index.html; ``results_rel`` is the results folder relative to the report folder (or
-    each cell folder's place, for a merged report); ``hud``: link hud.html beside it."""
+    each cell folder's place, for a merged report); ``hud``: link hud.html beside it;
+    ``scorecards``: the vendors with a scorecard/<vendor>.html to link."""
     return html_environment().get_template("index.html.j2").render(
         title="oota compatibility matrix", report=report, links=_links(results_rel),
         version=__version__, columns=COLUMNS, word=WORD, legend=LEGEND,
         window=EXPIRY_WINDOW_DAYS, no_mark=Mark(), hud=hud, ops_tests=in_tests_by_vendor(report),
+        scorecards=scorecards,
         ops_shown=OPS_FAILURES_SHOWN, coverage_legend=COVERAGE_LEGEND)
 
 

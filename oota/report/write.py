@@ -24,19 +24,21 @@ from pathlib import Path
 
 from oota.errors import InputError
 from oota.files import REPORT_LIMIT, exclusive, read_bytes, write_atomic, write_json
-from oota.report import crcr, getstarted, hud
+from oota.report import crcr, getstarted, hud, scorepages
 from oota.report.data import Accept, Report, collect, collect_merged
 from oota.report.htmlpages import cell_page, to_html
 from oota.report.jsondoc import to_json
 from oota.report.markdown import to_markdown
 from oota.report.rows import Links
+from oota.report.scorecard import ScoreInput
 from oota.results.store import RESULT_FILE
 
 # Where each cell's result files are copied, so the report works copied alone to a static host.
 FILES = "files"
 # Everything a report folder holds; anything else in --out is someone else's file.
 REPORT_ENTRIES = frozenset({"index.html", "matrix.md", "results.json", "compare.json", "cells",
-                            "start", FILES, crcr.CRCR_FILE, hud.HUD_FILE, hud.DIGEST_FILE})
+                            "start", FILES, crcr.CRCR_FILE, hud.HUD_FILE, hud.DIGEST_FILE,
+                            scorepages.SCORE_DIR})
 # The outputs --format adds to the standard ones.
 EXTRA_FORMATS = ("crcr",)
 _NEW, _OLD = "new", "old"
@@ -44,11 +46,13 @@ _NEW, _OLD = "new", "old"
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Extras:
-    """What ``--format`` adds: crcr.json, with the CI run it describes and its artifact URL."""
+    """What ``--format`` adds: crcr.json, with the CI run it describes and its artifact URL;
+    and where the report is published (``--public-url``, for the scorecards)."""
 
     formats: tuple[str, ...] = ()
     ci: crcr.CiRun = field(default_factory=crcr.CiRun)
     artifact_url: str | None = None
+    public_url: str | None = None
 
 
 def _relative(target: Path, start: Path) -> str:
@@ -141,8 +145,11 @@ def _write_files(report: Report, folder: Path, results_dir: Path, out_dir: Path,
     _copy_files(report, folder)
     if history is not None:
         _write_hud(folder, history, {r.cell.id: r.run_id for r in report.results})
+    scored = scorepages.write(folder, report, _file_folders(report), ScoreInput(
+        timeline=history.timeline if history else None, public_url=extras.public_url))
     write_atomic(folder / "matrix.md", to_markdown(report))
-    write_atomic(folder / "index.html", to_html(report, links, hud=history is not None))
+    write_atomic(folder / "index.html", to_html(report, links, hud=history is not None,
+                                                scorecards=scored))
     write_json(folder / "results.json", to_json(report, links))
     if report.comparison is not None:
         write_json(folder / "compare.json", report.comparison.to_json())
