@@ -231,7 +231,7 @@ def report(c: Context, r: ReportRequest) -> None:
     done = report_with_history(r.results, out, r.compare, merge=r.merge, formats=r.format,
                                artifact_url=r.artifact_url, env=os.environ, target=kept,
                                shown=shown, hud_runs=r.hud_runs, keys=r.key,
-                               replace=r.replace, matrix=r.matrix,
+                               replace=r.replace, matrix=r.matrix, parity=r.parity,
                                public_url=r.public_url)
     rep = done.report
     extra = "".join(f", {out}/{name}.json" for name in report_formats(r.format))

@@ -56,22 +56,25 @@ def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
            merge: list[str] | None = None, formats: str | None = None,
            artifact_url: str | None = None, env: Mapping[str, str] | None = None,
            accept: Callable[[Path], str] | None = None, replace: bool = False,
-           matrix: str = "matrix.yaml", public_url: str | None = None) -> Report:
+           matrix: str = "matrix.yaml", parity: str | None = None,
+           public_url: str | None = None) -> Report:
     """Write the report (no HUD) from ``results_dir``, or from every ``merge`` folder;
     ``formats`` adds outputs (crcr.json, described by the CI run of ``env``: GitHub Actions'
-    variables); ``public_url`` as for :func:`report_with_history`."""
+    variables); ``parity`` and ``public_url`` as for :func:`report_with_history`."""
     extras = _extras(results_dir, merge, formats, artifact_url, env, public_url)
-    rep = _read(results_dir, out_dir, previous_dir, merge, accept, replace, matrix)
+    rep = _read(results_dir, out_dir, previous_dir, merge, accept, replace, matrix, parity)
     _write(rep, out_dir, results_dir, merge, extras, None, matrix)
     return rep
 
 
 def _read(results_dir: str, out_dir: str, previous_dir: str | None, merge: list[str] | None,
-          accept: Callable[[Path], str] | None, replace: bool, matrix: str) -> Report:
+          accept: Callable[[Path], str] | None, replace: bool, matrix: str,
+          parity: str | None = None) -> Report:
     return read_report(Path(results_dir), Path(out_dir),
                        Path(previous_dir) if previous_dir else None,
                        merge=[Path(m) for m in merge or []], accept=accept, replace=replace,
-                       unverified=unverified_facts(Path(matrix)))
+                       unverified=unverified_facts(Path(matrix)),
+                       parity=Path(parity) if parity else None)
 
 
 def _write(rep: Report, out_dir: str, results_dir: str, merge: list[str] | None,
@@ -148,16 +151,17 @@ def report_with_history(results_dir: str, out_dir: str, previous_dir: str | None
                         artifact_url: str | None, env: Mapping[str, str], target: History,
                         shown: Location | None, hud_runs: int,
                         keys: list[str] | None = None, replace: bool = False,
-                        matrix: str = "matrix.yaml",
+                        matrix: str = "matrix.yaml", parity: str | None = None,
                         public_url: str | None = None) -> Reported:
     """:func:`report`, appending a merged run to ``target`` and writing the HUD of the
     history at ``shown`` (None: ``--no-history``) over its last ``hud_runs`` runs. Results
     are checked against their signatures with the public ``keys`` (``--key``: one whose
-    signature does not check is refused). ``public_url``: where the report is published (the
-    scorecards cite it). Read, record, then write: the HUD shows the run just appended."""
+    signature does not check is refused). ``parity``: a reference recording for the operators
+    table; ``public_url``: where the report is published (the scorecards cite it). Read,
+    record, then write: the HUD shows the run just appended."""
     extras = _extras(results_dir, merge, formats, artifact_url, env, public_url)
     checker = Checker(keys=tuple(signing.load_public(Path(k)) for k in keys or ()))
-    rep = _read(results_dir, out_dir, previous_dir, merge, checker, replace, matrix)
+    rep = _read(results_dir, out_dir, previous_dir, merge, checker, replace, matrix, parity)
     notes = record_history(target, rep.results)
     source, why = hud_source(shown, hud_runs, target.root)
     notes.extend([why] if why else [])

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from oota import __version__
+from oota.report import parity
 from oota.report.counts import in_tests_by_vendor, layer_table, ops_in_tests
 from oota.report.coverage import LEGEND as COVERAGE_LEGEND
 from oota.report.data import Report
@@ -27,6 +28,11 @@ LEGEND = (("passed", "✓ passed"), ("failed", "✗ failed"), ("error", "⚠ err
           ("cpu-fallback", "on CPU: the backend ran it on the CPU (its fallback), not the device"),
           ("interrupted", "stopped: interrupted by a signal before it finished"),
           ("none", "–: not tested"))
+
+# How a parity class is marked in the operators table: a pair only the reference passes is
+# the vendor's gap.
+PARITY_CSS = {parity.BOTH: "passed", parity.REFERENCE: "failed", parity.VENDOR: "cpu-fallback",
+              parity.NEITHER: "none"}
 
 
 def _mark(status: MaybeStatus, reason: str = "") -> Mark:
@@ -46,7 +52,8 @@ def to_html(report: Report, results_rel: str | Links = "../results", *,
         title="oota compatibility matrix", report=report, links=_links(results_rel),
         version=__version__, columns=COLUMNS, word=WORD, legend=LEGEND,
         window=EXPIRY_WINDOW_DAYS, no_mark=Mark(), hud=hud, ops_tests=in_tests_by_vendor(report),
-        scorecards=scorecards,
+        scorecards=scorecards, parity_classes=parity.CLASSES, parity_symbol=parity.SYMBOL,
+        parity_words=parity.WORDS_OF, parity_css=PARITY_CSS,
         ops_shown=OPS_FAILURES_SHOWN, coverage_legend=COVERAGE_LEGEND)
 
 

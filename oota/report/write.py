@@ -29,6 +29,7 @@ from oota.report.data import Accept, Report, collect, collect_merged
 from oota.report.htmlpages import cell_page, to_html
 from oota.report.jsondoc import to_json
 from oota.report.markdown import to_markdown
+from oota.report.parity import load as load_reference, parity_table
 from oota.report.rows import Links
 from oota.report.scorecard import ScoreInput
 from oota.results.store import RESULT_FILE
@@ -262,12 +263,14 @@ def check_not_less(out_dir: Path, report: Report) -> None:
 def read_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = None, *,
                 merge: Sequence[Path] = (), accept: Accept | None = None,
                 replace: bool = False,
-                unverified: Mapping[str, tuple[str, ...]] | None = None) -> Report:
+                unverified: Mapping[str, tuple[str, ...]] | None = None,
+                parity: Path | None = None) -> Report:
     """The report as data, read from ``results_dir`` (and an earlier run's, to compare), or
     from every ``merge`` folder instead; ``accept`` may refuse a result file (its signature),
     which then counts as unreadable. ``unverified`` maps cell ids to the unverified vendor
-    facts each rests on (marked). A report holding fewer results than the one in ``out_dir``
-    is refused (ReportShrinks) unless ``replace``."""
+    facts each rests on (marked); ``parity``: a reference recording to set the operators
+    beside. A report holding fewer results than the one in ``out_dir`` is refused
+    (ReportShrinks) unless ``replace``."""
     target = out_dir.resolve() if out_dir.is_symlink() else out_dir
     if merge:
         if previous_dir is not None:
@@ -280,6 +283,9 @@ def read_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = No
         check_folders(results_dir, target)
         report = collect(results_dir, previous_dir, accept)
     report = marked(report, unverified)
+    if parity is not None:
+        report = dataclasses.replace(report, parity=parity_table(
+            load_reference(parity), report.groups, report.vendors))
     if not replace:
         check_not_less(target, report)
     return report
