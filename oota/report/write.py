@@ -26,12 +26,14 @@ from oota.errors import InputError
 from oota.files import REPORT_LIMIT, exclusive, read_bytes, write_atomic, write_json
 from oota.report import crcr, getstarted, hud, scorepages
 from oota.report.data import Accept, Report, collect, collect_merged
+from oota.report.failures import failed_tests
 from oota.report.htmlpages import cell_page, to_html
 from oota.report.jsondoc import to_json
 from oota.report.markdown import to_markdown
 from oota.report.parity import load as load_reference, parity_table
 from oota.report.rows import Links
 from oota.report.scorecard import ScoreInput
+from oota.report.triage import triage
 from oota.results.store import RESULT_FILE
 
 # Where each cell's result files are copied, so the report works copied alone to a static host.
@@ -155,8 +157,9 @@ def _write_files(report: Report, folder: Path, results_dir: Path, out_dir: Path,
     if report.comparison is not None:
         write_json(folder / "compare.json", report.comparison.to_json())
     if "crcr" in extras.formats:
-        write_json(folder / crcr.CRCR_FILE, crcr.checked(
-            crcr.payload(report, extras.ci, extras.artifact_url)))
+        write_json(folder / crcr.CRCR_FILE, crcr.checked(crcr.payload(
+            report, extras.ci, extras.artifact_url, failures=failed_tests(report),
+            triage=triage(report.groups, history.timeline if history else None))))
     cell_links = _links(report, results_dir, out_dir / "cells", "../")
     (folder / "cells").mkdir()
     for group in report.groups:
