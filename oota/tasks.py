@@ -235,6 +235,7 @@ def report(c: Context, r: ReportRequest) -> None:
                                public_url=r.public_url)
     rep = done.report
     extra = "".join(f", {out}/{name}.json" for name in report_formats(r.format))
+    extra += f", {out}/scorecard/ (quality levels)" if (Path(out) / "scorecard").is_dir() else ""
     extra += f", {out}/hud.html, {out}/hud.md" if done.hud else ""
     print(f"{out}/matrix.md, {out}/results.json, {out}/index.html, {out}/cells/, "
           f"{out}/start/ (get started per vendor){extra}: "

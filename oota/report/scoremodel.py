@@ -129,11 +129,17 @@ class Scorecard:
     torch: str
     cells: tuple[str, ...]
     items: tuple[ItemScore, ...]
-    measurable: frozenset[str] = frozenset()  # the items oota has a measure for
+    # What oota has a measure for: 'item' (all its parts) or 'item/part'.
+    measurable: frozenset[str] = frozenset()
+
+    def open_parts(self, score: ItemScore) -> tuple[PartScore, ...]:
+        """The parts of ``score`` oota can measure that these results left unmeasured."""
+        return tuple(p for p in score.parts if not p.measured and (
+            score.item.key in self.measurable or f"{score.item.key}/{p.key}" in self.measurable))
 
     def to_measure(self) -> tuple[ItemScore, ...]:
-        """The items oota can measure that these results left (partly) unmeasured."""
-        return tuple(s for s in self.items if s.unmeasured and s.item.key in self.measurable)
+        """The items with parts oota can measure that these results left unmeasured."""
+        return tuple(s for s in self.items if self.open_parts(s))
 
     @property
     def points(self) -> int:
@@ -176,8 +182,10 @@ class Scorecard:
         return {"torch": self.torch, "cells": list(self.cells), "level": self.level,
                 "best_possible": self.best, "points": self.points,
                 "unmeasured_points": self.unmeasured, "p0_met": self.p0, "raise": raised,
-                "measurable": [{"key": s.item.key, "points": s.unmeasured, "why": [
-                    p.how for p in s.parts if not p.measured]} for s in self.to_measure()],
+                "measurable": [{"key": s.item.key,
+                                "points": sum(p.max for p in self.open_parts(s)),
+                                "why": [p.how for p in self.open_parts(s)]}
+                               for s in self.to_measure()],
                 "items": [s.to_json(files) for s in self.items]}
 
 

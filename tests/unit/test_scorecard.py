@@ -238,8 +238,12 @@ def test_the_items_that_raise_the_score_most() -> None:
     card = cards([accel()])[0].cards[0]
     assert [(s.item.key, s.gain) for s in card.raise_most()] == [
         ("testing.ops", 4), ("features.dtypes", 1)]
-    assert {s.item.key for s in card.to_measure()} >= {"prereq.stability", "ci.public",
-                                                       "ci.recovery"}
+    assert [(s.item.key, [p.key for p in card.open_parts(s)]) for s in card.to_measure()] == [
+        ("prereq.stability", [""]),
+        ("features.dtypes", ["float64", "float8", "float4", "int64", "int32", "int16", "int8",
+                             "int4"]),
+        ("features.cpp_extension", [""]), ("testing.unit", [""]),
+        ("ux.binaries", ["same_day"]), ("ci.public", [""]), ("ci.recovery", [""])]
     assert card.level == "Engineering" and card.p0 is None and card.best == "Stable"
 
 
