@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from packaging.version import Version
 
 from oota.api.flags import DEFAULT_RESULTS, report_formats
 from oota.api.history import History, hud_source, record_history
@@ -79,6 +82,7 @@ def _read(results_dir: str, out_dir: str, previous_dir: str | None, merge: list[
 
 def _write(rep: Report, out_dir: str, results_dir: str, merge: list[str] | None,
            extras: Extras, source: HudInput | None, matrix: str) -> None:
+    extras = dataclasses.replace(extras, releases=matrix_releases(Path(matrix)))
     write_pages(rep, Path(out_dir), Path(merge[0] if merge else results_dir), extras=extras,
                 hud_input=source, current=current_fingerprints(Path(matrix)))
 
@@ -119,6 +123,24 @@ def current_fingerprints(matrix_file: Path) -> Mapping[str, str] | None:
     except OotaError as exc:
         logging.getLogger("oota").debug("no staleness on the get-started pages: %s", exc)
         return None
+
+
+def matrix_releases(matrix_file: Path) -> dict[str, tuple[str, ...]]:
+    """Each vendor's torch releases in today's matrix (its release cells'), newest first; {}
+    where the matrix is absent or unreadable (the scorecards then name no missing release)."""
+    if not matrix_file.is_file():
+        return {}
+    try:
+        cells = plan(load_matrix(matrix_file))
+    except OotaError as exc:
+        logging.getLogger("oota").debug("no matrix releases for the scorecards: %s", exc)
+        return {}
+    found: dict[str, set[Version]] = {}
+    for cell in cells:
+        if cell.channel is None and cell.torch is not None:
+            found.setdefault(cell.vendor.name, set()).add(cell.torch)
+    return {vendor: tuple(str(v) for v in sorted(versions, reverse=True))
+            for vendor, versions in found.items()}
 
 
 def unverified_facts(matrix_file: Path) -> dict[str, tuple[str, ...]]:
@@ -200,5 +222,6 @@ def finish_report(ran: Sequence[Result], results_dir: str, target: History,
             f"note: {out_dir}/ left as it was: {exc.what}; `invoke report --results "
             f"{results_dir} --out OTHER` writes a report of these results",))
     write_pages(rep, out, Path(results_dir), hud_input=source,
+                extras=Extras(releases=matrix_releases(Path("matrix.yaml"))),
                 current=current_fingerprints(Path("matrix.yaml")))
     return Finished(cells=len(rep.results), hud=source is not None, notes=(why,) if why else ())

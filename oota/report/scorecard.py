@@ -85,20 +85,28 @@ MEASURABLE = frozenset({*MEASURES} - {"testing.benchmarks", "testing.modes"}
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ScoreInput:
     """What the scorecards are made from besides the report: the history (None: none read),
-    the public site the report is published at (``--public-url``), and the test statuses
-    oota knows (a ``flaky`` one, once it exists, is read)."""
+    the public site the report is published at (``--public-url``), the test statuses oota
+    knows (a ``flaky`` one, once it exists, is read), and each vendor's torch releases in the
+    matrix (those without a result here are named, and hold no level)."""
 
     timeline: Timeline | None = None
     public_url: str | None = None
     statuses: frozenset[str] = field(default_factory=lambda: STATUSES)
+    releases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def scorecards(report: Report, given: ScoreInput) -> tuple[VendorScores, ...]:
     """One :class:`VendorScores` per vendor of ``report`` that has a release cell."""
-    found = (VendorScores(vendor=v, generated_at=report.generated_at,
-                          cards=tuple(_card(r, report, given) for r in releases(report, v)))
-             for v in report.vendors)
+    found = (_vendor(v, report, given) for v in report.vendors)
     return tuple(scores for scores in found if scores.cards)
+
+
+def _vendor(vendor: str, report: Report, given: ScoreInput) -> VendorScores:
+    cards = tuple(_card(r, report, given) for r in releases(report, vendor))
+    scored = {c.torch for c in cards}
+    return VendorScores(vendor=vendor, generated_at=report.generated_at, cards=cards,
+                        unscored=tuple(t for t in given.releases.get(vendor, ())
+                                       if t not in scored))
 
 
 def releases(report: Report, vendor: str) -> list[Release]:

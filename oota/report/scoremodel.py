@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from packaging.version import InvalidVersion, Version
+
 from oota.report import rubric
 from oota.report.rubric import Item, Level
 from oota.results.jsonfields import JSON, JSONObject
@@ -192,20 +194,42 @@ class Scorecard:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class VendorScores:
     """A vendor's scorecards, newest torch release first, and the level its two newest
-    releases both reach (the rubric's "two consecutive PyTorch releases")."""
+    releases both reach (the rubric's "two consecutive PyTorch releases"). ``unscored``: the
+    matrix's releases of the vendor with no release cell in the report."""
 
     vendor: str
     cards: tuple[Scorecard, ...]
     generated_at: str
+    unscored: tuple[str, ...] = ()
+
+    def _newest(self) -> list[str]:
+        found = {c.torch for c in self.cards} | set(self.unscored)
+        return sorted(found, key=_version, reverse=True)[:rubric.RELEASES_HELD]
 
     @property
     def held(self) -> tuple[Level, tuple[str, ...]] | None:
-        """(level, releases) held over the two newest releases; None with fewer than two."""
-        newest = self.cards[:rubric.RELEASES_HELD]
-        if len(newest) < rubric.RELEASES_HELD:
+        """(level, releases) held over the two newest releases; None where fewer than two
+        are scored, or one of the two newest (of the matrix too) has no result here."""
+        newest = self._newest()
+        cards = [c for c in self.cards if c.torch in newest]
+        if len(newest) < rubric.RELEASES_HELD or len(cards) < len(newest):
             return None
-        level = min((c.level for c in newest), key=rubric.LEVEL_ORDER.index)
-        return level, tuple(c.torch for c in newest)
+        level = min((c.level for c in cards), key=rubric.LEVEL_ORDER.index)
+        return level, tuple(c.torch for c in cards)
+
+    @property
+    def held_note(self) -> str:
+        """Why no level is held, in a sentence ('' where one is)."""
+        if self.held is not None:
+            return ""
+        missing = [t for t in self._newest() if t not in {c.torch for c in self.cards}]
+        if missing:
+            return (f"torch {' and '.join(missing)}, among the two newest releases of the "
+                    f"matrix, {'has' if len(missing) == 1 else 'have'} no result in this "
+                    f"report: a level counts once held for {rubric.RELEASES_HELD} consecutive "
+                    "releases")
+        return (f"one torch release in these results: a level counts once held for "
+                f"{rubric.RELEASES_HELD} consecutive releases")
 
     def to_json(self, files: dict[str, list[str]]) -> JSONObject:
         held = self.held
@@ -215,4 +239,12 @@ class VendorScores:
                            "items_total": rubric.ITEM_POINTS, "stable": rubric.STABLE_POINTS,
                            "unstable": rubric.UNSTABLE_POINTS},
                 "held": {"level": held[0], "releases": list(held[1])} if held else None,
+                "held_note": self.held_note, "unscored_releases": list(self.unscored),
                 "releases": [c.to_json(files) for c in self.cards]}
+
+
+def _version(text: str) -> Version:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return Version("0")

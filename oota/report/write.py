@@ -50,12 +50,16 @@ _NEW, _OLD = "new", "old"
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Extras:
     """What ``--format`` adds: crcr.json, with the CI run it describes and its artifact URL;
-    and where the report is published (``--public-url``, for the scorecards)."""
+    and what the scorecards take beside the results: where the report is published
+    (``--public-url``) and the matrix's releases."""
 
     formats: tuple[str, ...] = ()
     ci: crcr.CiRun = field(default_factory=crcr.CiRun)
     artifact_url: str | None = None
     public_url: str | None = None
+    # Each vendor's torch releases in the matrix, newest first (the scorecards name those
+    # without a result); empty where the matrix is not read.
+    releases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def _relative(target: Path, start: Path) -> str:
@@ -149,7 +153,8 @@ def _write_files(report: Report, folder: Path, results_dir: Path, out_dir: Path,
     if history is not None:
         _write_hud(folder, history, {r.cell.id: r.run_id for r in report.results})
     scored = scorepages.write(folder, report, _file_folders(report), ScoreInput(
-        timeline=history.timeline if history else None, public_url=extras.public_url))
+        timeline=history.timeline if history else None, public_url=extras.public_url,
+        releases=extras.releases))
     write_atomic(folder / "matrix.md", to_markdown(report))
     write_atomic(folder / "index.html", to_html(report, links, hud=history is not None,
                                                 scorecards=scored))

@@ -223,8 +223,19 @@ def test_public_results_need_the_address_they_are_published_at() -> None:
 def test_releases_newest_first_and_the_level_held_over_two() -> None:
     scores = cards([accel("2.14.1"), accel("2.13.0"), accel("2.15.0")])[0]
     assert [c.torch for c in scores.cards] == ["2.15.0", "2.14.1", "2.13.0"]
-    assert scores.held == ("Engineering", ("2.15.0", "2.14.1"))
-    assert cards([accel()])[0].held is None
+    assert scores.held == ("Engineering", ("2.15.0", "2.14.1")) and scores.held_note == ""
+    one = cards([accel()])[0]
+    assert one.held is None and one.held_note.startswith("one torch release in these results")
+
+
+def test_a_newer_release_of_the_matrix_without_results_holds_no_level() -> None:
+    given = ScoreInput(releases={"reference": ("2.15.0", "2.14.1", "2.13.0")})
+    scores = cards([accel("2.14.1"), accel("2.13.0")], given)[0]
+    assert scores.unscored == ("2.15.0",) and scores.held is None
+    assert scores.held_note.startswith("torch 2.15.0, among the two newest releases of the "
+                                       "matrix, has no result in this report")
+    data = to_json(scores, {})
+    assert data["unscored_releases"] == ["2.15.0"] and data["held"] is None
 
 
 def test_nightly_and_candidate_cells_are_no_release() -> None:
