@@ -14,6 +14,7 @@ device"; pairs the recording does not hold are counted apart. Pure, but for :fun
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +73,7 @@ def reference(found: Sequence[Recording], name: str) -> Reference:
 class VendorParity:
     vendor: str
     counts: tuple[tuple[str, int], ...]  # (class, pairs) in CLASSES order, then not in reference
+    gaps: tuple[tuple[str, int], ...] = ()  # "only on the reference": how the vendor's ended
 
     def get(self, what: str) -> int:
         return dict(self.counts).get(what, 0)
@@ -79,6 +81,8 @@ class VendorParity:
     @property
     def text(self) -> str:
         shown = [f"{self.get(c)} {WORDS_OF[c]}" for c in CLASSES]
+        if self.gaps:
+            shown[1] += " (" + ", ".join(f"{n} {how}" for how, n in self.gaps) + ")"
         return f"{self.vendor}: " + ", ".join(shown) + (
             f"; {self.get(NOT_IN_REFERENCE)} pairs it compared are {NOT_IN_REFERENCE}")
 
@@ -103,7 +107,8 @@ class ParityTable:
     def to_json(self) -> JSONObject:
         names = [v.vendor for v in self.vendors]
         return {"reference": self.reference.label, "files": list(self.reference.files),
-                "vendors": {v.vendor: dict(v.counts) for v in self.vendors},
+                "vendors": {v.vendor: {**dict(v.counts), "reference only, by how the vendor's "
+                                       "pair ended": dict(v.gaps)} for v in self.vendors},
                 "pairs": [{"op": r.op, "dtype": r.dtype, "reference": r.reference,
                            "vendors": {n: {"parity": c, "vendor": how}
                                        for n, (c, how) in zip(names, r.entries, strict=True)}}
@@ -150,5 +155,8 @@ def parity_table(ref: Reference, groups: Sequence[CellGroup],
         counts = {c: sum(r.entries[i][0] == c for r in rows) for c in CLASSES}
         counts[NOT_IN_REFERENCE] = sum(pair not in cases and kind != NOT_COMPARED
                                        for pair, kind in pairs[vendor].items())
-        parities.append(VendorParity(vendor=vendor, counts=tuple(counts.items())))
+        gaps = Counter(r.entries[i][1] for r in rows if r.entries[i][0] == REFERENCE)
+        parities.append(VendorParity(vendor=vendor, counts=tuple(counts.items()),
+                                     gaps=tuple(sorted(gaps.items(),
+                                                       key=lambda kv: (-kv[1], kv[0])))))
     return ParityTable(reference=ref, vendors=tuple(parities), rows=rows)
