@@ -118,10 +118,12 @@ def smoke(release: Release) -> tuple[PartScore, ...]:
         return (PartScore(key="", label=item.category, max=item.points, points=item.points,
                           how="the smoke layer passed in all three environments",
                           evidence=tuple(lines)),)
+    how = (f"passed in: {covered}; the other environments have no passing smoke run among "
+           "these results" if covered else "no smoke layer ran here (results from before it, "
+           "or from a vendor without it)")
     return (PartScore(key="", label=item.category, max=item.points, points=None, how=(
-        f"passed in: {covered or 'none'}; the other environments have no passing smoke run "
-        "among these results (a copy of the cell from a host without the hardware, and from "
-        "a minimal image without the compute stack, cover them)"), evidence=tuple(lines)),)
+        f"{how}: copies of the cell from a host with the hardware, one without it, and a "
+        "minimal image without the compute stack cover the three"), evidence=tuple(lines)),)
 
 
 # -- feature support ----------------------------------------------------------------------------
