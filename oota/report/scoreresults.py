@@ -119,8 +119,9 @@ def smoke(release: Release) -> tuple[PartScore, ...]:
                           how="the smoke layer passed in all three environments",
                           evidence=tuple(lines)),)
     how = (f"passed in: {covered}; the other environments have no passing smoke run among "
-           "these results" if covered else "no smoke layer ran here (results from before it, "
-           "or from a vendor without it)")
+           "these results" if covered else "no environment's smoke run passed here (skipped)"
+           if found else "no smoke layer ran here (results from before it, or from a vendor "
+           "without it)")
     return (PartScore(key="", label=item.category, max=item.points, points=None, how=(
         f"{how}: copies of the cell from a host with the hardware, one without it, and a "
         "minimal image without the compute stack cover the three"), evidence=tuple(lines)),)
