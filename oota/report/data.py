@@ -25,6 +25,7 @@ from packaging.version import Version
 from oota.report.compare import Comparison, compare, known_models, load_previous, model_of
 from oota.report.coverage import CoverageTable, coverage_table
 from oota.report.gonogo import CandidateRow, candidate_rows
+from oota.report.parity import ParityTable
 from oota.report.rows import (
     CELL_FILES,
     COLUMNS,
@@ -64,6 +65,7 @@ class Report:
     sources: tuple[str, ...] = ()  # the folders merged (--merge); empty for one folder
     ops: tuple[OpsSummary, ...] = ()  # per vendor that ran the ops layer
     coverage: CoverageTable | None = None  # operators × vendors: where each pair computed
+    parity: ParityTable | None = None  # operator × dtype beside a reference device (--parity)
     # Per cell of today's matrix, the vendor facts it rests on that no source confirms
     # (oota.plan.Cell.unverified_facts), as sentences; the report and get-started pages mark
     # those cells.

@@ -7,7 +7,10 @@ Static pages with no external asset and no script, linked relatively so they wor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from oota import __version__
+from oota.report import parity
 from oota.report.counts import in_tests_by_vendor, layer_table, ops_in_tests
 from oota.report.coverage import LEGEND as COVERAGE_LEGEND
 from oota.report.data import Report
@@ -27,6 +30,11 @@ LEGEND = (("passed", "✓ passed"), ("failed", "✗ failed"), ("error", "⚠ err
           ("interrupted", "stopped: interrupted by a signal before it finished"),
           ("none", "–: not tested"))
 
+# How a parity class is marked in the operators table: a pair only the reference passes is
+# the vendor's gap.
+PARITY_CSS = {parity.BOTH: "passed", parity.REFERENCE: "failed", parity.VENDOR: "cpu-fallback",
+              parity.NEITHER: "none"}
+
 
 def _mark(status: MaybeStatus, reason: str = "") -> Mark:
     return Mark(status=status, reason=reason)
@@ -37,13 +45,16 @@ def _links(where: str | Links) -> Links:
 
 
 def to_html(report: Report, results_rel: str | Links = "../results", *,
-            hud: bool = False) -> str:
+            hud: bool = False, scorecards: Sequence[str] = ()) -> str:
     """index.html; ``results_rel`` is the results folder relative to the report folder (or
-    each cell folder's place, for a merged report); ``hud``: link hud.html beside it."""
+    each cell folder's place, for a merged report); ``hud``: link hud.html beside it;
+    ``scorecards``: the vendors with a scorecard/<vendor>.html to link."""
     return html_environment().get_template("index.html.j2").render(
         title="oota compatibility matrix", report=report, links=_links(results_rel),
         version=__version__, columns=COLUMNS, word=WORD, legend=LEGEND,
         window=EXPIRY_WINDOW_DAYS, no_mark=Mark(), hud=hud, ops_tests=in_tests_by_vendor(report),
+        scorecards=scorecards, parity_classes=parity.CLASSES, parity_symbol=parity.SYMBOL,
+        parity_words=parity.WORDS_OF, parity_css=PARITY_CSS,
         ops_shown=OPS_FAILURES_SHOWN, coverage_legend=COVERAGE_LEGEND)
 
 
