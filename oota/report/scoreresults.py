@@ -25,6 +25,7 @@ from oota.report.scoremodel import Evidence, PartScore, not_measured
 from oota.vocab import (
     BAD,
     DEVICE_LAYERS,
+    SMOKE_ENVIRONMENTS,
     STATUS_ORDER,
     Status,
     budget_unrun,
@@ -35,9 +36,6 @@ from oota.vocab import (
 SMOKE_LAYER, OPS, MODELS = "smoke", "ops", "models"
 # The smoke layer's record of the environment its run was in (its tests' data.environment),
 # in the words of PyTorch's smoke-test requirement: (key, words).
-SMOKE_ENVIRONMENTS = (("hardware", "full stack, with the hardware"),
-                      ("no-hardware", "full stack, without the hardware"),
-                      ("minimal-os", "minimal OS, without the compute stack"))
 CPP_TEST = "test_cpp_extension_runs_on_the_device"
 # The layers that run PyTorch's unit tests (ModuleInfo, optimizers, autograd, the runtime).
 UNIT_LAYERS = ("modules", "optimizers", "autograd", "runtime")
