@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Final, Literal
 
 Status = Literal["passed", "failed", "error", "skipped", "unsupported-here", "interrupted",
-                 "cpu-fallback"]
+                 "cpu-fallback", "not-claimed"]
 # A status, or "" where there is none: nothing ran (an empty table entry, a cell not in a run).
 MaybeStatus = Literal[Status, ""]
 
@@ -21,10 +21,12 @@ MaybeStatus = Literal[Status, ""]
 # any of its parts has. 'interrupted' (the run was stopped by a signal) and 'error' (oota or the
 # environment broke) outrank 'failed' (the stack is wrong); 'unsupported-here' (the host lacks
 # the hardware) is never shown as a pass; 'cpu-fallback' (an operator the backend ran on the
-# CPU, so its result is the CPU's own) is never a pass either, and wins only over 'skipped';
-# 'skipped' wins only when nothing else ran.
+# CPU, so its result is the CPU's own) is never a pass either; 'not-claimed' (a capability the
+# vendor does not claim, such as streams or fused optimizers: not tested) wins only over
+# 'skipped'; 'skipped' wins only when nothing else ran.
 STATUS_ORDER: Final[tuple[Status, ...]] = (
-    "interrupted", "error", "failed", "unsupported-here", "passed", "cpu-fallback", "skipped")
+    "interrupted", "error", "failed", "unsupported-here", "passed", "cpu-fallback", "not-claimed",
+    "skipped")
 STATUSES: Final[frozenset[str]] = frozenset(STATUS_ORDER)
 # Statuses that make a run's exit code 1 (docs/reference/exit-codes.md).
 BAD: Final[frozenset[str]] = frozenset({"interrupted", "error", "failed"})
@@ -67,6 +69,10 @@ UNSUPPORTED_PREFIX: Final = "unsupported-here: "
 # 'cpu-fallback' ("ran on the CPU"): counted apart, never as a pass.
 CPU_PREFIX: Final = "ran on the CPU: "
 FALLBACK: Final = "cpu-fallback"
+# How a test of a capability the vendor does not claim (verify.capabilities in vendor.yaml;
+# verify/oota_claims.py) words its skip, so that oota gives it the status 'not-claimed'.
+NOT_CLAIMED_PREFIX: Final = "not claimed: "
+NOT_CLAIMED: Final = "not-claimed"
 # How a test the ops layer's time budget left unrun begins its skip reason. Which operators a
 # budget reaches depends on the host's speed, so two runs are not compared on those tests.
 BUDGET_PREFIX: Final = "time budget of "
@@ -80,8 +86,8 @@ UNRUN_KEY: Final = "unrun_pairs"
 
 # What a count of tests per layer shows (oota-verify's table in verify.log, the cell page's):
 # every status that makes a run fail counts as failed.
-COUNT_COLUMNS: Final[tuple[str, ...]] = ("passed", "cpu-fallback", "skipped", "unsupported-here",
-                                         "failed")
+COUNT_COLUMNS: Final[tuple[str, ...]] = ("passed", "cpu-fallback", "not-claimed", "skipped",
+                                         "unsupported-here", "failed")
 
 
 def layer_counts(tests: Iterable[tuple[str, str]]) -> dict[str, dict[str, int]]:
@@ -109,7 +115,7 @@ def run_status(tests: Iterable[tuple[str, MaybeStatus]],
     """The status of a run (a cell) from its tests' (layer, status) and the statuses of its
     other parts (its stages): the :func:`worst`, except that a run is never ``passed`` without
     evidence that its device ran: where it holds tests of DEVICE_LAYERS and none of them
-    passed, it is the worst of theirs ('cpu-fallback' or 'skipped') instead
+    passed, it is the worst of theirs ('cpu-fallback', 'not-claimed' or 'skipped') instead
     (docs/design/verdicts.md)."""
     tests = list(tests)
     found = worst([*others, *(status for _, status in tests)])
@@ -120,12 +126,14 @@ def run_status(tests: Iterable[tuple[str, MaybeStatus]],
 
 
 def normalized(status: str, message: str) -> tuple[str, str]:
-    """(status, message) with the suite's unsupported-here and ran-on-the-CPU skips given
-    their own status."""
+    """(status, message) with the suite's unsupported-here, ran-on-the-CPU and not-claimed
+    skips given their own status."""
     if status == "skipped" and message.startswith(UNSUPPORTED_PREFIX):
         return "unsupported-here", message.removeprefix(UNSUPPORTED_PREFIX)
     if status == "skipped" and message.startswith(CPU_PREFIX):
         return FALLBACK, message.removeprefix(CPU_PREFIX)
+    if status == "skipped" and message.startswith(NOT_CLAIMED_PREFIX):
+        return NOT_CLAIMED, message.removeprefix(NOT_CLAIMED_PREFIX)
     return status, message
 
 

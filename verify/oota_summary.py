@@ -45,6 +45,7 @@ import oota_vocab  # noqa: E402 - found by _load_vocab
 from oota_vocab import (  # noqa: E402
     COUNT_COLUMNS,
     FALLBACK,
+    NOT_CLAIMED,
     UNRUN_KEY,
     budget_blind,
     layer_counts,
@@ -54,9 +55,11 @@ from oota_vocab import (  # noqa: E402
     worst,
 )
 
-COLUMN_TITLE = {"unsupported-here": "n/a here", "cpu-fallback": "ran on CPU"}
+COLUMN_TITLE = {"unsupported-here": "n/a here", "cpu-fallback": "ran on CPU",
+                "not-claimed": "not claimed"}
 MARK = {"passed": "✓", "failed": "✗", "error": "✗", "interrupted": "stopped", "skipped": "skip",
-        "unsupported-here": "n/a here", "cpu-fallback": "on CPU", "": "–"}
+        "unsupported-here": "n/a here", "cpu-fallback": "on CPU", "not-claimed": "not claimed",
+        "": "–"}
 
 
 def normalized(test: dict[str, Any]) -> tuple[str, str]:
@@ -73,8 +76,10 @@ def report(cell: dict[str, Any], tests: list[dict[str, Any]]) -> str:
              f"{cell.get('python')}{toolkit}, device {cell.get('device')}): "
              f"{MARK.get(run_status((k, s) for k, v in by_layer.items() for s in v), '?')}", ""]
     counts = layer_counts((layer, s) for layer, states in by_layer.items() for s in states)
-    # 'ran on CPU' (operators the backend's CPU fallback computed) only where a layer has any.
-    columns = [c for c in COUNT_COLUMNS if c != FALLBACK or any(n[c] for n in counts.values())]
+    # 'ran on CPU' (operators the backend's CPU fallback computed) and 'not claimed' (capabilities
+    # the vendor does not claim) only where a layer has any.
+    columns = [c for c in COUNT_COLUMNS
+               if c not in (FALLBACK, NOT_CLAIMED) or any(n[c] for n in counts.values())]
     lines += ["| layer | result | " + " | ".join(COLUMN_TITLE.get(c, c) for c in columns) + " |",
               "|---|---|" + "---|" * len(columns)]
     for layer, n in counts.items():  # the counts the report shows too (oota_vocab)

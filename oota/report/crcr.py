@@ -49,12 +49,13 @@ SCHEMA_VERSION: Final = "1"
 # it from the job's status; test_results keeps it apart from failed tests.
 CONCLUSION: Final[Mapping[str, str]] = {
     "passed": "success", "failed": "failure", "error": "failure", "interrupted": "cancelled",
-    "unsupported-here": "neutral", "cpu-fallback": "neutral", "skipped": "skipped", "": "neutral"}
+    "unsupported-here": "neutral", "cpu-fallback": "neutral", "not-claimed": "skipped",
+    "skipped": "skipped", "": "neutral"}
 # Which count of test_results each test status adds to; 'error' and 'interrupted' tests are
 # only in 'total' (neither passed nor failed nor skipped).
 _COUNT: Final[Mapping[str, str]] = {"passed": "passed", "failed": "failed",
                                     "skipped": "skipped", "unsupported-here": "skipped",
-                                    "cpu-fallback": "skipped"}
+                                    "cpu-fallback": "skipped", "not-claimed": "skipped"}
 
 
 class CrcrSchemaError(ValueError):

@@ -27,6 +27,7 @@ LEGEND = (("passed", "✓ passed"), ("failed", "✗ failed"), ("error", "⚠ err
           ("skipped", "skip: skipped"),
           ("unsupported-here", "n/a here: no such hardware on the host"),
           ("cpu-fallback", "on CPU: the backend ran it on the CPU (its fallback), not the device"),
+          ("not-claimed", "not claimed: a capability the vendor does not claim, not tested"),
           ("interrupted", "stopped: interrupted by a signal before it finished"),
           ("none", "–: not tested"))
 

@@ -26,10 +26,11 @@ from oota.vocab import (
 # The report's columns: the build stage, then the suite's layers (oota.vocab.LAYERS).
 COLUMNS = ("build", *LAYERS)
 SYMBOL = {"passed": "✓", "failed": "✗", "error": "⚠", "interrupted": "stopped",
-          "skipped": "skip", "unsupported-here": "n/a here", "cpu-fallback": "on CPU", "": "–"}
+          "skipped": "skip", "unsupported-here": "n/a here", "cpu-fallback": "on CPU",
+          "not-claimed": "not claimed", "": "–"}
 WORD = {"passed": "passed", "failed": "failed", "error": "error", "interrupted": "interrupted",
         "skipped": "skipped", "unsupported-here": "n/a here", "cpu-fallback": "ran on the CPU",
-        "": "not run"}
+        "not-claimed": "not claimed", "": "not run"}
 CELL_FILES = (RESULT_FILE, "junit.xml", "build.log", "verify.log")
 OPS_REASONS_SHOWN = 3  # the ops layer's reasons in its table entry
 

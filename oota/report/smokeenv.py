@@ -59,7 +59,8 @@ def _status(text: str) -> MaybeStatus:
     known: dict[str, MaybeStatus] = {"passed": "passed", "failed": "failed", "error": "error",
                                      "skipped": "skipped", "interrupted": "interrupted",
                                      "unsupported-here": "unsupported-here",
-                                     "cpu-fallback": "cpu-fallback"}
+                                     "cpu-fallback": "cpu-fallback",
+                                     "not-claimed": "not-claimed"}
     return known.get(text, "")
 
 
