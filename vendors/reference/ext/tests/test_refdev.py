@@ -334,6 +334,24 @@ def test_fallback_in_place_and_out():
     assert_close(d.cpu(), expected)
 
 
+def test_fallback_keeps_the_layout_a_cpu_kernel_gives_its_out_argument():
+    # replication_pad2d's CPU kernel lays its output out as its input (channels_last); the
+    # fallback's write-back must carry that layout to the refdev output, as the CPU's has it.
+    x = torch.randn(1, 3, 4, 4).contiguous(memory_format=torch.channels_last)
+    pad = nn.ReplicationPad2d(1)
+    got = pad(x.refdev())
+    assert got.stride() == pad(x).stride()
+    assert got.is_contiguous(memory_format=torch.channels_last)
+    assert_close(got.cpu(), pad(x))
+    out = torch.empty(0, device=DEV)  # resized by the kernel, laid out as it chose
+    torch.mul(x.refdev(), 2, out=out)
+    assert out.stride() == torch.mul(x, 2).stride()
+    view = torch.zeros(4, 8, device=DEV)[:, ::2]  # a strided view keeps its strides
+    torch.add(torch.ones(4, 4, device=DEV), 1, out=view)
+    assert view.stride() == (8, 2)
+    assert_close(view.cpu(), torch.full((4, 4), 2.0))
+
+
 def test_fallback_tensor_lists():
     xs = [torch.randn(3) for _ in range(3)]
     ds = [x.refdev() for x in xs]
