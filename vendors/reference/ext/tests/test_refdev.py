@@ -738,9 +738,43 @@ def test_scaled_op_on_purpose_biases_that_operator_by_its_factor():
     assert float(sin_diff) == 0.0
 
 
+def test_a_foreach_path_that_drops_the_last_tensor_on_purpose():
+    code = (
+        "import json, torch, torch_refdev\n"
+        "xs = [torch.zeros(2, device='refdev') for _ in range(3)]\n"
+        "torch._foreach_addcdiv_(xs, [torch.ones(2, device='refdev')] * 3,\n"
+        "                        [torch.ones(2, device='refdev')] * 3, [1.0, 2.0, 3.0])\n"
+        "torch._foreach_add_(xs, 1.0)\n"
+        "print(json.dumps([x.cpu().tolist() for x in xs]))\n"
+    )
+    dropped = run_python(code, REFDEV_FOREACH_DROP_LAST="_foreach_addcdiv_")
+    assert json.loads(dropped) == [[2.0, 2.0], [3.0, 3.0], [1.0, 1.0]]
+    assert json.loads(run_python(code)) == [[2.0, 2.0], [3.0, 3.0], [4.0, 4.0]]
+
+
+def test_an_optimizer_step_that_skips_a_parameter_group_on_purpose():
+    code = (
+        "import json, torch, torch_refdev\n"
+        "def run(groups):\n"
+        "    ps = [torch.nn.Parameter(torch.ones(2, device='refdev')) for _ in range(2)]\n"
+        "    split = [{'params': [p]} for p in ps] if groups == 2 else [{'params': ps}]\n"
+        "    opt = torch.optim.SGD(split, lr=0.5)\n"
+        "    sum(p.sum() for p in ps).backward()\n"
+        "    opt.step()\n"
+        "    return [p.detach().cpu().tolist() for p in ps]\n"
+        "print(json.dumps([run(2), run(1)]))\n"
+    )
+    two, one = json.loads(run_python(code, REFDEV_SKIP_PARAM_GROUP="1"))
+    assert two == [[0.5, 0.5], [1.0, 1.0]]  # the second group kept its values
+    assert one == [[0.5, 0.5], [0.5, 0.5]]  # an optimizer of one group is untouched
+    assert json.loads(run_python(code))[0] == [[0.5, 0.5], [0.5, 0.5]]
+
+
 @pytest.mark.parametrize(("variable", "value", "shape"), [
     ("REFDEV_SLOW_OP", "mm", "NAME:MILLISECONDS"),
     ("REFDEV_SCALE_OP", "mm:big", "NAME:FACTOR"),
+    ("REFDEV_SKIP_PARAM_GROUP", "second", "a parameter group's index"),
+    ("REFDEV_FOREACH_DROP_LAST", "_foreach_add", "in-place foreach operators"),
 ])
 def test_a_malformed_fault_switch_is_refused_with_the_expected_shape(variable, value, shape):
     with tempfile.TemporaryDirectory() as cwd:  # outside the source tree, as run_python
