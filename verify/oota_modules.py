@@ -20,7 +20,7 @@ failures of those two tests apply (``oota_pytorchtests``).
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,9 +178,10 @@ def head(name: str, dtype_name: str, sample: Sample, memory_format: str = "") ->
     return f"{name} ({dtype_name}): sample {sample.index} ({sample.description}), {mode}{shown}"
 
 
-def judge_runs(got: Run, want: Run, wide: Run | None, *, rule: oota_rules.Rule,
+def judge_runs(got: Run, want: Run, wide: Callable[[], Run | None], *, rule: oota_rules.Rule,
                dtype_name: str, device_name: str, heading: str) -> Any:
-    """The judge's verdict on a device run against the CPU's (and float64's) same results."""
+    """The judge's verdict on a device run against the CPU's same results; ``wide`` makes
+    the float64 run, only where the two are not identical, element for element."""
     cpu = dict(want.named)
     device = dict(got.named)
     if list(device) != list(cpu):
@@ -188,7 +189,10 @@ def judge_runs(got: Run, want: Run, wide: Run | None, *, rule: oota_rules.Rule,
         return Verdict(status="failed", message=(
             f"{heading}: the run on {device_name} gave other results than the CPU's "
             f"(differs at: {', '.join(missing[:5]) or 'their order'})"))
-    reference = dict(wide.named) if wide is not None else {}
+    if oota_judge.identical([device[n] for n in cpu], list(cpu.values())):
+        return Verdict(status="passed", message=f"{heading}: identical to the CPU's", ratio=0.0)
+    made = wide()
+    reference = dict(made.named) if made is not None else {}
     named = [(n, device[n], value, reference.get(n)) for n, value in want.named]
     return oota_judge.judge_named(named, rule=rule, dtype=dtype_name, device_name=device_name,
                                   head=heading)
@@ -259,3 +263,20 @@ def _passed(outcome: Outcome, pair: str, device: str, rule: str) -> str:
                 f"{others}; the CPU vendor's device is the CPU, so nothing was compared")
     return (f"{some} samples of {pair} on {device}, forward and backward{formats}, within "
             f"{rule} (the worst uses {outcome.worst:.2g} of it){others}")
+
+
+# A pass names this many of the aten operators its device runs sent to the CPU fallback.
+NAMES_SHOWN = 8
+
+
+def fallback_note(coverage: Any) -> str:
+    """Where a passing test's device runs called the backend's CPU fallback, which aten
+    operators ('' where none did): the pass stands (the module's or optimizer's composition
+    ran on the device's dispatch), and the reader is told (an ``oota_hooks.Coverage``)."""
+    names = sorted(coverage.routed | set(coverage.fallback_ops)) if coverage else []
+    if not names:
+        return ""
+    shown = ", ".join(f"aten::{n}" for n in names[:NAMES_SHOWN])
+    more = f" and {len(names) - NAMES_SHOWN} more" if len(names) > NAMES_SHOWN else ""
+    return (f"; {coverage.fell_back} of its {coverage.samples} device runs called the "
+            f"backend's CPU fallback ({shown}{more})")

@@ -159,7 +159,13 @@ class _Pair:
         except Exception as exc:  # noqa: BLE001 - nothing to compare with
             self.cpu_refused(exc, sample)
             return
-        wide = oota_modules.run_wide(sample, self.rule, want)
+        made: list[Any] = []
+
+        def wide() -> Any:  # the float64 run, made once and only where a run is not the CPU's
+            if not made:
+                made.append(oota_modules.run_wide(sample, self.rule, want))
+            return made[0]
+
         try:
             got = self.device_run(sample, want)
         except Exception as exc:  # noqa: BLE001 - the device's failure is the finding
@@ -259,16 +265,9 @@ def judge_pair(name: str, dtype_name: str, device: Any) -> tuple[str, str, dict[
     status, message = oota_modules.verdict(
         pair.outcome, name=name, dtype=dtype_name, device=device.type,
         must_run=name in DATABASE.must, rule=pair.rule.describe())
-    return status, message + _fallback_note(pair.coverage, status), _data(pair, modes)
-
-
-def _fallback_note(coverage: oota_hooks.Coverage | None, status: str) -> str:
-    """Where a passing module's device runs called the backend's CPU fallback, which."""
-    names = sorted(coverage.routed | set(coverage.fallback_ops)) if coverage else []
-    if status != "passed" or coverage is None or not names:
-        return ""
-    return (f"; {coverage.fell_back} of its {coverage.samples} device runs called the "
-            f"backend's CPU fallback ({', '.join(f'aten::{n}' for n in names)})")
+    if status == "passed":
+        message += oota_modules.fallback_note(pair.coverage)
+    return status, message, _data(pair, modes)
 
 
 def _data(pair: _Pair, modes: list[bool]) -> dict[str, Any]:
