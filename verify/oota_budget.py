@@ -176,8 +176,7 @@ class Unit:
 
 UNITS = {"ops": Unit(entries="operator×dtype pairs", names="operators"),
          "modules": Unit(entries="module×dtype pairs", names="modules"),
-         "optimizers": Unit(entries="optimizer×implementation×dtype tests", names="optimizers",
-                            first_part=True)}
+         "optimizers": Unit(entries="optimizer tests", names="optimizers", first_part=True)}
 DEFAULT_UNIT = UNITS["ops"]
 
 

@@ -124,8 +124,7 @@ def test_what_each_budget_left_unrun_is_one_entry_per_test_with_its_layers_count
                                   "module×dtype pairs of 2 modules not run")
     assert modules["data"] == {"unrun_pairs": 3, "unrun_modules": 2}
     assert optimizers["message"] == ("time budget of 0 s spent (OOTA_OPTIMIZERS_BUDGET_S): 2 "
-                                     "optimizer×implementation×dtype tests of 1 optimizers not "
-                                     "run")
+                                     "optimizer tests of 1 optimizers not run")
     assert moves["data"] == {"unrun_pairs": 1, "unrun_optimizers": 1}
     assert oota_budget.fold_unrun(folded) == folded
 
