@@ -35,6 +35,9 @@ class LayerSummary:
     cells: int
     passed: int
     failed: int
+    # passes whose device runs called the backend's CPU fallback for some operators (their
+    # data's ran_on: 'cpu'): the composition ran on the device, some of its arithmetic did not
+    fell_back: int = 0
     not_run: tuple[tuple[str, int], ...]  # (reason, entries), most first
     failures: tuple[Failure, ...] = ()
 
@@ -45,14 +48,17 @@ class LayerSummary:
     @property
     def text(self) -> str:
         cells = f"; {self.cells} cells" if self.cells > 1 else ""
+        fell_back = (f", {self.fell_back} of them through the backend's CPU fallback for some "
+                     "operators" if self.fell_back else "")
         failed = f", {self.failed} failed" if self.failed else ""
         reasons = ", ".join(f"{count} {reason}" for reason, count in self.not_run)
-        return (f"{self.layer}: {self.passed} of {self.total} {UNITS[self.layer]} pass{failed} "
-                f"(not run: {reasons or 'none'}{cells})")
+        return (f"{self.layer}: {self.passed} of {self.total} {UNITS[self.layer]} pass"
+                f"{fell_back}{failed} (not run: {reasons or 'none'}{cells})")
 
     def to_json(self) -> JSONObject:
         return {"layer": self.layer, "label": self.label, "cells": self.cells,
-                "passed": self.passed, "failed": self.failed, "total": self.total,
+                "passed": self.passed, "fell_back": self.fell_back, "failed": self.failed,
+                "total": self.total,
                 "not_run": dict(self.not_run),
                 "failures": [{"cell": f.cell, "test": f.test, "message": f.message}
                              for f in self.failures]}
@@ -82,6 +88,7 @@ def layer_summary(layer: str, label: str, rows: Sequence[CellRow]) -> LayerSumma
     return LayerSummary(
         layer=layer, label=label, cells=len({cell for cell, _ in ran}),
         passed=sum(t.status == "passed" for _, t in ran), failed=len(bad),
+        fell_back=sum(t.status == "passed" and t.data.get("ran_on") == "cpu" for _, t in ran),
         not_run=_not_run([t for _, t in ran if t.status not in BAD and t.status != "passed"]),
         failures=tuple(Failure(cell=cell, test=t.id.partition("[")[2].removesuffix("]"),
                                message=t.message.strip().removeprefix("Failed: "))

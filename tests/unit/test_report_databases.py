@@ -24,9 +24,10 @@ MODULES = "test_modules.py::test_module_matches_cpu"
 OPTIMIZERS = "test_optimizers.py::test_optimizer_matches_cpu"
 
 
-def module(name: str, dtype: str, status: str = "passed", message: str = "") -> dict[str, Any]:
+def module(name: str, dtype: str, status: str = "passed", message: str = "",
+           ran_on: str = "device") -> dict[str, Any]:
     return case(f"{MODULES}[{name}-{dtype}]", "modules", status, message,
-                {"module": name, "dtype": dtype, "samples": 3, "ran": 3})
+                {"module": name, "dtype": dtype, "samples": 3, "ran": 3, "ran_on": ran_on})
 
 
 def reference(*tests: dict[str, Any]) -> dict[str, Any]:
@@ -36,7 +37,8 @@ def reference(*tests: dict[str, Any]) -> dict[str, Any]:
         case("test_optimizers.py::test_must_run_names_are_optimizers", "optimizers"), *tests])
 
 
-TESTS = [module("nn.Linear", "float32"), module("nn.Tanh", "float32", "failed", TANH),
+TESTS = [module("nn.Linear", "float32"), module("nn.Linear", "float64", ran_on="cpu"),
+         module("nn.Tanh", "float32", "failed", TANH),
          module("nn.GRU", "float32", "skipped", "nn.GRU (float32) is not implemented on refdev: "
                 "sample 0 (default): NotImplementedError: no kernel"),
          case(f"{MODULES}[unrun-by-budget]", "modules", "skipped",
@@ -53,7 +55,8 @@ TESTS = [module("nn.Linear", "float32"), module("nn.Tanh", "float32", "failed", 
 def test_each_vendor_line_counts_the_layers_entries_and_lists_their_failures():
     report = build_report(typed([reference(*TESTS)]), [], generated_at=NOW)
     modules, optimizers = report.databases
-    assert modules.text == ("modules: 1 of 203 module×dtype pairs pass, 1 failed (not run: 200 "
+    assert modules.text == ("modules: 2 of 204 module×dtype pairs pass, 1 of them through the "
+                            "backend's CPU fallback for some operators, 1 failed (not run: 200 "
                             "time budget spent, 1 not implemented on the device)")
     assert [(f.test, f.message) for f in modules.failures] == [("nn.Tanh-float32", TANH)]
     assert optimizers.text == ("optimizers: 2 of 4 optimizer tests pass, 1 failed (not run: 1 "
@@ -72,7 +75,8 @@ def test_the_pages_and_results_json_show_both_layers(tmp_path):
     data = json.loads((tmp_path / "reports" / "results.json").read_text())
     by_label = {(d["layer"], d["label"]): d for d in data["databases"]}
     assert by_label[("modules", "cpu")]["passed"] == 1
-    assert by_label[("modules", "reference")]["total"] == 203
+    assert by_label[("modules", "reference")]["total"] == 204
+    assert by_label[("modules", "reference")]["fell_back"] == 1
     assert by_label[("optimizers", "reference")]["failures"][0]["test"] == "SGD-forloop-float32"
     (cell,) = [c for c in data["cells"] if c["vendor"] == "reference"]
     assert cell["layers"]["modules"]["status"] == cell["layers"]["optimizers"]["status"] == \
