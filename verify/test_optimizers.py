@@ -360,6 +360,8 @@ def _verdict(judging: _Judging, judged: str = STEPPED) -> tuple[str, str]:
                        "the CPU too")
         return "skipped", (f"none of the {tally.configs} configurations of {pair} ran: "
                            f"{'; '.join(why)}")
+    if judging.device.type == "cpu":  # the first CPU_ONLY_CONFIGS of each test there
+        pair += f" (the first {optim.CPU_ONLY_CONFIGS} the OptimizerInfo gives, on the CPU vendor)"
     if judging.device.type == "cpu" and judging.impl == optim.FORLOOP:
         return "passed", f"ran {tally.ran} configurations of {pair} {RAN_ONLY}"
     return "passed", (f"{tally.ran} of {tally.configs} configurations of {pair} on "

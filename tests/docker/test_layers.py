@@ -133,7 +133,7 @@ def test_the_modules_and_optimizers_layers_pass_on_the_cpu_with_their_counts(bui
             sgd = tests[f"test_optimizers.py::test_optimizer_matches_cpu[SGD-{impl}-{dtype}]"]
             assert sgd["status"] == "passed", sgd
             assert sgd["data"]["compared"] is (impl != "forloop")
-            assert sgd["data"]["ran"] == sgd["data"]["configs"] == 9
+            assert sgd["data"]["ran"] == sgd["data"]["configs"] == 3  # the first 3 on the CPU
     adam = tests["test_optimizers.py::test_optimizer_matches_cpu[Adam-fused-bfloat16]"]
     assert adam["status"] == "passed" and "on cpu: parameters and optimizer state after 7 " \
         "steps within error against float64" in adam["data"]["note"]
