@@ -37,12 +37,13 @@ BAD: Final[frozenset[str]] = frozenset({"interrupted", "error", "failed"})
 WORKLOAD_LAYER: Final = "workload"
 # The in-image suite's layers, in report order (verify/oota_suite.py, oota-verify).
 LAYERS: Final[tuple[str, ...]] = (
-    "install", "compat", "smoke", "device", "runtime", "ops", "models", WORKLOAD_LAYER, "vendor",
-    "skips")
+    "install", "compat", "smoke", "device", "runtime", "ops", "modules", "optimizers", "models",
+    WORKLOAD_LAYER, "vendor", "skips")
 
 # The layers whose tests use the vendor's device: a run passes only where one of their tests
 # passed (positive evidence that the device ran), whenever any of them is in the run.
-DEVICE_LAYERS: Final[tuple[str, ...]] = ("device", "runtime", "ops", "models", WORKLOAD_LAYER)
+DEVICE_LAYERS: Final[tuple[str, ...]] = ("device", "runtime", "ops", "modules", "optimizers",
+                                          "models", WORKLOAD_LAYER)
 # The layers a run of which brings the device layer's evidence (test_device_visible) along:
 # the device layers, and the smoke layer, which is not one (most of its checks are PyTorch's
 # release validation on the CPU, and must never stand as evidence that the device ran) but
@@ -170,28 +171,37 @@ def budget_blind(before: Mapping[str, int], after: Mapping[str, int]) -> frozens
     return frozenset(unrun | {test_id for test_id in one_side if test_id.startswith(folded)})
 
 
-# Why an operator × dtype of the ops layer was not compared, from the words its skip begins
-# with (verify/test_ops.py, oota_opinfo.py, oota_ops.py, oota_suite.py): a reader of "N not
-# run" needs to tell PyTorch's own skips and dtypes the OpInfo lacks from a budget cut.
-# (pattern, reason), the first that matches wins.
+# Why an entry of a layer that walks one of PyTorch's test databases (the ops layer's operator ×
+# dtype, the modules layer's module × dtype, the optimizers layer's optimizer × implementation
+# × dtype) was not compared, from the words its skip begins with (verify/test_ops.py,
+# oota_opinfo.py, oota_ops.py, oota_suite.py, test_modules.py, test_optimizers.py,
+# oota_claims.py): a reader of "N not run" needs to tell PyTorch's own skips and dtypes the
+# database lacks from a budget cut. (pattern, reason), the first that matches wins.
 NOT_COMPARED: Final[tuple[tuple[str, str], ...]] = (
     (re.escape(BUDGET_PREFIX), "time budget spent"),
     (r"the OpInfo of .* does not support \S+ on the CPU", "dtype the OpInfo lacks on the CPU"),
     (r"the OpInfo of .* does not declare \S+ for ", "dtype the OpInfo lacks on the device"),
-    (r"PyTorch's test_compare_cpu skips", "skipped by PyTorch's own test"),
-    (r"PyTorch's test_compare_cpu expects", "expected to fail by PyTorch's own test"),
+    (r"the ModuleInfo of .* declares none of ", "dtypes the ModuleInfo lacks"),
+    (r"PyTorch's test_\w+ skips", "skipped by PyTorch's own test"),
+    (r"PyTorch's test_\w+ expects", "expected to fail by PyTorch's own test"),
+    (r"PyTorch's OptimizerInfo of .* declares no ", "implementation the OptimizerInfo lacks"),
+    (r"PyTorch's OptimizerInfo of .* declares its fused implementation on ",
+     "fused not declared for the device"),
+    (r"not claimed: ", "not claimed by the vendor"),
     (r"skip list: ", "on the vendor's skip list"),
     (r"\S.* is not implemented on ", "not implemented on the device"),
-    (r"the OpInfo of .* has no sample inputs", "no sample inputs"),
-    (r"every one of the \d+ samples .* raised on the CPU too", "every sample refused by the CPU"),
+    (r"the (OpInfo|ModuleInfo) of .* has no sample", "no sample inputs"),
+    (r"every one of the \d+ samples .* raised on the CPU", "every sample refused by the CPU"),
+    (r"none of the \d+ configurations .* ran", "every configuration refused on the CPU"),
     (re.escape(UNSUPPORTED_PREFIX) + "|no \\S+ device visible|torch has no torch\\.",
      "no device here"),
-    (r"the ops layer is not selected", "layer not selected"),
+    (r"the (ops|modules|optimizers) layer is not selected", "layer not selected"),
 )
 
 
 def not_compared_reason(message: str) -> str:
-    """The reason (one of NOT_COMPARED's) a skipped ops-layer pair was not compared."""
+    """The reason (one of NOT_COMPARED's) a skipped entry of a database layer was not
+    compared."""
     for pattern, reason in NOT_COMPARED:
         if re.match(pattern, message):
             return reason

@@ -133,30 +133,37 @@ def _workload(tests: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+# The layers that walk one of PyTorch's test databases skip hundreds of entries: counted by
+# why, not listed; each with what one of its tests is.
+COUNTED = {"ops": "operator x dtype pairs", "modules": "module x dtype pairs",
+           "optimizers": "optimizer tests"}
+
+
 def _not_passed(tests: list[dict[str, Any]]) -> list[str]:
     out = []
-    # The ops layer skips thousands of operator x dtype pairs: counted by why, not listed.
-    ops_skipped: dict[str, int] = {}
+    skipped: dict[str, dict[str, int]] = {}  # layer -> reason -> entries
     fell_back: dict[str, int] = {}  # aten operator -> pairs whose samples called it
     for test in tests:
         status, message = normalized(test)
+        layer = str(test.get("layer"))
         if status == FALLBACK:
             for name in (test.get("data") or {}).get("fallback_ops") or ["?"]:
                 fell_back[name] = fell_back.get(name, 0) + 1
             continue
-        # The pairs the time budget left unrun are one entry already, listed with its count.
-        if status == "skipped" and test.get("layer") == "ops" and UNRUN_KEY not in (
+        # The entries the time budget left unrun are one entry already, listed with its count.
+        if status == "skipped" and layer in COUNTED and UNRUN_KEY not in (
                 test.get("data") or {}):
             reason = not_compared_reason(message)
-            ops_skipped[reason] = ops_skipped.get(reason, 0) + 1
+            counts = skipped.setdefault(layer, {})
+            counts[reason] = counts.get(reason, 0) + 1
         elif status != "passed":
             out.append(f"- {test['id']}: {status}" + (f": {message.splitlines()[0]}"
                                                       if message else ""))
-    if ops_skipped:
-        counts = ", ".join(f"{n} {why}" for why, n in sorted(ops_skipped.items(),
-                                                             key=lambda kv: (-kv[1], kv[0])))
-        out.append(f"- ops layer: {sum(ops_skipped.values())} operator x dtype pairs not "
-                   f"compared: {counts} (each reason is in tests.json)")
+    for layer, counts in skipped.items():
+        shown = ", ".join(f"{n} {why}" for why, n in sorted(counts.items(),
+                                                            key=lambda kv: (-kv[1], kv[0])))
+        out.append(f"- {layer} layer: {sum(counts.values())} {COUNTED[layer]} not compared: "
+                   f"{shown} (each reason is in tests.json)")
     if fell_back:
         pairs = sum(1 for t in tests if normalized(t)[0] == FALLBACK)
         names = ", ".join(f"aten::{name} ({n})" for name, n in
@@ -198,8 +205,9 @@ def compare(expected: dict[str, Any], tests: list[dict[str, Any]]) -> str:
     notes = [f"{left_out} of its tests did not run this time"] if left_out else []
     pairs_now, pairs_then = sum(unrun_now.values()), sum(unrun_then.values())
     if pairs_now or pairs_then:
-        notes.append(f"the ops layer's time budget left {pairs_now} operator x dtype pairs "
-                     f"unrun this time and {pairs_then} then: those are not compared")
+        notes.append(f"the layers' time budgets left {pairs_now} entries (operator x dtype "
+                     f"pairs, module x dtype pairs, ...) unrun this time and {pairs_then} then: "
+                     "those are not compared")
     tail = f" ({'; '.join(notes)})" if notes else ""
     if not changes:
         return (f"{head} every one of the {len(now.keys() - blind)} tests ended the same "

@@ -24,6 +24,7 @@ from packaging.version import Version
 
 from oota.report.compare import Comparison, compare, known_models, load_previous, model_of
 from oota.report.coverage import CoverageTable, coverage_table
+from oota.report.databases import LayerSummary, vendor_summaries
 from oota.report.gonogo import CandidateRow, candidate_rows
 from oota.report.parity import ParityTable
 from oota.report.rows import (
@@ -64,6 +65,8 @@ class Report:
     groups: tuple[CellGroup, ...] = ()
     sources: tuple[str, ...] = ()  # the folders merged (--merge); empty for one folder
     ops: tuple[OpsSummary, ...] = ()  # per vendor that ran the ops layer
+    # the modules and optimizers layers, per layer and vendor that ran it (report.databases)
+    databases: tuple[LayerSummary, ...] = ()
     coverage: CoverageTable | None = None  # operators × vendors: where each pair computed
     parity: ParityTable | None = None  # operator × dtype beside a reference device (--parity)
     # Per cell of today's matrix, the vendor facts it rests on that no source confirms
@@ -124,13 +127,17 @@ def _mark(items: Sequence[tuple[MaybeStatus, str]], most: int | None = None) -> 
     return Mark(status=status, reason="; ".join(reasons))
 
 
+MANY_TESTS = frozenset({"ops", "modules", "optimizers"})
+
+
 def layer_mark(result: Result, layer: str) -> Mark:
     if layer == "build":
         stage = result.stages.get("build")
         return _mark([(stage.status, stage.message)]) if stage else Mark()
-    # The ops layer has a test per operator × dtype: its failures are listed on their own.
+    # The layers with a test per operator, module or optimizer × dtype: their failures are
+    # listed on their own.
     return _mark([(t.status, t.message) for t in result.tests if t.layer == layer],
-                 OPS_REASONS_SHOWN if layer == "ops" else None)
+                 OPS_REASONS_SHOWN if layer in MANY_TESTS else None)
 
 
 def _vendor_mark(per_cell: dict[str, Mark], noun: str = "cells") -> Mark:
@@ -274,6 +281,8 @@ def build_from(loaded: Sequence[Loaded], problems: Sequence[str], *,
         rows=rows, groups=groups,
         models=_model_rows(results, vendors), comparison=comparison, counts=counts,
         sources=tuple(sources), ops=_vendor_ops(groups, vendors),
+        databases=vendor_summaries([(v, [g.worst_copy for g in groups if g.vendor == v])
+                                    for v in vendors]),
         coverage=coverage_table(groups, vendors),
         skip_debt=tuple(skip_debt(v, [r for r in results if r.cell.vendor == v], today)
                         for v in vendors))

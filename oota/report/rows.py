@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from oota.report.workload import WorkloadRow
 from oota.results.jsonfields import JSONObject
@@ -22,6 +23,9 @@ from oota.vocab import (
     budget_unrun,
     not_compared_reason,
 )
+
+if TYPE_CHECKING:  # databases.py builds on these rows; a cell's row imports it when asked
+    from oota.report.databases import LayerSummary
 
 # The report's columns: the build stage, then the suite's layers (oota.vocab.LAYERS).
 COLUMNS = ("build", *LAYERS)
@@ -116,6 +120,13 @@ class CellRow:
     @property
     def ops(self) -> OpsSummary | None:
         return ops_summary(self.id, [self])
+
+    @property
+    def databases(self) -> tuple[LayerSummary, ...]:
+        """The modules and optimizers layers of this cell (oota.report.databases)."""
+        from oota.report.databases import vendor_summaries
+
+        return vendor_summaries([(self.id, [self])])
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

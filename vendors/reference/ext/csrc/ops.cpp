@@ -805,13 +805,19 @@ struct MovedTensor {
   size_t arg_index;
   at::Tensor original;
   at::Tensor host;
+  std::vector<int64_t> host_strides; // before the CPU kernel ran
 };
 
 struct MovedList {
   size_t arg_index;
   std::vector<at::Tensor> originals;
   std::vector<at::Tensor> hosts;
+  std::vector<std::vector<int64_t>> host_strides; // before the CPU kernel ran
 };
+
+std::vector<int64_t> strides_of(const at::Tensor& t) {
+  return t.defined() ? t.strides().vec() : std::vector<int64_t>();
+}
 
 void count_fallback(const c10::OperatorHandle& op) {
   auto& counter = fallback_counter();
@@ -820,10 +826,25 @@ void count_fallback(const c10::OperatorHandle& op) {
   counter.counts[std::move(name)] += 1;
 }
 
-void write_back(const at::Tensor& host, const at::Tensor& original) {
-  if (original.defined() && on_refdev(original)) {
-    refdev_copy_from_and_resize(host, original);
+// A CPU kernel may lay its out argument out anew (replication_pad2d's lays its
+// output out as its input is laid out, channels_last included): the refdev
+// tensor takes the same sizes and strides, as the CPU's own out tensor would.
+void write_back(
+    const at::Tensor& host,
+    const at::Tensor& original,
+    const std::vector<int64_t>& host_strides) {
+  if (!original.defined() || !on_refdev(original)) {
+    return;
   }
+  if (host.strides() != IntArrayRef(host_strides) &&
+      host.is_non_overlapping_and_dense()) {
+    if (original.sizes() != host.sizes()) {
+      refdev_resize_(original, host.sizes(), std::nullopt);
+    }
+    original.unsafeGetTensorImpl()->set_sizes_and_strides(
+        host.sizes(), host.strides());
+  }
+  refdev_copy_from_and_resize(host, original);
 }
 
 // Operators that mutate arguments their schema does not mark as mutable
@@ -893,25 +914,29 @@ void refdev_cpu_fallback(
       if (on_refdev(original)) {
         at::Tensor host = to_host(original);
         slot = c10::IValue(host);
-        moved_tensors.push_back({i, original, std::move(host)});
+        std::vector<int64_t> strides = strides_of(host);
+        moved_tensors.push_back(
+            {i, original, std::move(host), std::move(strides)});
       }
     } else if (slot.isTensorList()) {
-      MovedList entry{i, slot.toTensorVector(), {}};
+      MovedList entry{i, slot.toTensorVector(), {}, {}};
       entry.hosts.reserve(entry.originals.size());
       for (const at::Tensor& t : entry.originals) {
         entry.hosts.push_back(t.defined() ? to_host(t) : t);
+        entry.host_strides.push_back(strides_of(entry.hosts.back()));
       }
       slot = c10::IValue(c10::List<at::Tensor>(entry.hosts));
       moved_lists.push_back(std::move(entry));
     } else if (slot.isOptionalTensorList()) {
       const auto values = slot.toOptionalTensorVector();
-      MovedList entry{i, {}, {}};
+      MovedList entry{i, {}, {}, {}};
       c10::List<std::optional<at::Tensor>> hosts;
       for (const auto& t : values) {
         const at::Tensor original = t.has_value() ? *t : at::Tensor();
         const at::Tensor host = original.defined() ? to_host(original) : original;
         entry.originals.push_back(original);
         entry.hosts.push_back(host);
+        entry.host_strides.push_back(strides_of(host));
         hosts.push_back(
             host.defined() ? std::optional<at::Tensor>(host) : std::nullopt);
       }
@@ -933,7 +958,7 @@ void refdev_cpu_fallback(
   };
   for (const auto& moved : moved_tensors) {
     if (is_mutated(moved.arg_index)) {
-      write_back(moved.host, moved.original);
+      write_back(moved.host, moved.original, moved.host_strides);
     }
   }
   for (const auto* lists : {&moved_lists, &moved_optional_lists}) {
@@ -943,7 +968,7 @@ void refdev_cpu_fallback(
       }
       for (size_t k = 0; k < moved.originals.size(); ++k) {
         if (moved.hosts[k].defined()) {
-          write_back(moved.hosts[k], moved.originals[k]);
+          write_back(moved.hosts[k], moved.originals[k], moved.host_strides[k]);
         }
       }
     }
