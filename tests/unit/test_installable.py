@@ -42,6 +42,25 @@ def test_the_wheel_carries_every_package_and_shipped_folder() -> None:
     assert tool["package-dir"] == {f"oota._shipped.{name}": name for name in resources.SHIPPED}
 
 
+def test_the_wheel_carries_every_file_of_the_shipped_folders() -> None:
+    """Each file git tracks under a shipped folder matches a package-data glob: a glob of one
+    folder does not reach its subfolders (verify/smoke/ was left out once, and an installed
+    oota's build then failed on a bind mount of a file it did not have)."""
+    tool = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    tracked = subprocess.run(["git", "ls-files", *resources.SHIPPED], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    left_out = []
+    for name in tracked:
+        folder, _, rest = name.partition("/")
+        globs = tool["package-data"][f"oota._shipped.{folder}"]
+        if not any(Path(rest).match(glob) and rest.count("/") == glob.count("/")
+                   for glob in globs):
+            left_out.append(name)
+    assert left_out == []
+
+
 def test_init_scaffolds_a_vendor_a_bare_folder_can_use(tmp_path: Path) -> None:
     made = oota(tmp_path, "init", "--vendor", "acme")
     assert made.returncode == 0, made.stderr
