@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from oota.report.markdown import to_markdown
+from oota.report.rows import COLUMNS
 from oota.report.text import md_text
 from oota.report.write import write_report
 from tests.reports import build_report
@@ -65,7 +66,7 @@ def test_each_vendor_line_counts_the_layers_entries_and_lists_their_failures():
     assert "## Modules and optimizers: PyTorch's ModuleInfo and OptimizerInfo tests" in text
     assert f"- reference: {md_text(modules.text)}." in text
     assert f"  - `SGD-forloop-float32`: {md_text(SKIPPED_GROUP)}" in text
-    assert "| cell | build | install | compat | device | ops | modules | optimizers |" in text
+    assert f"| cell | {' | '.join(COLUMNS)} | overall |" in text  # a column per layer
 
 
 def test_the_pages_and_results_json_show_both_layers(tmp_path):

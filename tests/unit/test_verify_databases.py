@@ -150,8 +150,9 @@ def test_modules_are_judged_by_the_float64_rule_for_composed_results():
     rule = oota_modules.rule_for("float32", {})
     assert (rule.kind, rule.multiplier, rule.floor_ulps) == (
         oota_rules.FLOAT64, oota_rules.ADDON_MULTIPLIER, oota_rules.ADDON_FLOOR_ULPS)
-    assert rule.describe() == ("error against float64 at most 10x the CPU's + 16 ulp (oota's "
-                               "float64 rule for composed results)")
+    assert rule.describe() == (
+        f"error against float64 at most {oota_rules.ADDON_MULTIPLIER:g}x the CPU's + "
+        f"{oota_rules.ADDON_FLOOR_ULPS:g} ulp (oota's float64 rule for composed results)")
     # The vendor's verify.judge overrides it; float64 has no wider reference: its tolerance.
     judged = {"judge": {"float32": {"multiplier": 3, "reason": "its own"}}}
     assert oota_modules.rule_for("float32", judged).multiplier == 3
@@ -160,7 +161,8 @@ def test_modules_are_judged_by_the_float64_rule_for_composed_results():
     assert tolerance.describe() == "the CPU within atol 1e-07, rtol 1e-07 (verify.tolerances)"
 
 
-RULE = "error against float64 at most 10x the CPU's + 16 ulp (oota's float64 rule)"
+RULE = (f"error against float64 at most {oota_rules.ADDON_MULTIPLIER:g}x the CPU's + "
+        f"{oota_rules.ADDON_FLOOR_ULPS:g} ulp (oota's float64 rule)")
 
 
 @pytest.mark.parametrize(("outcome", "must", "status", "message"), [
