@@ -28,6 +28,7 @@ LEGEND = (("passed", "✓ passed"), ("failed", "✗ failed"), ("error", "⚠ err
           ("unsupported-here", "n/a here: no such hardware on the host"),
           ("cpu-fallback", "on CPU: the backend ran it on the CPU (its fallback), not the device"),
           ("not-claimed", "not claimed: a capability the vendor does not claim, not tested"),
+          ("flaky", "≈ flaky: failed, then passed when run again in a fresh process"),
           ("interrupted", "stopped: interrupted by a signal before it finished"),
           ("none", "–: not tested"))
 

@@ -35,7 +35,8 @@ DEFAULT_RUNS = 50
 DEFAULT_SINCE = dt.timedelta(hours=24)
 HUD_FILE, DIGEST_FILE = "hud.html", "hud.md"
 SYMBOL = {"passed": "✓", "failed": "✗", "error": "⚠", "interrupted": "◼", "skipped": "–",
-          "unsupported-here": "○", "cpu-fallback": "c", "not-claimed": "n", "": "·"}
+          "unsupported-here": "○", "cpu-fallback": "c", "not-claimed": "n", "flaky": "≈",
+          "": "·"}
 SPARK_W, SPARK_H, SPARK_PAD = 120, 26, 3
 # A line needs three points to show a trend; before that a figure is shown as its value.
 MIN_CHART_RUNS = 3
