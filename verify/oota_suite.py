@@ -36,9 +36,10 @@ from typing import Any
 
 import oota_budget
 import oota_hooks
+import oota_rerun
 import oota_summary  # noqa: F401 - first: it makes oota_vocab importable in a checkout too
 import pytest
-from oota_vocab import EVIDENCE_LAYERS, LAYERS, UNSUPPORTED_PREFIX
+from oota_vocab import BAD, EVIDENCE_LAYERS, LAYERS, UNSUPPORTED_PREFIX
 
 # Set before anything imports transformers/huggingface_hub: models are built from configs only.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -400,8 +401,15 @@ class _Recorder:
             entry.update(status=status, message=message[:2000])
 
     def pytest_sessionfinish(self, session, exitstatus):
+        # Each failed test once more, in a fresh process: passed there is flaky (oota_rerun).
+        tests = list(self.tests.values())
+        retries = oota_rerun.rerun(tests, Path(session.config.rootpath))
+        if retries.get("flaky") and not any(t["status"] in BAD for t in tests) \
+                and exitstatus == pytest.ExitCode.TESTS_FAILED:
+            session.exitstatus = pytest.ExitCode.OK  # what failed passed on its retry
+        _say_retries(session.config, retries)
         # The entries a layer's time budget left unrun become one entry per test (oota_budget).
-        tests = oota_budget.fold_unrun(list(self.tests.values()))
+        tests = oota_budget.fold_unrun(tests)
         counts: dict[str, int] = {}
         for test in tests:
             counts[test["status"]] = counts.get(test["status"], 0) + 1
@@ -409,13 +417,30 @@ class _Recorder:
         wanted = os.environ.get("OOTA_VERIFY_LAYERS", "")
         data = {"python": platform.python_version(), "tests": tests,
                 "counts": counts, "duration_s": round(time.time() - self.started, 3),
-                "exit_status": int(exitstatus),
+                "exit_status": int(session.exitstatus), "retries": retries,
                 "layers": [x.strip() for x in wanted.split(",") if x.strip()] or list(LAYERS),
                 "skips": state.to_json() if state else {"entries": [], "expired": [],
                                                          "unmatched": []}}
         tmp = self.out / "tests.json.tmp"
         tmp.write_text(json.dumps(data, indent=2))
         tmp.replace(self.out / "tests.json")
+
+
+def _say_retries(config: pytest.Config, retries: dict[str, Any]) -> None:
+    """A line in the run's log (verify.log) on what the retries found."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if not retries or reporter is None:
+        return
+    flaky = retries["flaky"]
+    line = (f"oota: {retries['retried']} failed tests run again in a fresh process: "
+            f"{len(flaky)} passed there, flaky ({', '.join(flaky[:5]) or 'none'})")
+    if retries["not_retried"]:
+        line += f"; {retries['not_retried']} not retried ({oota_rerun.LIMIT_VARIABLE})"
+    health = retries.get("health")
+    if health and not health["healthy"]:
+        line += (f"; the device failed its health probe after the crash in {health['after']}: "
+                 f"{len(health['errors'])} later failures are the device's state (error)")
+    reporter.write_line(line)
 
 
 @pytest.hookimpl(hookwrapper=True)
