@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import oota_budget
+import oota_expected
 import oota_hooks
 import oota_rerun
 import oota_summary  # noqa: F401 - first: it makes oota_vocab importable in a checkout too
@@ -78,6 +79,8 @@ class SkipState:
     entries: list[dict[str, Any]]
     today: dt.date
     matched: dict[str, int] = field(default_factory=dict)
+    expecting: dict[str, dict[str, Any]] = field(default_factory=dict)  # node id -> xfail entry
+    unexpected: list[str] = field(default_factory=list)  # xfail entries whose tests passed
 
     def expired(self) -> list[str]:
         return [e["id"] for e in self.entries
@@ -86,7 +89,8 @@ class SkipState:
     def to_json(self) -> dict[str, Any]:
         return {"entries": [{**e, "matched": self.matched.get(e["id"], 0)} for e in self.entries],
                 "expired": self.expired(),
-                "unmatched": [e["id"] for e in self.entries if not self.matched.get(e["id"])]}
+                "unmatched": [e["id"] for e in self.entries if not self.matched.get(e["id"])],
+                "unexpected_pass": sorted(set(self.unexpected))}
 
 
 SKIPS_KEY = pytest.StashKey[SkipState]()
@@ -122,10 +126,13 @@ def _apply_skips(config: pytest.Config, items: list[pytest.Item]) -> None:
         for entry in state.entries:
             if _matches(entry["id"], names):
                 state.matched[entry["id"]] = state.matched.get(entry["id"], 0) + 1
-                late = " EXPIRED" if entry["id"] in state.expired() else ""
-                item.add_marker(pytest.mark.skip(
-                    reason=f"skip list: {entry['reason']} (owner {entry['owner']}, "
-                           f"expires {entry['expires']}{late})"))
+                late = entry["id"] in state.expired()
+                if entry.get("kind") == "xfail":  # an expected failure runs (oota_expected)
+                    state.expecting[item.nodeid] = entry
+                    oota_expected.mark(item, entry, late)
+                else:
+                    item.add_marker(pytest.mark.skip(
+                        reason=oota_expected.SKIP_LIST + oota_expected.entry_words(entry, late)))
                 break
 
 
@@ -389,6 +396,8 @@ class _Recorder:
         for name, value in report.user_properties:
             if name == "oota.data" and report.when == "call":
                 entry.setdefault("data", {}).update(value)
+        if self._expected(report, entry):
+            return
         if report.skipped:
             longrepr = report.longrepr
             reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
@@ -399,6 +408,18 @@ class _Recorder:
             crash = getattr(report.longrepr, "reprcrash", None)
             message = crash.message if crash else str(report.longrepr)
             entry.update(status=status, message=message[:2000])
+
+    def _expected(self, report: pytest.TestReport, entry: dict[str, Any]) -> bool:
+        """Whether ``report`` is of an expected failure of the skip list, recorded here."""
+        state = self.config.stash.get(SKIPS_KEY, None)
+        listed = state.expecting.get(report.nodeid) if state else None
+        found = oota_expected.outcome(report, listed) if state and listed else None
+        if state is None or listed is None or found is None:
+            return False
+        entry.update(status=found[0], message=found[1])
+        if found[1].startswith(oota_expected.UNEXPECTED):
+            state.unexpected.append(listed["id"])
+        return True
 
     def pytest_sessionfinish(self, session, exitstatus):
         # Each failed test once more, in a fresh process: passed there is flaky (oota_rerun).

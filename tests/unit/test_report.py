@@ -288,7 +288,27 @@ def test_markdown_layers_and_skip_debt(report):
     md = to_markdown(report)
     assert "## ascend: cells × layers" in md
     assert ("| `cuda-torch2.13.0-cu13.0-py3.11-debian12` | ✗ [" in md)
-    assert "| ascend | 3 | 180 | 120 | 1 | 1 | 2 |" in md
+    assert "| ascend | 3 | 180 | 120 | 1 | 1 | 2 | 0 of 3 (0%) | 0 | 0 |" in md
+
+
+def test_skip_debt_shows_the_share_linked_to_an_issue_and_the_unexpected_passes(results):
+    """An entry names its issue; an expected failure whose test passed is named for removal
+    in the Markdown, the HTML and the JSON."""
+    skips = results[3]["skips"]
+    skips["entries"][0]["issue"] = "https://github.com/Ascend/pytorch/issues/42"
+    skips["entries"][2].update(kind="xfail", strict=True)
+    skips["unexpected_pass"] = ["test_device.py::test_sort"]
+    report = build_report(typed(results), [], generated_at=NOW)
+    md = to_markdown(report)
+    assert "| ascend | 3 | 180 | 120 | 1 | 1 | 2 | 1 of 3 (33%) | 1 | 1 |" in md
+    assert ("- ascend: unexpected pass: remove the entry `test_device.py::test_sort` (an "
+            "expected failure whose tests passed)") in md
+    html = to_html(report)
+    assert '<a href="https://github.com/Ascend/pytorch/issues/42">' in html
+    assert "unexpected pass: remove the entry <code>test_device.py::test_sort</code>" in html
+    ascend = next(d for d in to_json(report)["skip_debt"] if d["vendor"] == "ascend")
+    assert (ascend["linked_to_issue"], ascend["expected_failures"],
+            ascend["unexpected_pass"]) == (1, 1, ["test_device.py::test_sort"])
 
 
 def test_same_reason_shares_one_footnote(results):
