@@ -479,3 +479,26 @@ def test_a_published_cell_page_shows_the_pull_command_with_its_digest(tmp_path, 
     write_report(write_results(tmp_path / "results", results), out)
     page = (out / "cells" / f"{first['cell']['id']}.html").read_text(encoding="utf-8")
     assert f"docker pull registry.lab:5000/oota/cpu:{first['cell']['id']}@{published}" in page
+
+
+def test_a_flaky_test_makes_a_flaky_cell_and_the_vendors_flaky_share(tmp_path):
+    """A test that passed only on its retry: the cell is flaky (≈, not ✓ nor ✗), and the
+    report gives the vendor's flaky share per layer (Markdown, HTML, JSON)."""
+    result = refresh(make_result("reference", tests=[
+        case("test_device.py::test_device_visible", "device"),
+        case("test_ops.py::test_op_matches_cpu[add-float32]", "ops"),
+        case("test_ops.py::test_op_matches_cpu[mul-float32]", "ops"),
+        case("test_ops.py::test_op_matches_cpu[tanh-float32]", "ops", "flaky",
+             "failed, then passed when run again in a fresh process; the failure: ...",
+             {"attempts": [{"status": "failed"}, {"status": "passed"}]}),
+        case("test_ops.py::test_op_matches_cpu[exp-float32]", "ops", "skipped", "budget")]))
+    assert result["status"] == "flaky"
+    out = tmp_path / "reports"
+    write_report(write_results(tmp_path / "results", [result]), out)
+    md = (out / "matrix.md").read_text()
+    assert "## Flaky tests" in md and "| reference | ops | 1 of 3 (33.3%) |" in md
+    index = (out / "index.html").read_text()
+    assert '<td>reference</td><td>ops</td><td class="flaky">1 of 3 (33.3%)</td>' in index
+    data = json.loads((out / "results.json").read_text())
+    assert {"vendor": "reference", "layer": "ops", "flaky": 1, "ran": 3} in data["flaky"]
+    assert data["cells"][0]["status"] == "flaky"
