@@ -424,7 +424,8 @@ class _Recorder:
     def pytest_sessionfinish(self, session, exitstatus):
         # Each failed test once more, in a fresh process: passed there is flaky (oota_rerun).
         tests = list(self.tests.values())
-        retries = oota_rerun.rerun(tests, Path(session.config.rootpath))
+        finished = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+        retries = oota_rerun.rerun(tests, Path(session.config.rootpath)) if finished else {}
         if retries.get("flaky") and not any(t["status"] in BAD for t in tests) \
                 and exitstatus == pytest.ExitCode.TESTS_FAILED:
             session.exitstatus = pytest.ExitCode.OK  # what failed passed on its retry
