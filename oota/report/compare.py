@@ -31,8 +31,6 @@ from oota.vocab import BAD, budget_blind, budget_unrun
 COMPARE_SCHEMA = "oota.compare/v1"
 FAILING = BAD  # interrupted, error, failed
 SKIPPING = ("skipped", "unsupported-here", "cpu-fallback", "not-claimed")
-# A flaky test failed once and passed on its retry: neither a failure to blame nor a pass.
-FLAKING = ("flaky",)
 # Axes a cause sentence names first; dependency and image changes only when none of these moved.
 PRIMARY_AXES = ("torch", "extension", "toolkit", "os", "python")
 STAGE_SUBJECT = {"stage::build": "the build", "stage::verify": "the verify run"}
