@@ -13,20 +13,24 @@ from collections.abc import Iterable, Mapping
 from typing import Final, Literal
 
 Status = Literal["passed", "failed", "error", "skipped", "unsupported-here", "interrupted",
-                 "cpu-fallback", "not-claimed"]
+                 "cpu-fallback", "not-claimed", "flaky"]
 # A status, or "" where there is none: nothing ran (an empty table entry, a cell not in a run).
 MaybeStatus = Literal[Status, ""]
 
 # Every status, worst first: the status of a layer, a cell or a run is the first of these that
 # any of its parts has. 'interrupted' (the run was stopped by a signal) and 'error' (oota or the
-# environment broke) outrank 'failed' (the stack is wrong); 'unsupported-here' (the host lacks
-# the hardware) is never shown as a pass; 'cpu-fallback' (an operator the backend ran on the
+# environment broke) outrank 'failed' (the stack is wrong). 'flaky' (failed, then passed when
+# run once more in a fresh process: verify/oota_rerun.py) comes next: not a failure of the cell
+# (exit code 0, the history blames no change for it) and never a pass; it outranks
+# 'unsupported-here' because it is something the stack did, which a reader must see, where
+# 'unsupported-here' only says what could not run. 'unsupported-here' (the host lacks the
+# hardware) is never shown as a pass; 'cpu-fallback' (an operator the backend ran on the
 # CPU, so its result is the CPU's own) is never a pass either; 'not-claimed' (a capability the
 # vendor does not claim, such as streams or fused optimizers: not tested) wins only over
 # 'skipped'; 'skipped' wins only when nothing else ran.
 STATUS_ORDER: Final[tuple[Status, ...]] = (
-    "interrupted", "error", "failed", "unsupported-here", "passed", "cpu-fallback", "not-claimed",
-    "skipped")
+    "interrupted", "error", "failed", "flaky", "unsupported-here", "passed", "cpu-fallback",
+    "not-claimed", "skipped")
 STATUSES: Final[frozenset[str]] = frozenset(STATUS_ORDER)
 # Statuses that make a run's exit code 1 (docs/reference/exit-codes.md).
 BAD: Final[frozenset[str]] = frozenset({"interrupted", "error", "failed"})
@@ -74,6 +78,9 @@ FALLBACK: Final = "cpu-fallback"
 # verify/oota_claims.py) words its skip, so that oota gives it the status 'not-claimed'.
 NOT_CLAIMED_PREFIX: Final = "not claimed: "
 NOT_CLAIMED: Final = "not-claimed"
+# A test that failed and then passed when run once more in a fresh process (verify/oota_rerun.py):
+# its entry keeps both attempts (data 'attempts'). Never a pass, never a failure of the cell.
+FLAKY: Final = "flaky"
 # How a test the ops layer's time budget left unrun begins its skip reason. Which operators a
 # budget reaches depends on the host's speed, so two runs are not compared on those tests.
 BUDGET_PREFIX: Final = "time budget of "
@@ -88,7 +95,7 @@ UNRUN_KEY: Final = "unrun_pairs"
 # What a count of tests per layer shows (oota-verify's table in verify.log, the cell page's):
 # every status that makes a run fail counts as failed.
 COUNT_COLUMNS: Final[tuple[str, ...]] = ("passed", "cpu-fallback", "not-claimed", "skipped",
-                                         "unsupported-here", "failed")
+                                         "unsupported-here", "flaky", "failed")
 
 
 def layer_counts(tests: Iterable[tuple[str, str]]) -> dict[str, dict[str, int]]:

@@ -35,10 +35,12 @@ from pathlib import Path
 from typing import Any
 
 import oota_budget
+import oota_expected
 import oota_hooks
+import oota_rerun
 import oota_summary  # noqa: F401 - first: it makes oota_vocab importable in a checkout too
 import pytest
-from oota_vocab import EVIDENCE_LAYERS, LAYERS, UNSUPPORTED_PREFIX
+from oota_vocab import BAD, EVIDENCE_LAYERS, LAYERS, UNSUPPORTED_PREFIX
 
 # Set before anything imports transformers/huggingface_hub: models are built from configs only.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -77,6 +79,8 @@ class SkipState:
     entries: list[dict[str, Any]]
     today: dt.date
     matched: dict[str, int] = field(default_factory=dict)
+    expecting: dict[str, dict[str, Any]] = field(default_factory=dict)  # node id -> xfail entry
+    unexpected: list[str] = field(default_factory=list)  # xfail entries whose tests passed
 
     def expired(self) -> list[str]:
         return [e["id"] for e in self.entries
@@ -85,7 +89,8 @@ class SkipState:
     def to_json(self) -> dict[str, Any]:
         return {"entries": [{**e, "matched": self.matched.get(e["id"], 0)} for e in self.entries],
                 "expired": self.expired(),
-                "unmatched": [e["id"] for e in self.entries if not self.matched.get(e["id"])]}
+                "unmatched": [e["id"] for e in self.entries if not self.matched.get(e["id"])],
+                "unexpected_pass": sorted(set(self.unexpected))}
 
 
 SKIPS_KEY = pytest.StashKey[SkipState]()
@@ -121,10 +126,13 @@ def _apply_skips(config: pytest.Config, items: list[pytest.Item]) -> None:
         for entry in state.entries:
             if _matches(entry["id"], names):
                 state.matched[entry["id"]] = state.matched.get(entry["id"], 0) + 1
-                late = " EXPIRED" if entry["id"] in state.expired() else ""
-                item.add_marker(pytest.mark.skip(
-                    reason=f"skip list: {entry['reason']} (owner {entry['owner']}, "
-                           f"expires {entry['expires']}{late})"))
+                late = entry["id"] in state.expired()
+                if entry.get("kind") == "xfail":  # an expected failure runs (oota_expected)
+                    state.expecting[item.nodeid] = entry
+                    oota_expected.mark(item, entry, late)
+                else:
+                    item.add_marker(pytest.mark.skip(
+                        reason=oota_expected.SKIP_LIST + oota_expected.entry_words(entry, late)))
                 break
 
 
@@ -388,6 +396,8 @@ class _Recorder:
         for name, value in report.user_properties:
             if name == "oota.data" and report.when == "call":
                 entry.setdefault("data", {}).update(value)
+        if self._expected(report, entry):
+            return
         if report.skipped:
             longrepr = report.longrepr
             reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
@@ -399,9 +409,29 @@ class _Recorder:
             message = crash.message if crash else str(report.longrepr)
             entry.update(status=status, message=message[:2000])
 
+    def _expected(self, report: pytest.TestReport, entry: dict[str, Any]) -> bool:
+        """Whether ``report`` is of an expected failure of the skip list, recorded here."""
+        state = self.config.stash.get(SKIPS_KEY, None)
+        listed = state.expecting.get(report.nodeid) if state else None
+        found = oota_expected.outcome(report, listed) if state and listed else None
+        if state is None or listed is None or found is None:
+            return False
+        entry.update(status=found[0], message=found[1])
+        if found[1].startswith(oota_expected.UNEXPECTED):
+            state.unexpected.append(listed["id"])
+        return True
+
     def pytest_sessionfinish(self, session, exitstatus):
+        # Each failed test once more, in a fresh process: passed there is flaky (oota_rerun).
+        tests = list(self.tests.values())
+        finished = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+        retries = oota_rerun.rerun(tests, Path(session.config.rootpath)) if finished else {}
+        if retries.get("flaky") and not any(t["status"] in BAD for t in tests) \
+                and exitstatus == pytest.ExitCode.TESTS_FAILED:
+            session.exitstatus = pytest.ExitCode.OK  # what failed passed on its retry
+        _say_retries(session.config, retries)
         # The entries a layer's time budget left unrun become one entry per test (oota_budget).
-        tests = oota_budget.fold_unrun(list(self.tests.values()))
+        tests = oota_budget.fold_unrun(tests)
         counts: dict[str, int] = {}
         for test in tests:
             counts[test["status"]] = counts.get(test["status"], 0) + 1
@@ -409,13 +439,30 @@ class _Recorder:
         wanted = os.environ.get("OOTA_VERIFY_LAYERS", "")
         data = {"python": platform.python_version(), "tests": tests,
                 "counts": counts, "duration_s": round(time.time() - self.started, 3),
-                "exit_status": int(exitstatus),
+                "exit_status": int(session.exitstatus), "retries": retries,
                 "layers": [x.strip() for x in wanted.split(",") if x.strip()] or list(LAYERS),
                 "skips": state.to_json() if state else {"entries": [], "expired": [],
                                                          "unmatched": []}}
         tmp = self.out / "tests.json.tmp"
         tmp.write_text(json.dumps(data, indent=2))
         tmp.replace(self.out / "tests.json")
+
+
+def _say_retries(config: pytest.Config, retries: dict[str, Any]) -> None:
+    """A line in the run's log (verify.log) on what the retries found."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if not retries or reporter is None:
+        return
+    flaky = retries["flaky"]
+    line = (f"oota: {retries['retried']} failed tests run again in a fresh process: "
+            f"{len(flaky)} passed there, flaky ({', '.join(flaky[:5]) or 'none'})")
+    if retries["not_retried"]:
+        line += f"; {retries['not_retried']} not retried ({oota_rerun.LIMIT_VARIABLE})"
+    health = retries.get("health")
+    if health and not health["healthy"]:
+        line += (f"; the device failed its health probe after the crash in {health['after']}: "
+                 f"{len(health['errors'])} later failures are the device's state (error)")
+    reporter.write_line(line)
 
 
 @pytest.hookimpl(hookwrapper=True)

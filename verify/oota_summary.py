@@ -45,6 +45,7 @@ import oota_vocab  # noqa: E402 - found by _load_vocab
 from oota_vocab import (  # noqa: E402
     COUNT_COLUMNS,
     FALLBACK,
+    FLAKY,
     NOT_CLAIMED,
     UNRUN_KEY,
     budget_blind,
@@ -56,10 +57,10 @@ from oota_vocab import (  # noqa: E402
 )
 
 COLUMN_TITLE = {"unsupported-here": "n/a here", "cpu-fallback": "ran on CPU",
-                "not-claimed": "not claimed"}
+                "not-claimed": "not claimed", "flaky": "flaky"}
 MARK = {"passed": "✓", "failed": "✗", "error": "✗", "interrupted": "stopped", "skipped": "skip",
         "unsupported-here": "n/a here", "cpu-fallback": "on CPU", "not-claimed": "not claimed",
-        "": "–"}
+        "flaky": "≈ flaky", "": "–"}
 
 
 def normalized(test: dict[str, Any]) -> tuple[str, str]:
@@ -77,9 +78,9 @@ def report(cell: dict[str, Any], tests: list[dict[str, Any]]) -> str:
              f"{MARK.get(run_status((k, s) for k, v in by_layer.items() for s in v), '?')}", ""]
     counts = layer_counts((layer, s) for layer, states in by_layer.items() for s in states)
     # 'ran on CPU' (operators the backend's CPU fallback computed) and 'not claimed' (capabilities
-    # the vendor does not claim) only where a layer has any.
+    # the vendor does not claim) and 'flaky' (passed on a retry) only where a layer has any.
     columns = [c for c in COUNT_COLUMNS
-               if c not in (FALLBACK, NOT_CLAIMED) or any(n[c] for n in counts.values())]
+               if c not in (FALLBACK, NOT_CLAIMED, FLAKY) or any(n[c] for n in counts.values())]
     lines += ["| layer | result | " + " | ".join(COLUMN_TITLE.get(c, c) for c in columns) + " |",
               "|---|---|" + "---|" * len(columns)]
     for layer, n in counts.items():  # the counts the report shows too (oota_vocab)

@@ -7,6 +7,14 @@ The file is a YAML list; each entry is a mapping::
       owner: jane@example.com
       expires: 2027-03-31          # the entry is honoured through this day, then it fails the run
       added: 2026-11-21            # optional
+      issue: https://github.com/vendor/torch-vendor/issues/1234   # optional: where it is tracked
+      kind: xfail                  # optional: 'skip' (the default) or 'xfail'
+      strict: true                 # optional, xfail only: an unexpected pass fails the run
+
+An entry of kind ``xfail`` is an expected failure: the test runs; failing, it is reported
+skipped as an expected failure (never a pass, never a failure of the cell); passing, the run
+says "unexpected pass: remove the entry", and with ``strict: true`` that pass fails the run
+(OpenReg's advice: an expected failure notices the day it starts to pass, a skip never does).
 
 The host validates the file here (every problem named ``file:line:col: path``) and
 :func:`oota.render.cell_manifest` copies the entries into ``cell.json``; the suite inside the
@@ -26,12 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from oota.config.fields import Fields
-from oota.config.yamlsrc import Doc, Path_, parse_yaml, read_text
+from oota.config.yamlsrc import Doc, Path_, did_you_mean, parse_yaml, read_text
 
 SKIPS_FILE = "skips.yaml"
-_KEYS = ("id", "reason", "owner", "expires", "added")
+_KEYS = ("id", "reason", "owner", "expires", "added", "issue", "kind", "strict")
 _REQUIRED = ("id", "reason", "owner", "expires")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+KINDS = ("skip", "xfail")
+# An issue is a web address (a GitHub issue, a vendor's tracker): what a reader can open.
+_URL = re.compile(r"https?://[^\s/]+\.[^\s/]+/\S*")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -41,16 +52,25 @@ class SkipEntry:
     owner: str
     expires: dt.date           # last day the entry is honoured
     added: dt.date | None = None
+    issue: str = ""            # the address of the issue that tracks it, or ''
+    kind: str = "skip"         # one of KINDS
+    strict: bool = False       # xfail: an unexpected pass fails the run
     where: str = ""            # file:line:col of the entry, for messages
 
     def expired(self, today: dt.date) -> bool:
         return today > self.expires
 
-    def to_json(self) -> dict[str, str]:
-        out = {"id": self.id, "reason": self.reason, "owner": self.owner,
-               "expires": self.expires.isoformat()}
+    def to_json(self) -> dict[str, str | bool]:
+        out: dict[str, str | bool] = {"id": self.id, "reason": self.reason, "owner": self.owner,
+                                      "expires": self.expires.isoformat()}
         if self.added:
             out["added"] = self.added.isoformat()
+        if self.issue:
+            out["issue"] = self.issue
+        if self.kind != "skip":
+            out["kind"] = self.kind
+        if self.strict:
+            out["strict"] = True
         return out
 
 
@@ -62,7 +82,7 @@ class SkipList:
     def expired(self, today: dt.date) -> tuple[SkipEntry, ...]:
         return tuple(e for e in self.entries if e.expired(today))
 
-    def to_json(self) -> list[dict[str, str]]:
+    def to_json(self) -> list[dict[str, str | bool]]:
         return [e.to_json() for e in self.entries]
 
 
@@ -104,10 +124,36 @@ def _entry(doc: Doc, path: Path_, raw: Any) -> SkipEntry | None:
     if expires and added and added > expires:
         doc.error(path + ("added",), f"added {added} is after expires {expires}",
                   "an entry cannot expire before it was added")
+    issue = _issue(doc, f, path)
+    kind = _kind(doc, f, path)
+    strict = f.bool("strict") if f.has("strict") else False
+    if strict and kind != "xfail":
+        doc.error(path + ("strict",), "'strict' applies to an expected failure only",
+                  "add 'kind: xfail' or remove 'strict'")
     if len(doc.problems) > before or expires is None:
         return None
     return SkipEntry(id=texts["id"], reason=texts["reason"], owner=texts["owner"],
-                     expires=expires, added=added, where=doc.where(path))
+                     expires=expires, added=added, issue=issue, kind=kind, strict=strict,
+                     where=doc.where(path))
+
+
+def _issue(doc: Doc, f: Fields, path: Path_) -> str:
+    if not f.has("issue"):
+        return ""
+    value = f.str("issue").strip()
+    if value and not _URL.fullmatch(value):
+        doc.error(path + ("issue",), f"'{value}' is not a web address",
+                  "write the issue's URL, e.g. https://github.com/pytorch/pytorch/issues/12345")
+    return value
+
+
+def _kind(doc: Doc, f: Fields, path: Path_) -> str:
+    if not f.has("kind"):
+        return "skip"
+    value = f.str("kind")
+    if value not in KINDS:
+        doc.error(path + ("kind",), f"unknown kind '{value}'", did_you_mean(value, KINDS))
+    return value
 
 
 def _text(doc: Doc, f: Fields, path: Path_, key: str) -> str:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from oota.report.data import Report
 from oota.report.rows import WORD, CellRow, OpsSummary, ops_summary
-from oota.vocab import COUNT_COLUMNS, MaybeStatus, layer_counts, worst
+from oota.results.jsonfields import JSONObject
+from oota.vocab import COUNT_COLUMNS, FLAKY, LAYERS, MaybeStatus, layer_counts, worst
 
 OPS = "ops"
 
@@ -71,3 +72,39 @@ def in_tests_by_vendor(report: Report) -> dict[str, str]:
     each of its cells, as those lines count)."""
     return {ops.label: ops_in_tests([g.worst_copy for g in report.groups
                                      if g.vendor == ops.label], ops) for ops in report.ops}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FlakyShare:
+    """Of a vendor's tests of one layer that ran (over the worst copy of each of its cells),
+    how many were flaky: failed, then passed when run again in a fresh process."""
+
+    vendor: str
+    layer: str
+    flaky: int
+    ran: int
+
+    @property
+    def share(self) -> str:
+        return f"{self.flaky} of {self.ran} ({self.flaky / self.ran:.1%})" if self.ran else "–"
+
+    def to_json(self) -> JSONObject:
+        return {"vendor": self.vendor, "layer": self.layer, "flaky": self.flaky, "ran": self.ran}
+
+
+# The statuses of a test that ran: the share of flaky tests is of these.
+RAN = frozenset({"passed", "failed", "error", "interrupted", FLAKY})
+
+
+def flaky_shares(report: Report) -> list[FlakyShare]:
+    """Each vendor's flaky share per layer, where its tests of that layer ran; in the report's
+    vendor and layer order."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for group in report.groups:
+        for test in group.worst_copy.tests:
+            if test.status in RAN:
+                found.setdefault((group.vendor, test.layer), []).append(test.status)
+    order = {layer: i for i, layer in enumerate(LAYERS)}
+    keys = sorted(found, key=lambda k: (k[0], order.get(k[1], len(order)), k[1]))
+    return [FlakyShare(vendor=v, layer=layer, flaky=found[v, layer].count(FLAKY),
+                       ran=len(found[v, layer])) for v, layer in keys]

@@ -50,9 +50,9 @@ SCHEMA_VERSION: Final = "1"
 CONCLUSION: Final[Mapping[str, str]] = {
     "passed": "success", "failed": "failure", "error": "failure", "interrupted": "cancelled",
     "unsupported-here": "neutral", "cpu-fallback": "neutral", "not-claimed": "skipped",
-    "skipped": "skipped", "": "neutral"}
-# Which count of test_results each test status adds to; 'error' and 'interrupted' tests are
-# only in 'total' (neither passed nor failed nor skipped).
+    "skipped": "skipped", "flaky": "neutral", "": "neutral"}
+# Which count of test_results each test status adds to; 'error', 'interrupted' and 'flaky'
+# tests are only in 'total' (neither passed nor failed nor skipped: a flaky test is never a pass).
 _COUNT: Final[Mapping[str, str]] = {"passed": "passed", "failed": "failed",
                                     "skipped": "skipped", "unsupported-here": "skipped",
                                     "cpu-fallback": "skipped", "not-claimed": "skipped"}

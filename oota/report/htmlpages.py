@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from oota import __version__
 from oota.report import parity
-from oota.report.counts import in_tests_by_vendor, layer_table, ops_in_tests
+from oota.report.counts import flaky_shares, in_tests_by_vendor, layer_table, ops_in_tests
 from oota.report.coverage import LEGEND as COVERAGE_LEGEND
 from oota.report.data import Report
 from oota.report.imageview import image_view
@@ -28,6 +28,7 @@ LEGEND = (("passed", "✓ passed"), ("failed", "✗ failed"), ("error", "⚠ err
           ("unsupported-here", "n/a here: no such hardware on the host"),
           ("cpu-fallback", "on CPU: the backend ran it on the CPU (its fallback), not the device"),
           ("not-claimed", "not claimed: a capability the vendor does not claim, not tested"),
+          ("flaky", "≈ flaky: failed, then passed when run again in a fresh process"),
           ("interrupted", "stopped: interrupted by a signal before it finished"),
           ("none", "–: not tested"))
 
@@ -54,6 +55,7 @@ def to_html(report: Report, results_rel: str | Links = "../results", *,
         title="oota compatibility matrix", report=report, links=_links(results_rel),
         version=__version__, columns=COLUMNS, word=WORD, legend=LEGEND,
         window=EXPIRY_WINDOW_DAYS, no_mark=Mark(), hud=hud, ops_tests=in_tests_by_vendor(report),
+        flaky_shares=flaky_shares(report),
         scorecards=scorecards, parity_classes=parity.CLASSES, parity_symbol=parity.SYMBOL,
         parity_words=parity.WORDS_OF, parity_css=PARITY_CSS,
         ops_shown=OPS_FAILURES_SHOWN, coverage_legend=COVERAGE_LEGEND)

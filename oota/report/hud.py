@@ -29,13 +29,14 @@ from oota.history.timeline import (
     shown,
 )
 from oota.report.templating import html_environment, markdown_environment
-from oota.vocab import MaybeStatus
+from oota.vocab import FLAKY, MaybeStatus
 
 DEFAULT_RUNS = 50
 DEFAULT_SINCE = dt.timedelta(hours=24)
 HUD_FILE, DIGEST_FILE = "hud.html", "hud.md"
 SYMBOL = {"passed": "✓", "failed": "✗", "error": "⚠", "interrupted": "◼", "skipped": "–",
-          "unsupported-here": "○", "cpu-fallback": "c", "not-claimed": "n", "": "·"}
+          "unsupported-here": "○", "cpu-fallback": "c", "not-claimed": "n", "flaky": "≈",
+          "": "·"}
 SPARK_W, SPARK_H, SPARK_PAD = 120, 26, 3
 # A line needs three points to show a trend; before that a figure is shown as its value.
 MIN_CHART_RUNS = 3
@@ -133,6 +134,14 @@ class HudSection:
     def failing(self) -> int:
         return sum(1 for r in self.rows if r.failing_since)
 
+    @property
+    def flaky_share(self) -> str:
+        """Of the vendor's cells' outcomes in the shown runs, how many were flaky: '2 of 40
+        (5%)' (a flaky test's status, or a failure between two passes with the same inputs)."""
+        marks = [m for r in self.rows for m in r.marks if m.status]
+        flaky = sum(m.flaky for m in marks)
+        return f"{flaky} of {len(marks)} ({flaky / len(marks):.0%})" if marks else "–"
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class HudPage:
@@ -209,7 +218,10 @@ def _row(series: CellSeries, state: CellState, runs: Sequence[RunHead], source: 
         why = f" — {outcome.message}" if outcome and outcome.message else ""
         title = (f"{run.key} ({run.origin}), {_utc(run.when)}: "
                  f"{'flaky ' if run.id in flaky else ''}{status or 'not run'}{why}")
-        marks.append(HudMark(status=status, flaky=run.id in flaky, title=title,
+        # A flaky status (a test that passed only on its retry) is flaky, as is a failure the
+        # history proved flaky: neither is blamed on a change.
+        marks.append(HudMark(status=status, flaky=run.id in flaky or status == FLAKY,
+                             title=title,
                              link=link if outcome and current == run.key else None))
     failing, age = state.failing, state.failing_for(source.now)
     broken = failing.last.failed_tests if failing else ()
@@ -219,7 +231,8 @@ def _row(series: CellSeries, state: CellState, runs: Sequence[RunHead], source: 
         failing_since=shown(failing.first) if failing else "",
         age=_age(age) if age is not None else "", overdue=state.overdue(source.now),
         last_passed=shown(state.last_passed) if state.last_passed else "never",
-        blame=failing.blame.line() if failing else "", flaky=len(flaky),
+        blame=failing.blame.line() if failing else "",
+        flaky=len(flaky | {o.run.id for o in series.outcomes if o.status == FLAKY}),
         trends=figures[0], readings=figures[1], steady=figures[2],
         failing_tests=broken[:FAILING_SHOWN], more_failing=max(len(broken) - FAILING_SHOWN, 0))
 
@@ -311,7 +324,8 @@ def to_html(page: HudPage) -> str:
         utc=dt.timezone.utc,
         spark_w=SPARK_W, spark_h=SPARK_H,
         legend=(("passed", "✓ passed"), ("failed", "✗ failed"), ("error", "⚠ error"),
-                ("flaky", "≈ flaky: a failure between two passes with the same inputs"),
+                ("flaky", "≈ flaky: a test passed only when run again in a fresh process, "
+                          "or a failure between two passes with the same inputs"),
                 ("skipped", "– skipped"), ("unsupported-here", "○ no such hardware"),
                 ("cpu-fallback", "c ran on the CPU: the backend's fallback computed it"),
                 ("not-claimed", "n not claimed: a capability the vendor does not claim"),

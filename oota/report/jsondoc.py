@@ -8,6 +8,7 @@ a report from one folder is unchanged.
 from __future__ import annotations
 
 from oota import __version__
+from oota.report.counts import flaky_shares
 from oota.report.data import Report
 from oota.report.rows import COLUMNS, CellGroup, CellRow, Links, Origin
 from oota.results.jsonfields import JSON, JSONObject
@@ -60,6 +61,7 @@ def to_json(report: Report, results_href: str | Links = "../results") -> JSONObj
                    for m in report.models],
         "cells": [_cell(g, results, links, report.merged) for g in report.groups],
         "skip_debt": [d.to_json() for d in report.skip_debt],
+        "flaky": [share.to_json() for share in flaky_shares(report)],
         "ops": [summary.to_json() for summary in report.ops],
         "databases": [summary.to_json() for summary in report.databases],
         "coverage": report.coverage.to_json() if report.coverage else None,

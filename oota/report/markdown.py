@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oota import __version__
-from oota.report.counts import in_tests_by_vendor
+from oota.report.counts import flaky_shares, in_tests_by_vendor
 from oota.report.coverage import LEGEND, ROWS_SHOWN as COVERAGE_ROWS_SHOWN
 from oota.report.data import Report
 from oota.report.parity import ROWS_SHOWN as PARITY_ROWS_SHOWN
@@ -147,6 +147,7 @@ def to_markdown(report: Report, *, limit: int = MARKDOWN_LIMIT) -> str:
     text = template.render(report=report, view=markdown_view(report), version=__version__,
                            columns=COLUMNS, word=WORD, window=EXPIRY_WINDOW_DAYS,
                            ops_shown=OPS_FAILURES_SHOWN, ops_tests=in_tests_by_vendor(report),
+                           flaky_shares=flaky_shares(report),
                            coverage_legend=LEGEND, coverage_shown=COVERAGE_ROWS_SHOWN,
                            parity_shown=PARITY_ROWS_SHOWN)
     return _fit(text, limit)

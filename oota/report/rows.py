@@ -31,10 +31,10 @@ if TYPE_CHECKING:  # databases.py builds on these rows; a cell's row imports it 
 COLUMNS = ("build", *LAYERS)
 SYMBOL = {"passed": "✓", "failed": "✗", "error": "⚠", "interrupted": "stopped",
           "skipped": "skip", "unsupported-here": "n/a here", "cpu-fallback": "on CPU",
-          "not-claimed": "not claimed", "": "–"}
+          "not-claimed": "not claimed", "flaky": "≈ flaky", "": "–"}
 WORD = {"passed": "passed", "failed": "failed", "error": "error", "interrupted": "interrupted",
         "skipped": "skipped", "unsupported-here": "n/a here", "cpu-fallback": "ran on the CPU",
-        "not-claimed": "not claimed", "": "not run"}
+        "not-claimed": "not claimed", "flaky": "flaky (passed on a retry)", "": "not run"}
 CELL_FILES = (RESULT_FILE, "junit.xml", "build.log", "verify.log")
 OPS_REASONS_SHOWN = 3  # the ops layer's reasons in its table entry
 

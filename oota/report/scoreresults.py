@@ -25,6 +25,7 @@ from oota.report.scoremodel import Evidence, PartScore, not_measured
 from oota.vocab import (
     BAD,
     DEVICE_LAYERS,
+    FLAKY as VOCAB_FLAKY,
     SMOKE_ENVIRONMENTS,
     STATUS_ORDER,
     Status,
@@ -316,17 +317,18 @@ def models(release: Release) -> tuple[PartScore, ...]:
 
 # -- CI/CD: flaky tests ---------------------------------------------------------------------------
 
-# The status a test marked flaky will have (no such status yet: read when it appears).
-FLAKY: Final[str] = "flaky"
+# The status of a test that failed and passed when run again in a fresh process
+# (verify/oota_rerun.py; oota.vocab.FLAKY).
+FLAKY: Final[str] = VOCAB_FLAKY
 
 
 def flaky(release: Release, statuses: frozenset[str]) -> tuple[PartScore, ...]:
-    """Less than 5% of the tests marked flaky: read from a ``flaky`` status once the results
-    have one (``statuses``: the statuses oota knows)."""
+    """Less than 5% of the tests marked flaky (``statuses``: the statuses oota knows; results
+    read by an oota without the ``flaky`` status cannot be measured)."""
     item = rubric.BY_KEY["ci.flaky"]
     if FLAKY not in statuses:
         return (not_measured("", item.category, item.points, (
-            "oota marks no test flaky yet (a test that failed and passed on a retry is not "
+            "this oota marks no test flaky (a test that failed and passed on a retry is not "
             "told apart): the share cannot be measured; the HUD's flaky cells are a "
             "different measure (a cell failing once between two passes)")),)
     tests = release.tests()

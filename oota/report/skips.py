@@ -1,5 +1,6 @@
 """Each vendor's skip debt: its skip list's entries across its cells, their age, what expires
-soon and what matched nothing."""
+soon, what matched nothing, the share linked to an issue, and the expected failures (``kind:
+xfail``) whose tests passed: entries to remove."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ class SkipEntry:
     days_left: int | None
     matched: int
     expired: bool
+    issue: str = ""
+    kind: str = "skip"
 
     @property
     def expires_soon(self) -> bool:
@@ -37,6 +40,7 @@ class SkipDebt:
     vendor: str
     entries: tuple[SkipEntry, ...]
     unmatched: tuple[str, ...]  # entries that matched no test in any of the vendor's cells
+    unexpected_pass: tuple[str, ...] = ()  # expected failures whose tests passed in a cell
 
     @property
     def ages(self) -> list[int]:
@@ -59,6 +63,22 @@ class SkipDebt:
         return sum(e.expired for e in self.entries)
 
     @property
+    def linked(self) -> int:
+        """Entries that name the issue tracking them."""
+        return sum(bool(e.issue) for e in self.entries)
+
+    @property
+    def linked_share(self) -> str:
+        """'3 of 4 (75%)', or '–' without entries."""
+        if not self.entries:
+            return "–"
+        return f"{self.linked} of {len(self.entries)} ({self.linked / len(self.entries):.0%})"
+
+    @property
+    def expected_failures(self) -> int:
+        return sum(e.kind == "xfail" for e in self.entries)
+
+    @property
     def undated(self) -> int:
         return sum(e.age_days is None for e in self.entries)
 
@@ -67,10 +87,13 @@ class SkipDebt:
                 "oldest_days": self.oldest_days, "median_days": self.median_days,
                 "undated": self.undated, "expiring_within_30_days": self.expiring_soon,
                 "expired": self.expired, "unmatched": list(self.unmatched),
+                "linked_to_issue": self.linked, "expected_failures": self.expected_failures,
+                "unexpected_pass": list(self.unexpected_pass),
                 "items": [{"id": e.id, "reason": e.reason, "owner": e.owner, "added": e.added,
                            "expires": e.expires, "age_days": e.age_days,
                            "days_left": e.days_left, "matched": e.matched,
-                           "expired": e.expired} for e in self.entries]}
+                           "expired": e.expired, "issue": e.issue or None, "kind": e.kind}
+                          for e in self.entries]}
 
 
 def date_of(text: str | None) -> dt.date | None:
@@ -86,7 +109,8 @@ def _skip_entry(rule: SkipRule, matched: int, flagged: bool, today: dt.date) -> 
     return SkipEntry(id=rule.id, reason=rule.reason, owner=rule.owner, added=rule.added,
                      expires=rule.expires, age_days=(today - added).days if added else None,
                      days_left=days_left, matched=matched,
-                     expired=flagged or (days_left is not None and days_left < 0))
+                     expired=flagged or (days_left is not None and days_left < 0),
+                     issue=rule.issue or "", kind=rule.kind or "skip")
 
 
 def skip_debt(vendor: str, results: Sequence[Result], today: dt.date) -> SkipDebt:
@@ -95,6 +119,7 @@ def skip_debt(vendor: str, results: Sequence[Result], today: dt.date) -> SkipDeb
     matched: dict[str, int] = {}
     expired: set[str] = set()
     unmatched: list[set[str]] = []
+    unexpected: set[str] = set()
     for result in results:
         if result.skips is None:
             continue
@@ -103,6 +128,8 @@ def skip_debt(vendor: str, results: Sequence[Result], today: dt.date) -> SkipDeb
             matched[rule.id] = matched.get(rule.id, 0) + rule.matched
         expired |= set(result.skips.expired)
         unmatched.append(set(result.skips.unmatched))
+        unexpected |= set(result.skips.unexpected_pass)
     never = set.intersection(*unmatched) if unmatched else set()
-    return SkipDebt(vendor=vendor, unmatched=tuple(sorted(never)), entries=tuple(
+    return SkipDebt(vendor=vendor, unmatched=tuple(sorted(never)),
+                    unexpected_pass=tuple(sorted(unexpected)), entries=tuple(
         _skip_entry(e, matched[i], i in expired, today) for i, e in sorted(entries.items())))

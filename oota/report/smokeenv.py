@@ -60,7 +60,8 @@ def _status(text: str) -> MaybeStatus:
                                      "skipped": "skipped", "interrupted": "interrupted",
                                      "unsupported-here": "unsupported-here",
                                      "cpu-fallback": "cpu-fallback",
-                                     "not-claimed": "not-claimed"}
+                                     "not-claimed": "not-claimed",
+                                     "flaky": "flaky"}
     return known.get(text, "")
 
 

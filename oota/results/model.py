@@ -204,6 +204,9 @@ class SkipRule(Record):
     owner: str
     expires: str
     added: str | None = None
+    issue: str | None = None   # the address of the issue that tracks it
+    kind: str | None = None    # 'xfail': an expected failure; None: a skip
+    strict: bool | None = None  # xfail: an unexpected pass fails the run
     matched: int = 0
 
 
@@ -215,6 +218,7 @@ class Skips(Record):
     entries: tuple[SkipRule, ...] = ()
     expired: tuple[str, ...] = ()
     unmatched: tuple[str, ...] = ()
+    unexpected_pass: tuple[str, ...] = ()  # expected failures whose tests passed
 
 
 # -- the result -------------------------------------------------------------------------------

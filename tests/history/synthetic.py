@@ -1,6 +1,7 @@
 """Synthetic histories: cells' outcomes over daily runs spelled as a string (``P`` passed,
-``F`` failed, ``E`` error, ``S`` skipped, ``.`` not in that run), built straight into the
-:class:`~oota.history.timeline.Timeline` the HUD reads, or as result files for a real store."""
+``F`` failed, ``E`` error, ``S`` skipped, ``~`` flaky, ``.`` not in that run), built straight
+into the :class:`~oota.history.timeline.Timeline` the HUD reads, or as result files for a real
+store."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from tests.history.helpers import result
 from tests.unit.test_report import refresh
 
 T0 = dt.datetime(2026, 11, 1, 6, 0, tzinfo=dt.timezone.utc)
-STATUS = {"P": "passed", "F": "failed", "E": "error", "S": "skipped"}
+STATUS = {"P": "passed", "F": "failed", "E": "error", "S": "skipped", "~": "flaky"}
 BASE = Inputs(torch="2.13.0+cpu", toolkit=None, base="oota/base:debian12", fingerprint="f1",
               host="lab-a", suite="0.1.0")
 WORKLOAD = "test_workload.py::test_inference[tiny]"

@@ -116,6 +116,26 @@ def test_the_digest_text() -> None:
     assert "broke in the last 3 days" not in later and later.endswith("changed\n")
 
 
+def test_a_flaky_run_is_never_blamed_and_is_marked_on_the_hud() -> None:
+    """A run whose only failure passed on its retry (status flaky) starts no failure, so no
+    change is blamed for it, even where the inputs changed in that run (torch bumped); the
+    HUD marks it ≈ and counts it in its vendor's flaky share."""
+    found = timeline({"cpu-a": "PP~PP", "cpu-b": "PPPPP"},
+                     inputs={"cpu-a": {2: TORCH_BUMP}})
+    s = judge(found.cells[0])
+    assert s.failing is None and s.episodes == () and s.last_passed is not None
+    page = hud.build(hud.HudInput(timeline=found, policy=Policy(file=None), now=day(5)), {})
+    (section,) = page.sections
+    row = next(r for r in section.rows if r.id == "cpu-a")
+    assert [m.symbol for m in row.marks] == ["✓", "✓", "≈", "✓", "✓"]
+    assert row.blame == "" and row.flaky == 1
+    assert section.flaky_share == "1 of 10 (10%)"
+    assert page.digest.broke == () and "cpu-a" not in hud.to_markdown(page.digest)
+    # A failing cell stays blamed on its first failure; a flaky run inside it changes nothing.
+    s = judge(timeline({"cpu-a": "PPF~F"}, inputs={"cpu-a": {2: TORCH_BUMP}}).cells[0])
+    assert s.failing is not None and s.failing.first.run.key == "r003"
+
+
 def test_a_quiet_window_says_so() -> None:
     page = hud.build(hud.HudInput(timeline=timeline({"cpu-a": "PPP"}), policy=Policy(file=None),
                                   now=day(10), since=dt.timedelta(hours=48)), {})

@@ -288,7 +288,29 @@ def test_markdown_layers_and_skip_debt(report):
     md = to_markdown(report)
     assert "## ascend: cells × layers" in md
     assert ("| `cuda-torch2.13.0-cu13.0-py3.11-debian12` | ✗ [" in md)
-    assert "| ascend | 3 | 180 | 120 | 1 | 1 | 2 |" in md
+    assert "| ascend | 3 | 180 | 120 | 1 | 1 | 2 | 0 of 3 (0%) | 0 | 0 |" in md
+
+
+def test_skip_debt_shows_the_share_linked_to_an_issue_and_the_unexpected_passes(results):
+    """An entry names its issue; an expected failure whose test passed is named for removal
+    in the Markdown, the HTML and the JSON."""
+    results = copy.deepcopy(results)  # the sample's skip list is shared by other tests
+    skips = results[3]["skips"]
+    skips["entries"][0]["issue"] = "https://github.com/Ascend/pytorch/issues/42"
+    skips["entries"][2].update(kind="xfail", strict=True)
+    skips["unexpected_pass"] = ["test_device.py::test_sort"]
+    report = build_report(typed(results), [], generated_at=NOW)
+    md = to_markdown(report)
+    assert "| ascend | 3 | 180 | 120 | 1 | 1 | 2 | 1 of 3 (33%) | 1 | 1 |" in md
+    assert ("- ascend: unexpected pass: remove the entry `test_device.py::test_sort` (an "
+            "expected failure whose tests passed)") in md
+    html = to_html(report)
+    # Named, not linked: the report's pages link only within themselves (offline, relocatable).
+    assert "<td>https://github.com/Ascend/pytorch/issues/42" in html
+    assert "unexpected pass: remove the entry <code>test_device.py::test_sort</code>" in html
+    ascend = next(d for d in to_json(report)["skip_debt"] if d["vendor"] == "ascend")
+    assert (ascend["linked_to_issue"], ascend["expected_failures"],
+            ascend["unexpected_pass"]) == (1, 1, ["test_device.py::test_sort"])
 
 
 def test_same_reason_shares_one_footnote(results):
@@ -459,3 +481,26 @@ def test_a_published_cell_page_shows_the_pull_command_with_its_digest(tmp_path, 
     write_report(write_results(tmp_path / "results", results), out)
     page = (out / "cells" / f"{first['cell']['id']}.html").read_text(encoding="utf-8")
     assert f"docker pull registry.lab:5000/oota/cpu:{first['cell']['id']}@{published}" in page
+
+
+def test_a_flaky_test_makes_a_flaky_cell_and_the_vendors_flaky_share(tmp_path):
+    """A test that passed only on its retry: the cell is flaky (≈, not ✓ nor ✗), and the
+    report gives the vendor's flaky share per layer (Markdown, HTML, JSON)."""
+    result = refresh(make_result("reference", tests=[
+        case("test_device.py::test_device_visible", "device"),
+        case("test_ops.py::test_op_matches_cpu[add-float32]", "ops"),
+        case("test_ops.py::test_op_matches_cpu[mul-float32]", "ops"),
+        case("test_ops.py::test_op_matches_cpu[tanh-float32]", "ops", "flaky",
+             "failed, then passed when run again in a fresh process; the failure: ...",
+             {"attempts": [{"status": "failed"}, {"status": "passed"}]}),
+        case("test_ops.py::test_op_matches_cpu[exp-float32]", "ops", "skipped", "budget")]))
+    assert result["status"] == "flaky"
+    out = tmp_path / "reports"
+    write_report(write_results(tmp_path / "results", [result]), out)
+    md = (out / "matrix.md").read_text()
+    assert "## Flaky tests" in md and "| reference | ops | 1 of 3 (33.3%) |" in md
+    index = (out / "index.html").read_text()
+    assert '<td>reference</td><td>ops</td><td class="flaky">1 of 3 (33.3%)</td>' in index
+    data = json.loads((out / "results.json").read_text())
+    assert {"vendor": "reference", "layer": "ops", "flaky": 1, "ran": 3} in data["flaky"]
+    assert data["cells"][0]["status"] == "flaky"

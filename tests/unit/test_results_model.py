@@ -146,6 +146,20 @@ def test_junit_for_each_status(tmp_path: Path, status: Status, element: str | No
     assert suite.get(counted) == "1"
 
 
+def test_junit_marks_a_flaky_test_as_surefire_does(tmp_path: Path) -> None:
+    """A test that passed only on its retry is a testcase with a flakyFailure (Maven
+    Surefire's element for a rerun that passed): counted neither failed nor skipped."""
+    result = full_result(stages={"verify": Stage(status="passed", duration_s=1.0)},
+                         tests=(outcome("flaky", message="failed, then passed on a retry"),))
+    save(tmp_path, result)
+    suite = ET.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    children = list(suite.findall("testcase")[1])
+    assert [(c.tag, c.get("type")) for c in children] == [("flakyFailure", "flaky")]
+    assert children[0].get("message") == "failed, then passed on a retry"
+    assert (suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("0", "0", "0")
+
+
 def test_junit_says_a_stage_was_interrupted(tmp_path: Path) -> None:
     result = full_result(stages={"verify": Stage(status="interrupted", duration_s=3.0,
                                                  message="interrupted by the user")}, tests=())

@@ -195,20 +195,21 @@ def test_models_are_shown_not_scored() -> None:
     assert "1 of 2 (50.0%) models" in part.evidence[0].text
 
 
-def test_flaky_share_is_read_once_a_flaky_status_exists() -> None:
+def test_flaky_share_is_scored_from_the_flaky_status() -> None:
     report = build_report(typed([accel(tests=[DEVICE, pair("abs", "float32")])]), (),
                           generated_at=NOW)
-    assert "flaky" not in STATUSES
     part = item(scorecards(report, ScoreInput())[0].cards[0], "ci.flaky").parts[0]
-    assert part.points is None and "marks no test flaky yet" in part.how
+    assert part.points == 4 and part.share == 0.0 and "0 of 3" in part.how
+    older = ScoreInput(statuses=STATUSES - {"flaky"})  # an oota that could not mark one
+    part = item(scorecards(report, older)[0].cards[0], "ci.flaky").parts[0]
+    assert part.points is None and "marks no test flaky" in part.how
     # A run where one of its tests was retried into a pass: above the 5% the item allows.
     group = report.groups[0]
     row = group.first
     marked = dataclasses.replace(row, tests=(dataclasses.replace(row.tests[0], status="flaky"),
                                              *row.tests[1:]))
     flaky = dataclasses.replace(report, groups=(dataclasses.replace(group, copies=(marked,)),))
-    given = ScoreInput(statuses=STATUSES | {"flaky"})
-    part = item(scorecards(flaky, given)[0].cards[0], "ci.flaky").parts[0]
+    part = item(scorecards(flaky, ScoreInput())[0].cards[0], "ci.flaky").parts[0]
     assert part.points == 0 and part.share == pytest.approx(1 / len(row.tests))
     assert f"1 of {len(row.tests)}" in part.how
 

@@ -134,6 +134,39 @@ def test_entry_errors_name_file_line_col_and_path(entry, expected):
     assert problems(entry) == [expected]
 
 
+def test_an_entry_names_its_issue_and_may_be_an_expected_failure():
+    skips = parse_skips(textwrap.dedent("""\
+        - id: "test_ops.py::test_op_matches_cpu[tanh-float32]"
+          reason: tanh differs in the last ulp
+          owner: team-npu
+          expires: 2027-03-31
+          issue: https://github.com/pytorch/pytorch/issues/12345
+          kind: xfail
+          strict: true
+        """), "skips.yaml")
+    (entry,) = skips.entries
+    assert (entry.issue, entry.kind, entry.strict) == (
+        "https://github.com/pytorch/pytorch/issues/12345", "xfail", True)
+    assert entry.to_json()["kind"] == "xfail" and entry.to_json()["strict"] is True
+    assert "kind" not in parse_skips(VALID, "skips.yaml").to_json()[0]  # a skip, the default
+
+
+@pytest.mark.parametrize(("entry", "expected"), [
+    ("- {id: a, reason: r, owner: o, expires: 2027-01-01, issue: '#1234'}\n",
+     "vendors/x/skips.yaml:1:53: [0].issue: '#1234' is not a web address; write the issue's "
+     "URL, e.g. https://github.com/pytorch/pytorch/issues/12345"),
+    ("- {id: a, reason: r, owner: o, expires: 2027-01-01, kind: xfial}\n",
+     "vendors/x/skips.yaml:1:53: [0].kind: unknown kind 'xfial'; did you mean 'xfail'?"),
+    ("- {id: a, reason: r, owner: o, expires: 2027-01-01, strict: true}\n",
+     "vendors/x/skips.yaml:1:53: [0].strict: 'strict' applies to an expected failure only; "
+     "add 'kind: xfail' or remove 'strict'"),
+    ("- {id: a, reason: r, owner: o, expires: 2027-01-01, kind: xfail, strict: 1}\n",
+     "vendors/x/skips.yaml:1:66: [0].strict: expected true or false, got a whole number"),
+], ids=["issue-not-a-url", "kind-typo", "strict-on-a-skip", "strict-not-a-bool"])
+def test_issue_kind_and_strict_errors_name_the_place(entry, expected):
+    assert problems(entry) == [expected]
+
+
 def test_duplicate_ids_name_the_first():
     text = """\
     - {id: a, reason: r, owner: o, expires: 2027-01-01}

@@ -110,7 +110,7 @@ def test_cpu_fallback_counts_apart_and_never_as_a_pass():
     assert vocab.FALLBACK not in vocab.BAD
     counts = vocab.layer_counts([("ops", "passed"), ("ops", "cpu-fallback"), ("ops", "skipped")])
     assert counts["ops"] == {"passed": 1, "cpu-fallback": 1, "not-claimed": 0, "skipped": 1,
-                             "unsupported-here": 0, "failed": 0}
+                             "unsupported-here": 0, "flaky": 0, "failed": 0}
 
 
 def test_a_capability_not_claimed_counts_apart_and_never_as_a_pass():
@@ -125,6 +125,17 @@ def test_a_capability_not_claimed_counts_apart_and_never_as_a_pass():
     assert vocab.run_status([("install", "passed"), ("runtime", "not-claimed")]) == "not-claimed"
     counts = vocab.layer_counts([("runtime", "passed"), ("runtime", "not-claimed")])
     assert counts["runtime"]["not-claimed"] == 1 and counts["runtime"]["skipped"] == 0
+
+
+def test_a_flaky_test_is_neither_a_pass_nor_a_failure_of_the_cell():
+    """A test that passed only on its retry (verify/oota_rerun.py): the cell is flaky, not
+    passed and not failed, and its layer counts it in a column of its own."""
+    assert vocab.worst(["passed", "flaky", "unsupported-here"]) == "flaky"
+    assert vocab.worst(["failed", "flaky"]) == "failed"
+    assert vocab.FLAKY not in vocab.BAD
+    assert vocab.run_status([("device", "passed"), ("ops", "flaky")]) == "flaky"
+    counts = vocab.layer_counts([("ops", "passed"), ("ops", "flaky")])
+    assert counts["ops"]["flaky"] == 1 and counts["ops"]["failed"] == 0
 
 
 def test_verify_log_shows_the_pairs_that_ran_on_the_cpu(tmp_path):

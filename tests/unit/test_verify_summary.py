@@ -111,7 +111,8 @@ def test_in_an_image_the_copy_beside_the_suite_is_used(tmp_path):
     """The image layout: verify/ files with oota_vocab.py beside them (render.context_files),
     no oota package anywhere."""
     for name in ("oota_summary.py", "oota_ops.py", "oota_budget.py", "oota_hooks.py",
-                 "oota_dispatch.py", "oota_suite.py", "oota-verify"):
+                 "oota_dispatch.py", "oota_suite.py", "oota_expected.py", "oota_rerun.py",
+                 "oota-verify"):
         shutil.copy(REPO / "verify" / name, tmp_path / name)
     shutil.copy(REPO / "oota" / "vocab.py", tmp_path / "oota_vocab.py")
     code = ("import oota_summary, oota_vocab, oota_suite; "

@@ -209,3 +209,56 @@ def install_from_environment(environ=os.environ):
     group = environ.get(SKIP_GROUP_VARIABLE, "")
     if group.strip():
         install_skip_group(parse_group(group))
+    flaky = environ.get(FLAKY_VARIABLE, "").strip()
+    if flaky:
+        install_flaky(*parse_flaky(flaky), folder=environ.get(FLAKY_DIR_VARIABLE) or None)
+
+
+# ``REFDEV_FLAKY_OP``: ``NAME:N`` (``tanh:3``). That operator's refdev kernel is wrong (+1 on
+# floating outputs, as REFDEV_WRONG_OP) in the first process of every N that calls it, and right
+# in the others: a fault that fails one run in N, for a suite that must tell flaky from broken
+# (oota runs a failed test once more in a fresh process). Processes are counted in a file per
+# operator (``refdev-flaky-NAME.count``) in ``REFDEV_FLAKY_DIR``, default the temporary folder:
+# a container's /tmp starts empty, so its first process to call the operator gets it wrong.
+# Deterministic, no randomness: the Nth process, not a chance, decides.
+FLAKY_VARIABLE = "REFDEV_FLAKY_OP"
+FLAKY_DIR_VARIABLE = "REFDEV_FLAKY_DIR"
+
+
+def parse_flaky(text):
+    """``NAME:N`` as (name, n >= 1); a ValueError says what is wrong."""
+    name, _, number = text.partition(":")
+    if not name.strip() or not number.strip().isdigit() or int(number) < 1:
+        raise ValueError(f"{FLAKY_VARIABLE}={text!r}: expected NAME:N (N >= 1), e.g. tanh:3")
+    return name.strip(), int(number)
+
+
+def _process_number(path):
+    """This process's number among those that called the operator (1, 2, ...): one byte
+    appended per process (an O_APPEND write is atomic), the file's size after it."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        os.write(fd, b".")
+        return os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+
+
+def _flaky_kernel(op, every, path):
+    wrong = []  # decided at this process's first call: [True] or [False]
+
+    def kernel(*args, **kwargs):
+        if not wrong:
+            wrong.append((_process_number(path) - 1) % every == 0)
+        change = (lambda v: v + 1 if v.is_floating_point() else v) if wrong[0] else (lambda v: v)
+        return _on_host(op, args, kwargs, change)
+
+    return kernel
+
+
+def install_flaky(name, every, folder=None):
+    """Make aten operator ``name`` wrong on refdev in the first process of every ``every``."""
+    import tempfile
+
+    path = os.path.join(folder or tempfile.gettempdir(), f"refdev-flaky-{name}.count")
+    _register(name, lambda op: _flaky_kernel(op, every, path))
