@@ -124,16 +124,22 @@ def pytest_xdist_make_scheduler(config, log):
     return TwoShares(config, log)
 
 
+# The cells too big for CI's time, each run only when a -m expression names its marker; CI
+# checks a recording of each instead (tests/data/recordings/xla-cpu-*, tests/data/cells/cuda-*).
+OPT_IN = {"xla": "the XLA cell is opt-in (a 7.9 GB image): -m xla",
+          "cuda": "the CUDA cell is opt-in (about 6 GB of wheels): -m cuda"}
+
+
 def pytest_collection_modifyitems(config, items):
-    # The XLA cell (a 7.9 GB image) runs only when a -m expression names it (-m xla).
-    opt_in = "xla" in (config.option.markexpr or "")
+    named = config.option.markexpr or ""
     for item in items:
         if "tests/docker/" in str(item.path):
             item.add_marker(pytest.mark.docker)
         # The marker, not item.keywords: those hold every name above the test, and a word of
         # a module's name (test_xla_replay.py) would opt that module out too.
-        if item.get_closest_marker("xla") and not opt_in:
-            item.add_marker(pytest.mark.skip(reason="the XLA cell is opt-in: -m xla"))
+        for marker, reason in OPT_IN.items():
+            if item.get_closest_marker(marker) and marker not in named:
+                item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest.fixture(scope="session")
@@ -272,13 +278,19 @@ def build_defaults(engine, run_id, tmp_path_factory, vendors: list[str]) -> dict
             for cell in cells}
 
 
+def _wanted(request, fixture: str) -> bool:
+    """Whether a test of the session that will run (not skipped: an opt-in cell) uses it."""
+    return any(fixture in item.fixturenames and not item.get_closest_marker("skip")
+               for item in request.session.items)
+
+
 @pytest.fixture(scope="session")
 def _reference_and_cuda(request, engine, run_id, tmp_path_factory) -> dict[str, Built]:
     """The reference and CUDA vendors' default cells, each built and verified once for the
     session, both at once when the session's tests need both (two jobs of one run: with a cold
-    cache refdev compiles while the CUDA cell's 6 GB of wheels download)."""
-    vendors = [vendor for vendor in ("reference", "cuda")
-               if any(f"{vendor}_built" in item.fixturenames for item in request.session.items)]
+    cache refdev compiles while the CUDA cell's 6 GB of wheels download). The CUDA cell is
+    opt-in (-m cuda): a run without it builds the reference cell alone."""
+    vendors = [vendor for vendor in ("reference", "cuda") if _wanted(request, f"{vendor}_built")]
     return build_defaults(engine, run_id, tmp_path_factory, vendors)
 
 
