@@ -34,7 +34,7 @@ if str(REPO) not in sys.path:   # run as a script: the checkout's oota
     sys.path.insert(0, str(REPO))
 
 from oota import tasks as task_module  # noqa: E402 - the checkout is on the path now
-from oota.api.requests import REQUIRED, Flag, flags_of  # noqa: E402
+from oota.api.fields import Flag, flags_of  # noqa: E402
 from oota.tasking import FlagTask, request_of  # noqa: E402
 
 DOCS = REPO / "docs"
@@ -69,13 +69,13 @@ class TaskDoc:
 
 
 def _default(spec: Flag) -> str:
-    if spec.default is REQUIRED:
+    if spec.required:
         return "required"
     if spec.default is True:
         return "on"
     if spec.default is False:
         return "off"
-    return "–" if spec.default in (None, "") else f"`{spec.default}`"
+    return "–" if spec.default in (None, "", ()) else f"`{spec.default}`"
 
 
 def _names(field: str, spec: Flag) -> tuple[str, ...]:
@@ -97,7 +97,7 @@ def task_docs() -> list[TaskDoc]:
         flags = tuple(
             FlagDoc(names=_names(field, spec),
                     default=_default(spec), help=spec.help, repeatable=spec.repeatable,
-                    required=spec.default is REQUIRED)
+                    required=spec.required)
             for field, spec in (flags_of(request) if request else []))
         found.append(TaskDoc(name=name.replace("_", "-"), summary=summary.replace("\n", " "),
                              details=details, request=request.__name__ if request else "",
