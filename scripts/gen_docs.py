@@ -21,6 +21,7 @@ import argparse
 import difflib
 import inspect
 import json
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -271,6 +272,15 @@ def _shown(value: object, where: str) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:,.4g}"
 
 
+# A commit named in a row's label, "(71bb646)" or "(commit dd2b124 and later)": the history of
+# the change, which the result file's notes keep; the page shows what was measured.
+_COMMIT = re.compile(r"\s*\((?:commit )?[0-9a-f]{7,40}(?: and later)?\)")
+
+
+def _undated(text: str) -> str:
+    return _COMMIT.sub("", text)
+
+
 def bench_run(path: Path) -> tuple[str, str, str, BenchRun]:
     """One result file: (benchmark, title, what, the run), each key checked."""
     where = str(path.relative_to(REPO))
@@ -292,7 +302,7 @@ def bench_run(path: Path) -> tuple[str, str, str, BenchRun]:
     for i, row in enumerate(_field(doc, "rows", list, where)):
         if not isinstance(row, list) or len(row) != len(columns):
             raise DocsError(f"{where}: rows[{i}] must be a list of {len(columns)} cells")
-        rows.append(tuple(_shown(v, f"{where}: rows[{i}]") for v in row))
+        rows.append(tuple(_undated(_shown(v, f"{where}: rows[{i}]")) for v in row))
     machine = _field(doc, "machine", dict, where)
     run = BenchRun(file=where, date=_field(doc, "date", str, where),
                    machine=_field(machine, "summary", str, f"{where}: machine"),
