@@ -1,7 +1,7 @@
 """The project a task works on: the folder of its matrix file, and where that project keeps
 its results, reports, history and cache.
 
-One rule for every task (docs/reference/layout.md, "Where oota writes"):
+One rule for every task (docs/reference/tasks.md, "Where a task reads and writes"):
 
 - a folder **given on the command line** is read as the user typed it: a relative path is
   relative to the current folder, as any command-line tool reads one;
