@@ -39,7 +39,7 @@ from oota.api.requests import (
 )
 from oota.console import Console
 from oota.errors import EXIT_BAD_INPUT, EXIT_FAILED
-from oota.project import Project, command_name
+from oota.project import DEFAULT_MATRIX, Project, command_name
 from oota.tasking import task_of
 
 if TYPE_CHECKING:   # only for annotations: these load when a task uses them
@@ -352,7 +352,8 @@ def init(c: Context, r: InitRequest) -> None:
     if not done.matrix_written:
         print(f"{r.matrix} was there already: give the vendor its cells under `vendors:`, e.g. "
               f"{r.vendor}: {{os: [debian12], python: [\"3.11\"], torch: [\"2.13.0\"]}}")
-    print(f"next: {command_name()} build --vendor {r.vendor}, then open "
+    where = "" if r.matrix == DEFAULT_MATRIX else f" --matrix {r.matrix}"
+    print(f"next: {command_name()} build --vendor {r.vendor}{where}, then open "
           f"{Project.of(matrix_file).reports}/index.html")
 
 

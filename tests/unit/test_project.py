@@ -6,6 +6,8 @@ the report marked against lab/matrix.yaml as ``report --matrix`` marks it."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,11 @@ def test_the_command_named_is_the_one_the_folder_has(tmp_path: Path) -> None:
     assert command_name(tmp_path) == "./oota.sh"
     assert command_name(REPO) == "./oota.sh"
     assert Project.of(tmp_path / "matrix.yaml").cache == tmp_path / ".oota-cache"
+
+
+def test_init_elsewhere_names_the_command_and_the_folders_of_that_project(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "oota", "init", "--vendor", "acme", "--matrix",
+                           "lab/matrix.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == ("next: oota build --vendor acme --matrix "
+                                            "lab/matrix.yaml, then open lab/reports/index.html")
