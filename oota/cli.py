@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import signal
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -28,7 +27,7 @@ from invoke.program import Program
 from invoke.util import yaml  # type: ignore[attr-defined]  # invoke's own copy of PyYAML
 
 from oota import __version__
-from oota.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT
+from oota.errors import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_ENVIRONMENT
 from oota.tasking import HELP_FLAGS
 
 
@@ -204,11 +203,6 @@ class OotaProgram(Program):
             if any(arg.value in HELP_FLAGS for arg in context.positional_args):
                 self.print_task_help(str(context.name))
                 raise Exit(code=0)
-
-
-# A reader that closed our standard output early (`oota --list | head -1`) ends the command
-# as it ends a shell tool: no traceback, the status of a process that SIGPIPE stopped.
-EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 
 def main() -> None:

@@ -1,19 +1,12 @@
-"""The one exception hierarchy; the task layer maps each class to a documented exit code.
+"""The one exception hierarchy; the task layer maps each class to an exit code.
 
-Exit codes (all of them, with every case: docs/reference/exit-codes.md):
-  0  every selected cell passed (skips allowed)
-  1  at least one cell failed, errored, or `generate --check` found stale files
-  2  bad input: matrix/vendor data, unknown cell or vendor, bad flag
-  3  environment: Docker Engine unreachable, BuildKit unavailable, a required tool missing
-  4  every cell passed, but a host of hosts.yaml stopped answering (or never answered) during
-     the run: its cells were retried on, or taken by, the other hosts of their vendor
-  5  `invoke pull` refused the image before running it: unsigned, a signature of another image
-     (re-tagged or tampered), a bad signature, or missing or mismatched provenance
-  130 interrupted
-  141 the program reading oota's output closed it early (as a shell tool stopped by SIGPIPE)
+The exit codes are the ``EXIT_*`` constants below, each said once to users in
+docs/reference/exit-codes.md (a unit test checks the page lists exactly these).
 """
 
 from __future__ import annotations
+
+import signal
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -22,6 +15,9 @@ EXIT_ENVIRONMENT = 3
 EXIT_HOST_LOST = 4
 EXIT_REFUSED = 5
 EXIT_INTERRUPTED = 130
+# A reader that closed our standard output early (`oota --list | head -1`) ends the command
+# as it ends a shell tool: no traceback, the status of a process that SIGPIPE stopped.
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 
 class OotaError(Exception):

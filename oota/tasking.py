@@ -14,7 +14,7 @@ from invoke.exceptions import Exit
 from invoke.parser.argument import Argument
 from invoke.tasks import Task
 
-from oota.api.requests import flags_of, parse
+from oota.api.fields import flags_of, parse
 from oota.errors import EXIT_BAD_INPUT
 from oota.exits import errors_to_exit
 
@@ -71,7 +71,8 @@ def bind(body: TaskBody) -> TaskBody:
     context = next(iter(inspect.signature(body).parameters.values()))
     signature = inspect.Signature([
         context.replace(annotation=inspect.Parameter.empty),
-        *(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=spec.default)
+        *(inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                            default=spec.invoke_default)
           for name, spec in flags_of(request))])
 
     @functools.wraps(body)

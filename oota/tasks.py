@@ -4,11 +4,8 @@ and maps errors to exit codes.
 
 A task's flags are the fields of its request in ``oota/api/requests.py`` (help, default and
 check; add a flag there); each body imports the job it calls, so a command line loads only
-the modules of its own task. Exit codes: 0 all selected cells passed; 1 a cell failed or
-generated files are stale; 2 bad input (matrix, vendor, cell, flag); 3 environment (Docker,
-BuildKit, host tool); 5 `pull` refused an image (signature or provenance); 130 interrupted.
-See docs/reference/tasks.md. Run through ``oota`` (oota/cli.py) a command line that cannot be
-parsed is exit 2 as well; plain ``invoke`` exits 1 for that.
+the modules of its own task. Folders: :mod:`oota.project`. Exit codes: the ``EXIT_*`` of
+:mod:`oota.errors`, said in docs/reference/exit-codes.md (and docs/reference/tasks.md).
 """
 
 from __future__ import annotations
@@ -42,6 +39,7 @@ from oota.api.requests import (
 )
 from oota.console import Console
 from oota.errors import EXIT_BAD_INPUT, EXIT_FAILED
+from oota.project import DEFAULT_MATRIX, Project, command_name
 from oota.tasking import task_of
 
 if TYPE_CHECKING:   # only for annotations: these load when a task uses them
@@ -76,7 +74,7 @@ def generate(c: Context, r: GenerateRequest) -> None:
         if not drift.clean:
             sys.stdout.write(drift.stale_diff)
             raise Exit(f"{len(drift.changed)} generated file(s) are stale; run "
-                       "`./oota.sh generate`", code=EXIT_FAILED)
+                       f"`{command_name()} generate`", code=EXIT_FAILED)
         print("generated files are up to date")
         return
     for path in written:
@@ -89,7 +87,7 @@ def _stderr(lines: list[str]) -> None:
         print(line, file=sys.stderr)
 
 
-def _finish(ran: Ran, results: str | Path, history: History,
+def _finish(ran: Ran, project: Project, history: History,
             key: PrivateKey | None = None) -> None:
     from oota.api.history import record_history
     from oota.api.reports import finish_report
@@ -100,13 +98,14 @@ def _finish(ran: Ran, results: str | Path, history: History,
         print(f"{r.status:>16}  {r.cell.id}" + (f"  ({r.message})" if r.message else ""))
     for lost in ran.lost:
         print(f"{'host lost':>16}  {lost}")
-    _stderr(sign_results(ran, results, key))
+    _stderr(sign_results(ran, project.results, key))
     _stderr(record_history(history, ran.results))
-    done = finish_report(ran.held(), str(results), history)
+    done = finish_report(ran.held(), project, history)
     _stderr(list(done.notes))
-    hud = ", reports/hud.html" if done.hud else ""
-    print(f"report: reports/matrix.md, reports/index.html{hud} ({done.cells} cells)"
-          if done.cells is not None else "report: reports/ left as it was (see the note)")
+    out = project.reports
+    hud = f", {out}/hud.html" if done.hud else ""
+    print(f"report: {out}/matrix.md, {out}/index.html{hud} ({done.cells} cells)"
+          if done.cells is not None else f"report: {out}/ left as it was (see the note)")
     code = exit_code_for(ran)
     if code:
         raise Exit(code=code)
@@ -119,11 +118,12 @@ def build(c: Context, r: BuildRequest) -> None:
     from oota.api.runs import build
     from oota.results.store import Writer
 
-    kept = history_target(r.history, r.no_history, "build", Path(r.matrix).parent)
-    with Writer(r.results) as results:
+    project = r.project()
+    kept = history_target(r.history, r.no_history, "build", project.root)
+    with Writer(project.results) as results:
         out = build(r.matrix, r.vendor, r.cell, r.all, r.options(), Console(),
                     hosts_file=r.hosts, jobs=r.jobs, hold=results.take)
-        _finish(out, r.results, kept, r.key)
+        _finish(out, project, kept, r.key)
 
 
 @task
@@ -133,15 +133,16 @@ def verify(c: Context, r: VerifyRequest) -> None:
     from oota.api.runs import Ran, build, verify_here
     from oota.results.store import Writer
 
-    kept = history_target(r.history, r.no_history, "verify", Path(r.matrix).parent)
-    with Writer(r.results) as results:
+    project = r.project()
+    kept = history_target(r.history, r.no_history, "verify", project.root)
+    with Writer(project.results) as results:
         if r.here:
-            out = Ran(results=[verify_here(r.matrix, r.vendor, r.results, r.layer, r.python,
-                                           hold=results.take)])
+            out = Ran(results=[verify_here(r.matrix, r.vendor, project.results, r.layer,
+                                           r.python, hold=results.take)])
         else:
             out = build(r.matrix, r.vendor, r.cell, r.all, r.options(), Console(),
                         build_images=False, hosts_file=r.hosts, jobs=r.jobs, hold=results.take)
-        _finish(out, r.results, kept, r.key)
+        _finish(out, project, kept, r.key)
 
 
 @task
@@ -153,9 +154,10 @@ def publish(c: Context, r: PublishRequest) -> None:
     from oota.api.runs import publish
     from oota.results.store import Writer
 
-    with Writer(r.results) as results:
+    project = r.project()
+    with Writer(project.results) as results:
         out = publish(r.matrix, r.vendor, r.cell, r.all, Console(), registry=r.registry,
-                      results_dir=r.results, namespace=r.namespace, auth=r.registry_auth,
+                      results_dir=project.results, namespace=r.namespace, auth=r.registry_auth,
                       key=r.key, ca=r.registry_ca, hosts_file=r.hosts, host=r.host,
                       hold=results.take)
     for o in out:
@@ -174,8 +176,8 @@ def keygen(c: Context, r: KeygenRequest) -> None:
     files = keygen(r.out)
     print(f"private key: {files.private} (keep it secret; encrypted: "
           f"{'yes' if os.environ.get('OOTA_SIGNING_PASSWORD') else 'no'})")
-    print(f"public key:  {files.public} (give it to users: ./oota.sh pull --key "
-          f"{files.public.name})")
+    print(f"public key:  {files.public} (give it to users: {command_name()} pull "
+          f"--key {files.public.name})")
 
 
 @task
@@ -187,7 +189,7 @@ def pull(c: Context, r: PullRequest) -> None:
     from oota.api.runs import pull
 
     out = pull(r.ref, key=r.key, auth=r.registry_auth, ca=r.registry_ca,
-               workdir=r.workdir or Path(r.matrix).parent / ".oota-cache" / "pull", host=r.host)
+               workdir=r.workdir or r.project().cache / "pull", host=r.host)
     print(f"image:       {out.ref} -> {out.digest}")
     print(f"signature:   {out.signature}")
     print(f"provenance:  cell {out.provenance.cell}, fingerprint "
@@ -225,12 +227,13 @@ def report(c: Context, r: ReportRequest) -> None:
     from oota.api.history import history_location, history_target
     from oota.api.reports import report_with_history
 
-    root, out = Path(r.matrix).parent, r.out
+    project = r.project()
+    root, out = project.root, project.reports
     kept = history_target(r.history, r.no_history, "merge", root, used=bool(r.merge))
     shown = history_location(r.history, off=r.no_history, root=root)
-    done = report_with_history(r.results, out, r.compare, merge=r.merge, formats=r.format,
-                               artifact_url=r.artifact_url, env=os.environ, target=kept,
-                               shown=shown, hud_runs=r.hud_runs, keys=r.key,
+    done = report_with_history(str(project.results), str(out), r.compare, merge=r.merge,
+                               formats=r.format, artifact_url=r.artifact_url, env=os.environ,
+                               target=kept, shown=shown, hud_runs=r.hud_runs, keys=r.key,
                                replace=r.replace, matrix=r.matrix, parity=r.parity,
                                public_url=r.public_url)
     rep = done.report
@@ -266,7 +269,7 @@ def history(c: Context, r: HistoryRequest) -> None:
     fixed, is past 72 h or was flaky, with blame."""
     from oota.api import history as runs
 
-    root = Path(r.matrix).parent
+    root = r.project().root
     where = runs.history_location(r.history, root=root)
     if r.action in ("digest", "query"):
         shown = (runs.history_digest(where, window=r.since or runs.DEFAULT_SINCE, root=root)
@@ -304,7 +307,7 @@ def lock(c: Context, r: LockRequest) -> None:
         for cell_id, status, path in rows:
             print(f"{status:>8}  {cell_id}  {path}")
         if any(status == "stale" for _, status, _ in rows):
-            raise Exit("stale lock(s): run `./oota.sh lock`", code=EXIT_FAILED)
+            raise Exit(f"stale lock(s): run `{command_name()} lock`", code=EXIT_FAILED)
         return
     out = lock(r.matrix, r.vendor, r.cell, r.all, Console(), r.options())
     for o in out:
@@ -349,7 +352,9 @@ def init(c: Context, r: InitRequest) -> None:
     if not done.matrix_written:
         print(f"{r.matrix} was there already: give the vendor its cells under `vendors:`, e.g. "
               f"{r.vendor}: {{os: [debian12], python: [\"3.11\"], torch: [\"2.13.0\"]}}")
-    print(f"next: oota build --vendor {r.vendor}, then open reports/index.html")
+    where = "" if r.matrix == DEFAULT_MATRIX else f" --matrix {r.matrix}"
+    print(f"next: {command_name()} build --vendor {r.vendor}{where}, then open "
+          f"{Project.of(matrix_file).reports}/index.html")
 
 
 @task

@@ -21,6 +21,7 @@ import argparse
 import difflib
 import inspect
 import json
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ if str(REPO) not in sys.path:   # run as a script: the checkout's oota
     sys.path.insert(0, str(REPO))
 
 from oota import tasks as task_module  # noqa: E402 - the checkout is on the path now
-from oota.api.requests import REQUIRED, Flag, flags_of  # noqa: E402
+from oota.api.fields import Flag, flags_of  # noqa: E402
 from oota.tasking import FlagTask, request_of  # noqa: E402
 
 DOCS = REPO / "docs"
@@ -69,13 +70,13 @@ class TaskDoc:
 
 
 def _default(spec: Flag) -> str:
-    if spec.default is REQUIRED:
+    if spec.required:
         return "required"
     if spec.default is True:
         return "on"
     if spec.default is False:
         return "off"
-    return "–" if spec.default in (None, "") else f"`{spec.default}`"
+    return "–" if spec.default in (None, "", ()) else f"`{spec.default}`"
 
 
 def _names(field: str, spec: Flag) -> tuple[str, ...]:
@@ -97,7 +98,7 @@ def task_docs() -> list[TaskDoc]:
         flags = tuple(
             FlagDoc(names=_names(field, spec),
                     default=_default(spec), help=spec.help, repeatable=spec.repeatable,
-                    required=spec.default is REQUIRED)
+                    required=spec.required)
             for field, spec in (flags_of(request) if request else []))
         found.append(TaskDoc(name=name.replace("_", "-"), summary=summary.replace("\n", " "),
                              details=details, request=request.__name__ if request else "",
@@ -271,6 +272,15 @@ def _shown(value: object, where: str) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:,.4g}"
 
 
+# A commit named in a row's label, "(71bb646)" or "(commit dd2b124 and later)": the history of
+# the change, which the result file's notes keep; the page shows what was measured.
+_COMMIT = re.compile(r"\s*\((?:commit )?[0-9a-f]{7,40}(?: and later)?\)")
+
+
+def _undated(text: str) -> str:
+    return _COMMIT.sub("", text)
+
+
 def bench_run(path: Path) -> tuple[str, str, str, BenchRun]:
     """One result file: (benchmark, title, what, the run), each key checked."""
     where = str(path.relative_to(REPO))
@@ -292,7 +302,7 @@ def bench_run(path: Path) -> tuple[str, str, str, BenchRun]:
     for i, row in enumerate(_field(doc, "rows", list, where)):
         if not isinstance(row, list) or len(row) != len(columns):
             raise DocsError(f"{where}: rows[{i}] must be a list of {len(columns)} cells")
-        rows.append(tuple(_shown(v, f"{where}: rows[{i}]") for v in row))
+        rows.append(tuple(_undated(_shown(v, f"{where}: rows[{i}]")) for v in row))
     machine = _field(doc, "machine", dict, where)
     run = BenchRun(file=where, date=_field(doc, "date", str, where),
                    machine=_field(machine, "summary", str, f"{where}: machine"),

@@ -33,9 +33,9 @@ FORMATS = ("table", "json")
 # `matrix` also prints the job matrix of the shipped GitHub Actions workflow (oota/github.py).
 MATRIX_FORMATS = (*FORMATS, "github")
 MAX_JOBS = 64
+DEFAULT_JOBS = 1
 HISTORY_FORMATS = FORMATS
 HISTORY_ACTIONS = ("import", "query", "digest")
-DEFAULT_RESULTS = "results"
 
 
 def choice(flag: str, value: str, choices: tuple[str, ...]) -> str:
@@ -100,13 +100,16 @@ def report_folder(flag: str) -> Callable[[str], str]:
     return check
 
 
-def index_url(value: str | None) -> str | None:
+def index_url(value: str) -> str:
     """``--index-url``: an http(s) URL with a host (pip inside the build cannot read a host's
-    file:// path)."""
-    if value is None:
-        return None
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    file:// path; the release check asks the index itself)."""
+    try:
+        parts = urlsplit(value)
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname) \
+            and (parts.port is None or parts.port > 0)
+    except ValueError:  # a bad IPv6 literal or port
+        usable = False
+    if not usable:
         raise InputError(f"--index-url {redact(value)!r} is not an http(s) URL; give the index "
                          "root, e.g. https://pypi.org/simple (or a wheel folder: --find-links)")
     return value
@@ -142,11 +145,9 @@ def namespace(value: str) -> str:
     return value
 
 
-def registry_auth(path: str | None) -> RegistryAuth | None:
+def registry_auth(path: str) -> RegistryAuth:
     """``--registry-auth FILE``: a JSON file ``{"username": ..., "password": ...}`` (keep it
     readable by you only); InputError naming what is wrong, never its content."""
-    if path is None:
-        return None
     try:
         data = json.loads(read_text(Path(path), SMALL_LIMIT))
     except (OSError, ValueError, RecursionError) as exc:
@@ -160,16 +161,14 @@ def registry_auth(path: str | None) -> RegistryAuth | None:
     return RegistryAuth(username=data["username"], password=data["password"])
 
 
-def registry_ca(path: str | None) -> Path | None:
+def registry_ca(path: str) -> Path:
     """``--registry-ca FILE``: the CA bundle the registry's TLS certificate chains to."""
-    if path is None:
-        return None
     if not Path(path).is_file():
         raise InputError(f"--registry-ca {path}: no such file (a PEM CA bundle)")
     return Path(path)
 
 
-def signing_key(path: str | None) -> PrivateKey | None:
+def signing_key(path: str) -> PrivateKey | None:
     """``--key FILE`` of build and verify: the lab's private key (its password in
     OOTA_SIGNING_PASSWORD), loaded before the run (InputError, exit 2, when it is not one)."""
     from oota.supply import signing
@@ -189,28 +188,28 @@ def engine_endpoint(host: str | None) -> Endpoint:
 
 
 def check_here_flags(*, here: bool, python: str | None, cells: list[str] | None,
-                     everything: bool, hosts: str | None = None, jobs: int = 1) -> None:
+                     everything: bool, hosts: str | None, jobs: int) -> None:
     """``verify --here`` verifies this environment as the one cell it matches: ``--cell`` and
     ``--all`` make no sense with it, nor do ``--hosts`` and ``--jobs`` (no engine is used),
     and ``--python`` none without it."""
     if here and (cells or everything):
         raise InputError("--cell and --all do not apply with --here: it verifies this "
                          "environment as the vendor's cell it matches")
-    if here and (hosts is not None or jobs != 1):
+    if here and (hosts is not None or jobs != DEFAULT_JOBS):
         raise InputError("--hosts and --jobs do not apply with --here: it verifies this "
                          "environment, without Docker")
     if not here and python is not None:
         raise InputError("--python applies only with --here (built images carry their own)")
 
 
-def registry_mirrors(items: list[str] | None) -> tuple[tuple[str, str], ...]:
+def registry_mirrors(items: list[str]) -> tuple[tuple[str, str], ...]:
     """``--registry-mirror REGISTRY=MIRROR`` flags, validated (InputError, exit code 2)."""
     from oota.execute.bases import parse_mirrors
 
-    return tuple(parse_mirrors(items or []).items())
+    return tuple(parse_mirrors(items).items())
 
 
-def jobs(text: str | int) -> int:
+def jobs(text: str) -> int:
     """``--jobs N``: how many cells the local engine runs at once (1 to 64)."""
     value = str(text).strip()
     if not value.isdigit() or len(value) > 3 or not 1 <= int(value) <= MAX_JOBS:
@@ -228,11 +227,9 @@ def report_formats(text: str | None) -> tuple[str, ...]:
     return tuple(choice("--format", name, EXTRA_FORMATS) for name in names)
 
 
-def public_url(value: str | None) -> str | None:
+def public_url(value: str) -> str:
     """``--public-url``: where the report is published, an http(s) URL without a credential
     (the scorecard prints it)."""
-    if value is None:
-        return None
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise InputError(f"--public-url {redact(value)!r}: not an http(s) URL; give the public "
@@ -243,7 +240,7 @@ def public_url(value: str | None) -> str | None:
     return value
 
 
-def hud_runs(value: str | int) -> int:
+def hud_runs(value: str) -> int:
     """``--hud-runs N``: how many runs the HUD shows (a whole number, 1 or more)."""
     from oota.report import hud
 

@@ -20,6 +20,7 @@ from oota.history.location import Location, locate
 from oota.history.policy import policy_at
 from oota.history.records import Origin, group_by_run, run_record
 from oota.history.timeline import Timeline
+from oota.project import command_name
 from oota.report import hud
 from oota.report.hud import HudInput
 from oota.results.model import Result
@@ -41,9 +42,8 @@ class History:
 def history_location(flag: str | None, *, off: bool = False, root: Path | None = None,
                      env: Mapping[str, str] | None = None) -> Location | None:
     """The store ``--history``/``OOTA_HISTORY`` name (default: history.db in ``root``), or
-    None with ``--no-history``. A URL that cannot be a store is InputError (exit 2)."""
-    if off and flag:
-        raise InputError("--history and --no-history exclude each other")
+    None with ``--no-history`` (the request refused both at once). A URL that cannot be a
+    store is InputError (exit 2)."""
     if off:
         return None
     return locate(flag, os.environ if env is None else env, root or Path.cwd())
@@ -69,7 +69,7 @@ def record_history(target: History, results: Sequence[Result]) -> list[str]:
         done = history_store.append(history_store.open_store(location), run)
     except history_store.HistoryUnavailable as exc:
         return [f"warning: {exc}; the results are in their folder (import them later with "
-                "`./oota.sh history import`)"]
+                f"`{command_name()} history import`)"]
     return [f"history: run {done.run_key} ({target.origin}, {done.added} cell(s) added) in "
             f"{location.shown}"]
 
@@ -98,8 +98,8 @@ def hud_source(location: Location | None, runs: int, root: Path,
     left_out = _left_out(location, timeline.left_out if timeline else ())
     if timeline is None or not timeline.runs:
         return None, (f"no HUD: the history {location.shown} holds no run yet (build, verify "
-                      "or `./oota.sh history import` add runs)" + (f"\n{left_out}" if left_out
-                                                                    else ""))
+                      f"or `{command_name()} history import` add runs)"
+                      + (f"\n{left_out}" if left_out else ""))
     return HudInput(timeline=timeline, policy=policy_at(root), runs=runs,
                     now=now or dt.datetime.now(dt.timezone.utc)), left_out
 

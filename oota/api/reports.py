@@ -11,15 +11,13 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from oota.api.flags import DEFAULT_RESULTS, report_formats
+from oota.api.flags import report_formats
 from oota.api.history import History, hud_source, record_history
 from oota.config.matrix import Matrix, load_matrix
-from oota.errors import (
-    InputError,
-    OotaError,
-)
+from oota.errors import OotaError
 from oota.history.location import Location
 from oota.plan import plan
+from oota.project import Project, command_name
 from oota.render import (
     cell_fingerprint,
 )
@@ -40,16 +38,11 @@ from oota.results.signed import Checker
 from oota.supply import signing
 
 
-def _extras(results_dir: str, merge: list[str] | None, formats: str | None,
-            artifact_url: str | None, env: Mapping[str, str] | None,
+def _extras(formats: str | None, artifact_url: str | None, env: Mapping[str, str] | None,
             public_url: str | None = None) -> Extras:
-    """The report task's flags checked against each other, and what ``--format`` adds."""
-    if merge and results_dir != DEFAULT_RESULTS:
-        raise InputError(f"--merge and --results {results_dir} exclude each other: name every "
-                         "folder to merge with --merge")
+    """What ``--format`` adds (the flags were checked against each other by the request,
+    oota.api.requests.ReportRequest)."""
     extra = report_formats(formats)
-    if artifact_url is not None and "crcr" not in extra:
-        raise InputError("--artifact-url goes into crcr.json only; add --format crcr")
     ci = crcr.CiRun.from_env(env or {}) if "crcr" in extra else crcr.CiRun()
     return Extras(formats=extra, ci=ci, artifact_url=crcr.artifact_url(artifact_url, ci),
                   public_url=public_url)
@@ -64,7 +57,7 @@ def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
     """Write the report (no HUD) from ``results_dir``, or from every ``merge`` folder;
     ``formats`` adds outputs (crcr.json, described by the CI run of ``env``: GitHub Actions'
     variables); ``parity`` and ``public_url`` as for :func:`report_with_history`."""
-    extras = _extras(results_dir, merge, formats, artifact_url, env, public_url)
+    extras = _extras(formats, artifact_url, env, public_url)
     rep = _read(results_dir, out_dir, previous_dir, merge, accept, replace, matrix, parity)
     _write(rep, out_dir, results_dir, merge, extras, None, matrix)
     return rep
@@ -181,7 +174,7 @@ def report_with_history(results_dir: str, out_dir: str, previous_dir: str | None
     signature does not check is refused). ``parity``: a reference recording for the operators
     table; ``public_url``: where the report is published (the scorecards cite it). Read,
     record, then write: the HUD shows the run just appended."""
-    extras = _extras(results_dir, merge, formats, artifact_url, env, public_url)
+    extras = _extras(formats, artifact_url, env, public_url)
     checker = Checker(keys=tuple(signing.load_public(Path(k)) for k in keys or ()))
     rep = _read(results_dir, out_dir, previous_dir, merge, checker, replace, matrix, parity)
     notes = record_history(target, rep.results)
@@ -203,25 +196,25 @@ class Finished:
     notes: tuple[str, ...]
 
 
-def finish_report(ran: Sequence[Result], results_dir: str, target: History,
-                  out_dir: str = "reports") -> Finished:
+def finish_report(ran: Sequence[Result], project: Project, target: History) -> Finished:
     """The report a build or verify writes after appending its run to ``target``: the run's
-    results as they are in memory (``ran``: what the results folder holds for its cells),
-    beside the folder's other cells, with the HUD of that history (this run included) over
-    its last runs, as ``invoke report`` would. When these results hold less than ``reports/``
-    shows (a verify of one cell into another folder), ``reports/`` is left as it was: the
-    cells' outcomes are the run's, not the report."""
+    results as they are in memory (``ran``: what ``project.results`` holds for its cells),
+    beside the folder's other cells, in ``project.reports``, marked and judged against
+    ``project.matrix``, with the HUD of that history (this run included) over its last runs,
+    as ``report --matrix`` would. When these results hold less than the report shows (a
+    verify of one cell into another folder), the report is left as it was: the cells'
+    outcomes are the run's, not the report."""
     source, why = hud_source(target.location, hud.DEFAULT_RUNS, target.root)
-    out = Path(out_dir)
-    check_folders(Path(results_dir), out)
-    rep = marked(collect_run(Path(results_dir), ran), unverified_facts(Path("matrix.yaml")))
+    results, out = project.results, project.reports
+    check_folders(results, out)
+    rep = marked(collect_run(results, ran), unverified_facts(project.matrix))
     try:
         check_not_less(out, rep)
     except ReportShrinks as exc:
         return Finished(cells=None, hud=False, notes=(
-            f"note: {out_dir}/ left as it was: {exc.what}; `invoke report --results "
-            f"{results_dir} --out OTHER` writes a report of these results",))
-    write_pages(rep, out, Path(results_dir), hud_input=source,
-                extras=Extras(releases=matrix_releases(Path("matrix.yaml"))),
-                current=current_fingerprints(Path("matrix.yaml")))
+            f"note: {out}/ left as it was: {exc.what}; `{command_name()} report --results "
+            f"{results} --out OTHER` writes a report of these results",))
+    write_pages(rep, out, results, hud_input=source,
+                extras=Extras(releases=matrix_releases(project.matrix)),
+                current=current_fingerprints(project.matrix))
     return Finished(cells=len(rep.results), hud=source is not None, notes=(why,) if why else ())

@@ -15,7 +15,7 @@ from typing import Any
 from packaging.version import Version
 
 from oota.api.cells import cells_for
-from oota.api.flags import engine_endpoint, folder
+from oota.api.flags import DEFAULT_JOBS, engine_endpoint, folder
 from oota.api.tables import HostRow, host_row
 from oota.config.hostsfile import HostsFile, load_hosts
 from oota.config.matrix import Matrix, load_matrix
@@ -40,6 +40,7 @@ from oota.execute.hosts import HostCheck
 from oota.execute.publish import Outcome as PublishOutcome, publish_cells
 from oota.execute.pull import Pulled, pull_and_verify
 from oota.plan import Cell, plan, select
+from oota.project import Project, command_name
 from oota.render import cell_manifest
 from oota.results.model import Result
 from oota.results.signed import check_recording, key_id, sign_recording, sign_result
@@ -74,15 +75,13 @@ def _nothing() -> None:
 
 def build(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, everything: bool,
           options: BuildOptions, console: Console, *, build_images: bool = True,
-          hosts_file: str | None = None, jobs: int = 1,
+          hosts_file: str | None = None, jobs: int = DEFAULT_JOBS,
           hold: Callable[[], None] = _nothing) -> Ran:
     """Build (optionally) and verify the selected cells: on the local engine, ``jobs`` at once,
-    or on the engines of ``hosts_file`` (hosts.yaml). ``hold`` is called once the input is
-    checked and the Engines reached, before the run writes (:class:`~oota.results.store.Writer`)."""
+    or on the engines of ``hosts_file`` (hosts.yaml; each host's own ``jobs``). ``hold`` is
+    called once the input is checked and the Engines reached, before the run writes
+    (:class:`~oota.results.store.Writer`)."""
     matrix, cells = cells_for(matrix_path, vendors, ids, everything)
-    if hosts_file is not None and jobs != 1:
-        raise InputError("--jobs is for the local engine; with --hosts each host's `jobs` in "
-                         "the hosts file says how many cells it runs at once")
     fleet = load_hosts(Path(hosts_file), tuple(matrix.vendors)) if hosts_file else None
     if fleet is not None:
         _check_served(fleet, cells)
@@ -148,10 +147,8 @@ def publish(matrix_path: str, vendors: list[str] | None, ids: list[str] | None,
     """Push the selected cells' verified images to ``registry`` with their SBOM, provenance
     and (with ``key``, the lab's private key) signature; refuse the others. Each image is
     pushed from the Engine that verified it, among those of ``hosts_file`` (``--hosts``) or
-    ``host`` (``--host``; default: the environment's Engine)."""
-    if hosts_file is not None and host is not None:
-        raise InputError("--hosts and --host exclude each other: give the hosts file, or one "
-                         "Engine")
+    ``host`` (``--host``; default: the environment's Engine; not both: the request refuses
+    that)."""
     signer = Signer(key=signing.load_private(Path(key), signing.password_from_env())
                     if key else None, auth=auth, ca=ca)
     matrix, cells = cells_for(matrix_path, vendors, ids, everything)
@@ -160,7 +157,8 @@ def publish(matrix_path: str, vendors: list[str] | None, ids: list[str] | None,
         return []
     engines = _publishing_engines(matrix, cells, console, hosts_file, host)
     if signer.key is None:
-        console.warn("no --key: the images are published unsigned (`./oota.sh keygen` makes a key)")
+        console.warn("no --key: the images are published unsigned "
+                     f"(`{command_name()} keygen` makes a key)")
     hold()  # each push is recorded in its cell's result.json
     return publish_cells(matrix, cells, engines[0], console, results_dir=results_dir,
                          registry=registry, namespace=namespace, local_namespace="oota",
@@ -368,4 +366,4 @@ def default_torch_image(matrix_path: str) -> str:
         raise InputError(f"{matrix_path} has no vendor with device: cpu to take an image with "
                          "torch from: pass --image or --python")
     cells = select(matrix, plan(matrix, plain[:1]))
-    return BuildOptions(results_dir=Path("results")).tag_for(cells[0])
+    return BuildOptions(results_dir=Project.of(matrix_path).results).tag_for(cells[0])

@@ -1,7 +1,9 @@
 """oota installed from its wheel, in a fresh folder holding only a vendor that `oota init`
 scaffolded, as a vendor's own repository would: the wheel is built from this checkout and
 installed into a fresh virtual environment; `oota init`, `oota build` (a real image, built and
-verified on the Engine) and `oota report` then run there, far from the checkout.
+verified on the Engine) and `oota report` then run there, far from the checkout, with the
+matrix in a folder below the current one (`--matrix lab/matrix.yaml`): results, report and
+cache land beside it (oota/project.py), nothing in the current folder.
 
 The fresh environment takes oota's dependencies from the test's own (a path file naming its
 site-packages, whose own path files stay unread, so this checkout's editable oota is not
@@ -70,26 +72,29 @@ def test_the_wheel_builds_verifies_and_reports_in_a_fresh_folder(installed, debi
     listed = run([oota, "--list"], cwd=tmp_path)
     assert listed.returncode == 0 and "build" in listed.stdout, listed.stderr
     assert "lint the vendor's own way" not in listed.stdout
-    init = run([oota, "init", "--vendor", vendor], cwd=tmp_path)
+    lab, matrix = tmp_path / "lab", ["--matrix", "lab/matrix.yaml"]
+    init = run([oota, "init", "--vendor", vendor, *matrix], cwd=tmp_path)
     assert init.returncode == 0, init.stderr
     try:
         # The layers this test reads (the suite's own layers run in the session's images): the
         # wheel's suite, its vendor tests and the device's evidence, nothing more to wait for.
-        build = run([oota, "build", "--vendor", vendor, "--no-history",
+        build = run([oota, "build", "--vendor", vendor, "--no-history", *matrix,
                      "--layer", "install,device,vendor"], cwd=tmp_path)
         assert build.returncode == 0, build.stdout + build.stderr[-3000:]
-        result = json.loads((tmp_path / "results" / cell / "result.json").read_text())
+        assert "report: lab/reports/matrix.md, lab/reports/index.html (1 cells)" in build.stdout
+        result = json.loads((lab / "results" / cell / "result.json").read_text())
         assert result["status"] == "passed"
         passed = [t["id"] for t in result["tests"] if t["status"] == "passed"]
         module = f"test_{vendor.replace('-', '_')}.py"
         assert any(i.endswith(f"{module}::test_a_tensor_on_the_device_adds_up")
                    for i in passed), passed
         assert "test_install.py::test_core_imports[torch]" in passed
-        report = run([oota, "report", "--no-history"], cwd=tmp_path)
+        report = run([oota, "report", "--no-history", *matrix], cwd=tmp_path)
         assert report.returncode == 0, report.stderr
-        shown = json.loads((tmp_path / "reports" / "results.json").read_text())
+        shown = json.loads((lab / "reports" / "results.json").read_text())
         assert [c["id"] for c in shown["cells"]] == [cell]
-        assert not (tmp_path / "verify").exists()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["lab", "tasks.py"]
+        assert (lab / ".oota-cache").is_dir()
         assert (tmp_path / "tasks.py").read_text(encoding="utf-8") == VENDOR_TASKS
     finally:
         for image in docker_client.images.list(name=f"oota/{vendor}"):

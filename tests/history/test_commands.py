@@ -14,6 +14,7 @@ from oota.api.history import history_target
 from oota.api.runs import Ran
 from oota.history.location import locate
 from oota.history.store import open_store, read_runs
+from oota.project import Project
 from tests.history.helpers import MATMUL, invoke, result, typed
 from tests.unit.test_report import write_results
 
@@ -113,10 +114,10 @@ def test_a_run_whose_history_cannot_be_written_keeps_its_exit_code(
     url = f"postgresql://oota:s3cret@127.0.0.1:{closed_port()}/history"
     kept = history_target(url, False, "build", tmp_path)
     write_results(tmp_path / "results", [result("run-1", 20)])
-    tasks._finish(Ran(results=typed(result("run-1", 20))), "results", kept)  # no Exit: 0
+    tasks._finish(Ran(results=typed(result("run-1", 20))), Project.of(), kept)  # no Exit: 0
     err = capsys.readouterr().err
     assert "warning: history postgresql+psycopg://oota:***@127.0.0.1:" in err
-    assert "s3cret" not in err and "./oota.sh history import" in err
+    assert "s3cret" not in err and "(import them later with `oota history import`)" in err
 
 
 def test_build_and_verify_append_their_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -125,7 +126,7 @@ def test_build_and_verify_append_their_run(tmp_path: Path, monkeypatch: pytest.M
     write_results(tmp_path / "results", [result("run-1", 20)])
     for origin in ("build", "verify"):
         kept = history_target(None, False, origin, tmp_path, env={})
-        tasks._finish(Ran(results=typed(result("run-1", 20))), "results", kept)
+        tasks._finish(Ran(results=typed(result("run-1", 20))), Project.of(), kept)
     assert "history: run run-1 (verify, 1 cell(s) added) in sqlite:///" in capsys.readouterr().err
     runs = read_runs(open_store(locate(None, {}, tmp_path)))
     assert [(r.key, r.origin) for r in runs] == [("run-1", "build"), ("run-1", "verify")]
@@ -140,7 +141,7 @@ def test_no_history_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.chdir(tmp_path)
     write_results(tmp_path / "results", [result("run-1", 20)])
     kept = history_target(None, True, "build", tmp_path, env={})
-    tasks._finish(Ran(results=typed(result("run-1", 20))), "results", kept)
+    tasks._finish(Ran(results=typed(result("run-1", 20))), Project.of(), kept)
     assert not (tmp_path / "history.db").exists()
     assert not (tmp_path / "reports" / "hud.html").exists()
 

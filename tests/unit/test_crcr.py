@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
+from oota.api.fields import parse
 from oota.api.reports import report
+from oota.api.requests import ReportRequest
 from oota.errors import InputError
 from oota.report import crcr
 from tests.reports import build_report
@@ -148,7 +150,7 @@ def test_unknown_format_and_lone_artifact_url_are_bad_input(tmp_path: Path) -> N
     with pytest.raises(InputError, match="--format 'html' is not one of crcr"):
         report(str(results), str(tmp_path / "reports"), formats="html")
     with pytest.raises(InputError, match="add --format crcr"):
-        report(str(results), str(tmp_path / "reports"), artifact_url="https://x.example/")
+        parse(ReportRequest, results=str(results), artifact_url="https://x.example/")
 
 
 def test_format_crcr_through_the_command(tmp_path: Path) -> None:

@@ -119,8 +119,21 @@ def test_a_recorded_run_renders_with_its_machine_and_date(tmp_path: Path,
     assert (bench.benchmark, bench.title, run.date) == ("benchmarks/bench_x.py", "X", doc["date"])
     assert run.columns == ("step", "median (s)") and run.rows == (("a", "1.25"), ("b", "–"))
     page = gen.environment().get_template("performance.md.j2").render(benchmarks=[bench])
-    assert f"### {doc['date']}, {doc['machine']['summary']}" in page
-    assert "| a | 1.25 |" in page and "a note" in page
+    assert f"Measured {doc['date']} on {doc['machine']['summary']}: `{doc['command']}`" in page
+    assert "| a | 1.25 |" in page
+    assert doc["notes"] == ["a note"] and "a note" not in page   # the file keeps the diary
+
+
+def test_the_performance_page_shows_no_commit_diary() -> None:
+    """A row's label loses the commit it names; the page shows each benchmark's newest run
+    and lists the earlier ones by file (their notes stay in the files)."""
+    assert gen._undated("one ops worker per verification (6fd44b8)") == \
+        "one ops worker per verification"
+    assert gen._undated("from README.md (commit dd2b124 and later)") == "from README.md"
+    page = (gen.DOCS / "performance.md").read_text(encoding="utf-8")
+    labels = [line.split("|")[1] for line in page.splitlines() if line.startswith("| ")]
+    assert not [label for label in labels if re.search(r"\([0-9a-f]{7,40}\)", label)]
+    assert page.count("\nMeasured ") == len(gen.bench_docs())
 
 
 @pytest.mark.parametrize(("content", "message"), [
@@ -177,10 +190,11 @@ def test_a_broken_link_or_anchor_fails_the_build(tmp_path: Path) -> None:
 
 def test_the_exit_codes_page_lists_every_code_oota_exits_with() -> None:
     """docs/reference/exit-codes.md is written by hand: it must list exactly the codes of
-    oota/errors.py, and 141 (SIGPIPE: oota stops quietly when its reader goes away)."""
+    oota/errors.py, where each is defined once (141 included: SIGPIPE, oota stops quietly
+    when its reader goes away)."""
     from oota import errors
 
     page = (gen.DOCS / "reference" / "exit-codes.md").read_text(encoding="utf-8")
     listed = {int(code) for code in re.findall(r"^- \*\*(\d+)\*\*:", page, re.MULTILINE)}
     codes = {value for name, value in vars(errors).items() if name.startswith("EXIT_")}
-    assert listed == codes | {141}
+    assert listed == codes and 141 in codes

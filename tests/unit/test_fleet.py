@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from oota.api import flags
+from oota.api import flags, requests
+from oota.api.fields import parse
 from oota.api.runs import Ran, build, exit_code_for
 from oota.config.hostsfile import load_hosts
 from oota.config.matrix import load_matrix
@@ -343,13 +344,11 @@ def test_bad_jobs_are_refused(text):
         flags.jobs(text)
 
 
-def test_jobs_and_hosts_do_not_mix(project, tmp_path):
-    hosts = tmp_path / "hosts.yaml"
-    hosts.write_text("hosts:\n  lab: {endpoint: 'tcp://127.0.0.1:1', vendors: [cpu]}\n")
+@pytest.mark.parametrize("request_class", [requests.BuildRequest, requests.VerifyRequest])
+def test_jobs_and_hosts_do_not_mix(request_class):
+    """Checked once, by the request, before the matrix is read."""
     with pytest.raises(InputError, match="--jobs is for the local engine"):
-        build(str(project.matrix), ["cpu"], None, True,
-                  BuildOptions(results_dir=tmp_path / "r"), Console(io.StringIO()),
-                  hosts_file=str(hosts), jobs=2)
+        parse(request_class, vendor=["cpu"], jobs="2", hosts="hosts.yaml")
 
 
 def test_the_hosts_schema_is_published():

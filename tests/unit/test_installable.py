@@ -117,6 +117,20 @@ def test_the_action_is_composite_pinned_documented_and_takes_inputs_through_env(
             assert step["uses"] in workflow, step["uses"]
         if "run" in step:    # inputs reach a shell as variables, never as script text
             assert "${{" not in step["run"], step["run"]
+    install = next(step["run"] for step in steps if step.get("id") == "install")
+    assert 'python -m venv "$venv"' in install   # its own environment, not the job's Python
+    assert [line for line in install.splitlines() if "pip install" in line] == [
+        '"$venv/bin/python" -m pip install --quiet "$OOTA_SOURCE"']
+
+
+def test_testcontainers_is_a_test_dependency_only() -> None:
+    """One Docker test runs a container with it; oota talks to Docker through its engine."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert not [d for d in project["dependencies"] if d.startswith("testcontainers")]
+    assert [d for d in project["optional-dependencies"]["test"] if d.startswith("testcontainers")]
+    importers = [str(p.relative_to(REPO)) for p in (REPO / "oota").rglob("*.py")
+                 if re.search(r"^\s*(import|from)\s+testcontainers\b", p.read_text(), re.M)]
+    assert importers == []
 
 
 def test_the_actions_shell_passes_shellcheck(tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from oota.api import flags
-from oota.api.requests import ReportRequest, parse
+from oota.api.fields import parse
+from oota.api.requests import ReportRequest
 from oota.errors import InputError
 from oota.files import link_problem
 from oota.history.location import locate
@@ -63,10 +64,10 @@ def test_a_folder_linked_out_is_refused_naming_the_link(project: Path, name: str
 def test_the_report_flags_refuse_a_dangling_link(project: Path) -> None:
     (project / "reports").symlink_to("gone")
     with pytest.raises(InputError, match="--out reports: .* which does not exist"):
-        parse(ReportRequest, out="reports")
+        parse(ReportRequest, out="reports").project()
     with pytest.raises(InputError, match="--results results: "):
         (project / "results").symlink_to("/nonexistent")
-        parse(ReportRequest)
+        parse(ReportRequest).project()
 
 
 def test_a_path_outside_the_project_is_the_users(project: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from oota.api.history import History
 from oota.api.reports import finish_report
+from oota.project import Project
 from oota.results.model import Result
 from tests.unit.test_report import case, make_result, refresh, write_results
 from tests.unit.test_results_checked import oota, write_raw
@@ -76,10 +77,11 @@ def test_a_verify_into_another_folder_leaves_the_main_report_alone(tmp_path, mon
     write_results(tmp_path / "other", [cell("3.11")])
     monkeypatch.chdir(tmp_path)
     ran = [Result.from_json(cell("3.11"))]
-    done = finish_report(ran, "other", History(location=None, origin="verify", root=tmp_path))
+    done = finish_report(ran, Project.of(results="other"),
+                         History(location=None, origin="verify", root=tmp_path))
     assert done.cells is None
     assert done.notes[0].startswith("note: reports/ left as it was: reports/ shows 2 result(s) "
                                     "of 2 cell(s); these results hold 1, without "
-                                    "cpu-torch2.13.0-py3.13-debian12; `invoke report --results "
+                                    "cpu-torch2.13.0-py3.13-debian12; `oota report --results "
                                     "other --out OTHER` writes a report of these results")
     assert snapshot(tmp_path / "reports") == before

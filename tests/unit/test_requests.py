@@ -19,7 +19,8 @@ from invoke.context import Context
 
 import tasks
 from oota.api import requests
-from oota.api.requests import REQUIRED, BuildRequest, flag, flags_of, parse
+from oota.api.fields import Flag, flag, flags_of, parse, required
+from oota.api.requests import BuildRequest
 from oota.engine.base import RegistryAuth
 from oota.errors import InputError
 from oota.supply.signing import PrivateKey
@@ -32,18 +33,16 @@ TASKS = {name: getattr(tasks, name) for name in dir(tasks)
 NAMES = {"PrivateKey": PrivateKey, "RegistryAuth": RegistryAuth}
 
 
-def _received(spec: requests.Flag) -> Any:
-    """The type a request holds for a flag: its check's return type, else what invoke
-    parses for its default."""
+def _received(spec: Flag) -> Any:
+    """The type a request holds for a flag: its check's return type (or None, its default
+    when not given), else what invoke parses (a text, or a switch's bool)."""
+    given: Any = str
     if spec.check is not None:
-        if isinstance(spec.check, type):
-            return spec.check
-        return typing.get_type_hints(spec.check, localns=NAMES)["return"]
-    if spec.repeatable:
-        return list[str] | None
-    if spec.default is None:
-        return str | None
-    return str if spec.default is REQUIRED else type(spec.default)
+        given = spec.check if isinstance(spec.check, type) else \
+            typing.get_type_hints(spec.check, localns=NAMES)["return"]
+    elif isinstance(spec.default, bool):
+        given = bool
+    return given | None if spec.default is None and not spec.required else given
 
 
 def test_the_tasks_are_found() -> None:
@@ -68,8 +67,8 @@ def test_each_field_is_a_flag_of_the_type_its_check_returns(request_class: type)
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class _Run:
-    name: str = flag("who", REQUIRED)
-    size: int = flag("how many", "3", check=lambda text: _size(text))
+    name: str = required("who", check=str)
+    size: int = flag("how many", 3, check=lambda text: _size(text))
     loud: bool = flag("shout", False)
 
 
@@ -87,7 +86,8 @@ def test_a_bound_body_gets_a_checked_request_with_the_defaults() -> None:
 
     bound = bind(run)
     assert [(p.name, p.default) for p in inspect.signature(bound).parameters.values()] == \
-        [("c", inspect.Parameter.empty), ("name", REQUIRED), ("size", "3"), ("loud", False)]
+        [("c", inspect.Parameter.empty), ("name", inspect.Parameter.empty), ("size", None),
+         ("loud", False)]
     bound("ctx", name="ada")
     assert seen == ["ctx", _Run(name="ada", size=3, loud=False)]
     with pytest.raises(InputError, match="--size 'x'"):
