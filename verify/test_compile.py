@@ -1,0 +1,167 @@
+"""Compile layer: torch.compile on the device with the backends and modes the vendor claims.
+
+PyTorch asks an accelerator's compiler backend (docs/source/accelerator/compiler.md) to be
+listed by Dynamo, to give compiled results equal to eager ones, and to behave on graph breaks,
+recompiles, dynamic shapes and autograd. Per claimed backend (cell.json ``verify.compile``):
+
+* the backend is registered with Dynamo (``torch._dynamo.list_backends``);
+* PyTorch's OpInfo operators (oota_compile.OPS, float32 and the vendor's half dtypes) and a
+  fused chain, compiled on the device, are judged against the CPU's eager result by the float64
+  rule (the device's error against float64 at most 4x the CPU's own, verify/oota_rules.py);
+* a function called again with the same shape does not recompile (guards hold), with a new
+  shape recompiles or runs a dynamic graph, and stays right; a graph break splits one function
+  into two graphs that together give the right result;
+* each model of ``verify.compile.models`` trains one step through a compiled model (forward,
+  autograd, SGD), judged against the CPU's eager step and against the device's own eager step;
+  its record holds graph breaks and their reasons, graphs compiled, the compile time (the first
+  step's time less a warm step's) and the speedup over eager (medians of ``timed_runs`` timed
+  forward+backward passes each, with their spread);
+* the modes claimed besides default, torch.export and an AOTInductor package where claimed.
+
+What the vendor does not claim is skipped as "not claimed" with its reason. A compile error is
+a failure naming the case and the error's first lines, never a skip. The backend, guard,
+graph-break and fused-chain cases run whatever the time budget (``OOTA_COMPILE_BUDGET_S``,
+default 120 s, counted from the layer's first case); the others while it lasts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import oota_compile
+import oota_compilerun as run
+import pytest
+from oota_claims import NOT_CLAIMED
+from oota_compilerun import pytest_generate_tests  # noqa: F401 - the cases from cell.json
+from test_models import SEED
+
+LAYER = "compile"
+
+
+def test_not_claimed(unclaimed: tuple[str, str]) -> None:
+    """Each backend, mode or feature the vendor leaves out, with its reason."""
+    name, why = unclaimed
+    if name == "none":
+        pytest.skip("the vendor leaves out nothing it names (verify.compile.not_claimed)")
+    pytest.skip(f"{NOT_CLAIMED}{name}: {why}")
+
+
+def test_backend_registered(compile_backend: str, device: Any, record_data: Any) -> None:
+    """Dynamo lists the backend (PyTorch's checklist for an accelerator's backend)."""
+    import torch
+    from torch._dynamo.device_interface import get_registered_device_interfaces
+
+    listed = torch._dynamo.list_backends(exclude_tags=())
+    interfaces = [name for name, _ in get_registered_device_interfaces()]
+    record_data(backend=compile_backend, device_interface=device.type in interfaces)
+    assert compile_backend in listed, (
+        f"backend {compile_backend!r} is not registered with Dynamo; "
+        f"torch._dynamo.list_backends() lists {', '.join(listed)}")
+
+
+def _fused(x: Any, w: Any, b: Any) -> Any:
+    import torch
+
+    hidden = torch.nn.functional.gelu(x @ w + b)
+    return torch.nn.functional.layer_norm(hidden, hidden.shape[-1:]) * x
+
+
+def _op_case(op_name: str, dtype: Any) -> tuple[Callable[..., Any], tuple[Any, ...], dict]:
+    """The function compiled and its CPU arguments: the fused chain, or the OpInfo operator's
+    first sample input."""
+    import oota_opinfo
+    import torch
+
+    torch.manual_seed(SEED)
+    if op_name == oota_compile.FUSED:
+        return _fused, (torch.randn(8, 16, dtype=dtype), torch.randn(16, 16, dtype=dtype),
+                        torch.randn(16, dtype=dtype)), {}
+    op = oota_opinfo.by_name()[op_name]
+    sample = oota_opinfo.samples(op, "cpu", dtype, reference=False, limit=1)[0]
+    return op.op, (sample.input, *sample.args), dict(sample.kwargs)
+
+
+def _moved(value: Any, to: Callable[[Any], Any]) -> Any:
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda t: to(t) if hasattr(t, "is_floating_point") else t, value)
+
+
+def test_compiled_op(compile_backend: str, compile_op: str, compile_dtype: str, device: Any,
+                     spec: dict[str, Any], record_data: Any) -> None:
+    import torch
+
+    must = compile_dtype == "float32" and compile_op in (oota_compile.FUSED,
+                                                         *oota_compile.MUST_OPS)
+    run.in_budget(must)
+    dtype = getattr(torch, compile_dtype)
+    fn, args, kwargs = _op_case(compile_op, dtype)
+    wide = fn(*_moved(args, lambda t: t.double() if t.is_floating_point() else t),
+              **_moved(kwargs, lambda t: t.double() if t.is_floating_point() else t))
+    want = fn(*args, **kwargs)
+    counters = run.reset()
+    head = f"{compile_op} ({compile_dtype}) compiled by {compile_backend}"
+    fast = run.compiled(fn, compile_backend, head)
+    on_device, device_kwargs = _moved(args, lambda t: t.to(device)), _moved(kwargs,
+                                                                           lambda t: t.to(device))
+    got = run.run(head, lambda: fast(*on_device, **device_kwargs))
+    verdict = run.judge_outputs(got, want, wide, rule=run.rule(spec, compile_dtype),
+                             dtype=compile_dtype, device=device, head=head)
+    record_data(op=compile_op, dtype=compile_dtype, backend=compile_backend, must_run=must,
+                graphs=counters["stats"]["unique_graphs"],
+                worst=verdict.ratio, **oota_compile.graph_breaks(counters["graph_break"]))
+    assert verdict.status == "passed", verdict.message
+
+
+def _shaped(x: Any) -> Any:
+    return (x.sin() * 2 + x).sum(0)
+
+
+def test_guards_and_recompile(compile_backend: str, device: Any, record_data: Any) -> None:
+    """The same shape again runs the compiled graph (no recompile); a new shape recompiles or
+    runs a dynamic graph; every result matches eager on the CPU."""
+    import torch
+
+    counters = run.reset()
+    fast = run.compiled(_shaped, compile_backend, f"guards ({compile_backend})")
+    graphs, problems = [], []
+    for rows in (4, 4, 6, 9):
+        x = torch.randn(rows, 8, generator=torch.Generator().manual_seed(rows))
+        got = run.run(f"guards ({compile_backend}): shape ({rows}, 8)",
+                   lambda x=x: fast(x.to(device)))
+        graphs.append(int(counters["stats"]["unique_graphs"]))
+        if not torch.allclose(got.cpu(), _shaped(x), rtol=1e-5, atol=1e-5):
+            problems.append(f"shape ({rows}, 8): the compiled result differs from eager by "
+                            f"{float((got.cpu() - _shaped(x)).abs().max()):.3g}")
+    record_data(backend=compile_backend, graphs_per_call=graphs,
+                recompiles=graphs[-1] - 1, dynamic=graphs[3] == graphs[2])
+    assert graphs[1] == graphs[0] == 1, (
+        f"the same shape compiled again (graphs after each call: {graphs}): guards fail")
+    assert graphs[2] >= 2 or graphs[3] >= 2 or graphs == [1, 1, 1, 1], graphs
+    assert not problems, "; ".join(problems)
+
+
+def _with_break(x: Any) -> Any:
+    import torch
+
+    y = x.cos() + 1
+    torch._dynamo.graph_break()
+    return y * x.sin()
+
+
+def test_graph_break(compile_backend: str, device: Any, record_data: Any) -> None:
+    """A function with one graph break runs as two graphs and stays right."""
+    import torch
+
+    counters = run.reset()
+    fast = run.compiled(_with_break, compile_backend, f"graph break ({compile_backend})")
+    x = torch.randn(5, 7, generator=torch.Generator().manual_seed(SEED))
+    got = run.run(f"graph break ({compile_backend})", lambda: fast(x.to(device)))
+    breaks = oota_compile.graph_breaks(counters["graph_break"])
+    record_data(backend=compile_backend, graphs=counters["stats"]["unique_graphs"], **breaks)
+    assert breaks["graph_breaks"] == 1, (
+        f"Dynamo counted {breaks} for one torch._dynamo.graph_break()")
+    assert torch.allclose(got.cpu(), _with_break(x), rtol=1e-5, atol=1e-5), (
+        f"graph break ({compile_backend}): the compiled result differs from eager by "
+        f"{float((got.cpu() - _with_break(x)).abs().max()):.3g}")
