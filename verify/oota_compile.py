@@ -18,11 +18,10 @@ MODES = ("default", "reduce-overhead", "max-autotune")
 # The features a vendor claims beside its backends (verify.compile.<key>: true).
 FEATURES = ("export", "aot_inductor")
 # The operators compiled one by one (OpInfo names of PyTorch's op_db), and a fused chain of
-# them. The first ones and the chain run whatever the time budget (OOTA_COMPILE_BUDGET_S):
-# pointwise, reduction and matrix operators, the three kinds Inductor generates code for.
+# them, which runs whatever the time budget (OOTA_COMPILE_BUDGET_S): pointwise, reduction and
+# matrix operators, the three kinds Inductor generates code for.
 OPS = ("mul", "sum", "matmul", "nn.functional.gelu", "softmax", "nn.functional.layer_norm",
        "nn.functional.silu", "add")
-MUST_OPS = ("mul", "sum", "matmul")
 FUSED = "fused.mlp"  # layer_norm(gelu(x @ w + b)) * x: one graph Inductor fuses
 BUDGET_VARIABLE = "OOTA_COMPILE_BUDGET_S"
 DEFAULT_BUDGET_S = 120.0

@@ -19,9 +19,10 @@ recompiles, dynamic shapes and autograd. Per claimed backend (cell.json ``verify
 * the modes claimed besides default, torch.export and an AOTInductor package where claimed.
 
 What the vendor does not claim is skipped as "not claimed" with its reason. A compile error is
-a failure naming the case and the error's first lines, never a skip. The backend, guard,
-graph-break and fused-chain cases run whatever the time budget (``OOTA_COMPILE_BUDGET_S``,
-default 120 s, counted from the layer's first case); the others while it lasts.
+a failure naming the case and the error's first lines, never a skip. The backend and the fused
+chain in float32 run whatever the time budget (``OOTA_COMPILE_BUDGET_S``, default 120 s,
+counted from the layer's first case): on the CPU the first Inductor compile of a process costs
+about 14 s (this host, 2 cores), each further one about 1 s; the others run while it lasts.
 """
 
 from __future__ import annotations
@@ -60,6 +61,61 @@ def test_backend_registered(compile_backend: str, device: Any, record_data: Any)
         f"torch._dynamo.list_backends() lists {', '.join(listed)}")
 
 
+def _shaped(x: Any) -> Any:
+    return (x.sin() * 2 + x).sum(0)
+
+
+def test_guards_and_recompile(compile_backend: str, device: Any, record_data: Any) -> None:
+    """The same shape again runs the compiled graph (no recompile); a new shape recompiles or
+    runs a dynamic graph; every result matches eager on the CPU."""
+    import torch
+
+    run.in_budget(False)
+    counters = run.reset()
+    fast = run.compiled(_shaped, compile_backend, f"guards ({compile_backend})")
+    graphs, problems = [], []
+    for rows in (4, 4, 6, 9):
+        x = torch.randn(rows, 8, generator=torch.Generator().manual_seed(rows))
+        got = run.run(f"guards ({compile_backend}): shape ({rows}, 8)",
+                   lambda x=x: fast(x.to(device)))
+        graphs.append(int(counters["stats"]["unique_graphs"]))
+        if not torch.allclose(got.cpu(), _shaped(x), rtol=1e-5, atol=1e-5):
+            problems.append(f"shape ({rows}, 8): the compiled result differs from eager by "
+                            f"{float((got.cpu() - _shaped(x)).abs().max()):.3g}")
+    record_data(backend=compile_backend, graphs_per_call=graphs,
+                recompiles=graphs[-1] - 1, dynamic=graphs[3] == graphs[2])
+    assert graphs[1] == graphs[0] == 1, (
+        f"the same shape compiled again (graphs after each call: {graphs}): guards fail")
+    assert graphs[2] >= 2 or graphs[3] >= 2 or graphs == [1, 1, 1, 1], graphs
+    assert not problems, "; ".join(problems)
+
+
+def _with_break(x: Any) -> Any:
+    import torch
+
+    y = x.cos() + 1
+    torch._dynamo.graph_break()
+    return y * x.sin()
+
+
+def test_graph_break(compile_backend: str, device: Any, record_data: Any) -> None:
+    """A function with one graph break runs as two graphs and stays right."""
+    import torch
+
+    run.in_budget(False)
+    counters = run.reset()
+    fast = run.compiled(_with_break, compile_backend, f"graph break ({compile_backend})")
+    x = torch.randn(5, 7, generator=torch.Generator().manual_seed(SEED))
+    got = run.run(f"graph break ({compile_backend})", lambda: fast(x.to(device)))
+    breaks = oota_compile.graph_breaks(counters["graph_break"])
+    record_data(backend=compile_backend, graphs=counters["stats"]["unique_graphs"], **breaks)
+    assert breaks["graph_breaks"] == 1, (
+        f"Dynamo counted {breaks} for one torch._dynamo.graph_break()")
+    assert torch.allclose(got.cpu(), _with_break(x), rtol=1e-5, atol=1e-5), (
+        f"graph break ({compile_backend}): the compiled result differs from eager by "
+        f"{float((got.cpu() - _with_break(x)).abs().max()):.3g}")
+
+
 def _fused(x: Any, w: Any, b: Any) -> Any:
     import torch
 
@@ -92,8 +148,7 @@ def test_compiled_op(compile_backend: str, compile_op: str, compile_dtype: str, 
                      spec: dict[str, Any], record_data: Any) -> None:
     import torch
 
-    must = compile_dtype == "float32" and compile_op in (oota_compile.FUSED,
-                                                         *oota_compile.MUST_OPS)
+    must = compile_dtype == "float32" and compile_op == oota_compile.FUSED
     run.in_budget(must)
     dtype = getattr(torch, compile_dtype)
     fn, args, kwargs = _op_case(compile_op, dtype)
@@ -114,54 +169,3 @@ def test_compiled_op(compile_backend: str, compile_op: str, compile_dtype: str, 
     assert verdict.status == "passed", verdict.message
 
 
-def _shaped(x: Any) -> Any:
-    return (x.sin() * 2 + x).sum(0)
-
-
-def test_guards_and_recompile(compile_backend: str, device: Any, record_data: Any) -> None:
-    """The same shape again runs the compiled graph (no recompile); a new shape recompiles or
-    runs a dynamic graph; every result matches eager on the CPU."""
-    import torch
-
-    counters = run.reset()
-    fast = run.compiled(_shaped, compile_backend, f"guards ({compile_backend})")
-    graphs, problems = [], []
-    for rows in (4, 4, 6, 9):
-        x = torch.randn(rows, 8, generator=torch.Generator().manual_seed(rows))
-        got = run.run(f"guards ({compile_backend}): shape ({rows}, 8)",
-                   lambda x=x: fast(x.to(device)))
-        graphs.append(int(counters["stats"]["unique_graphs"]))
-        if not torch.allclose(got.cpu(), _shaped(x), rtol=1e-5, atol=1e-5):
-            problems.append(f"shape ({rows}, 8): the compiled result differs from eager by "
-                            f"{float((got.cpu() - _shaped(x)).abs().max()):.3g}")
-    record_data(backend=compile_backend, graphs_per_call=graphs,
-                recompiles=graphs[-1] - 1, dynamic=graphs[3] == graphs[2])
-    assert graphs[1] == graphs[0] == 1, (
-        f"the same shape compiled again (graphs after each call: {graphs}): guards fail")
-    assert graphs[2] >= 2 or graphs[3] >= 2 or graphs == [1, 1, 1, 1], graphs
-    assert not problems, "; ".join(problems)
-
-
-def _with_break(x: Any) -> Any:
-    import torch
-
-    y = x.cos() + 1
-    torch._dynamo.graph_break()
-    return y * x.sin()
-
-
-def test_graph_break(compile_backend: str, device: Any, record_data: Any) -> None:
-    """A function with one graph break runs as two graphs and stays right."""
-    import torch
-
-    counters = run.reset()
-    fast = run.compiled(_with_break, compile_backend, f"graph break ({compile_backend})")
-    x = torch.randn(5, 7, generator=torch.Generator().manual_seed(SEED))
-    got = run.run(f"graph break ({compile_backend})", lambda: fast(x.to(device)))
-    breaks = oota_compile.graph_breaks(counters["graph_break"])
-    record_data(backend=compile_backend, graphs=counters["stats"]["unique_graphs"], **breaks)
-    assert breaks["graph_breaks"] == 1, (
-        f"Dynamo counted {breaks} for one torch._dynamo.graph_break()")
-    assert torch.allclose(got.cpu(), _with_break(x), rtol=1e-5, atol=1e-5), (
-        f"graph break ({compile_backend}): the compiled result differs from eager by "
-        f"{float((got.cpu() - _with_break(x)).abs().max()):.3g}")
