@@ -1,4 +1,4 @@
-"""What the compile layer's tests share (verify/test_compile.py, test_compile_models.py): the
+"""What the compile layer's tests share (verify/test_compile.py, test_compile_programs.py): the
 vendor's claims and the cases they make, the time budget, and compiling and running a case so
 that an error fails it by name (never a skip).
 """

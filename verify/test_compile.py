@@ -5,18 +5,20 @@ listed by Dynamo, to give compiled results equal to eager ones, and to behave on
 recompiles, dynamic shapes and autograd. Per claimed backend (cell.json ``verify.compile``):
 
 * the backend is registered with Dynamo (``torch._dynamo.list_backends``);
-* PyTorch's OpInfo operators (oota_compile.OPS, float32 and the vendor's half dtypes) and a
-  fused chain, compiled on the device, are judged against the CPU's eager result by the float64
-  rule (the device's error against float64 at most 4x the CPU's own, verify/oota_rules.py);
-* a function called again with the same shape does not recompile (guards hold), with a new
-  shape recompiles or runs a dynamic graph, and stays right; a graph break splits one function
-  into two graphs that together give the right result;
 * each model of ``verify.compile.models`` trains one step through a compiled model (forward,
   autograd, SGD), judged against the CPU's eager step and against the device's own eager step;
   its record holds graph breaks and their reasons, graphs compiled, the compile time (the first
   step's time less a warm step's) and the speedup over eager (medians of ``timed_runs`` timed
-  forward+backward passes each, with their spread);
-* the modes claimed besides default, torch.export and an AOTInductor package where claimed.
+  forward+backward passes each, with their spread). It comes first after the backend: the
+  figures a history keeps should be the last a short budget leaves out;
+* a function called again with the same shape does not recompile (guards hold), with a new
+  shape recompiles or runs a dynamic graph, and stays right; a graph break splits one function
+  into two graphs that together give the right result;
+* PyTorch's OpInfo operators (oota_compile.OPS, float32 and the vendor's half dtypes) and a
+  fused chain, compiled on the device, are judged against the CPU's eager result by the float64
+  rule (the device's error against float64 at most 4x the CPU's own, verify/oota_rules.py);
+* the modes claimed besides default, torch.export and an AOTInductor package where claimed
+  (test_compile_programs.py).
 
 What the vendor does not claim is skipped as "not claimed" with its reason. A compile error is
 a failure naming the case and the error's first lines, never a skip. The backend and the fused
@@ -27,15 +29,17 @@ about 14 s (this host, 2 cores), each further one about 1 s; the others run whil
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 import oota_compile
 import oota_compilerun as run
+import oota_judge
 import pytest
 from oota_claims import NOT_CLAIMED
 from oota_compilerun import pytest_generate_tests  # noqa: F401 - the cases from cell.json
-from test_models import SEED
+from test_models import MODELS, SEED, StepResult, _named, _train_step, _widened
 
 LAYER = "compile"
 
@@ -59,6 +63,78 @@ def test_backend_registered(compile_backend: str, device: Any, record_data: Any)
     assert compile_backend in listed, (
         f"backend {compile_backend!r} is not registered with Dynamo; "
         f"torch._dynamo.list_backends() lists {', '.join(listed)}")
+
+
+def _sync(device_module: Any) -> None:
+    if device_module is not None and hasattr(device_module, "synchronize"):
+        device_module.synchronize()
+
+
+def _pass_seconds(model: Any, batch: dict[str, Any], device_module: Any, runs: int) -> list[float]:
+    """Seconds of ``runs`` timed forward+backward passes, after one untimed."""
+    seconds = []
+    for _ in range(runs + 1):
+        model.zero_grad(set_to_none=True)
+        started = time.perf_counter()
+        model(**batch).loss.backward()
+        _sync(device_module)
+        seconds.append(time.perf_counter() - started)
+    return seconds[1:]
+
+
+def _steps(case: Any, dtype: Any, raw: dict[str, Any], device: Any, device_module: Any
+           ) -> tuple[StepResult, StepResult, StepResult, Any]:
+    """The CPU's eager step, the float64 step and the device's eager step (its model kept)."""
+    import torch
+
+    inputs = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in raw.items()}
+    wide_inputs = {k: (v.double() if v.is_floating_point() else v) for k, v in raw.items()}
+    torch.manual_seed(SEED)
+    want = _train_step(case.build().to(dtype), inputs, torch.device("cpu"), None)
+    wide = _train_step(_widened(case, dtype), wide_inputs, torch.device("cpu"), None)
+    torch.manual_seed(SEED)
+    eager_model = case.build().to(dtype)
+    eager = _train_step(eager_model, inputs, device, device_module)
+    return want, wide, eager, eager_model
+
+
+def test_compiled_model(compile_backend: str, compile_model: str, device: Any,
+                        device_module: Any, spec: dict[str, Any], record_data: Any) -> None:
+    import torch
+
+    case = MODELS.get(compile_model)
+    if case is None:
+        pytest.fail(f"verify.compile.models names '{compile_model}'; known: "
+                    f"{', '.join(sorted(MODELS))}")
+    run.in_budget(False)
+    dtype_name = str(spec.get("model_dtype") or "float32")
+    dtype = getattr(torch, dtype_name)
+    raw = case.inputs(torch.Generator().manual_seed(SEED))
+    want, wide, eager, eager_model = _steps(case, dtype, raw, device, device_module)
+    counters = run.reset()
+    torch.manual_seed(SEED)
+    model = case.build().to(dtype)
+    head = f"{compile_model} ({dtype_name}) compiled by {compile_backend}"
+    run.run(head, lambda: model.compile(backend=compile_backend))
+    inputs = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in raw.items()}
+    got = run.run(f"{head}: a training step", lambda: _train_step(model, inputs, device,
+                                                                   device_module))
+    rule = run.rule(spec, dtype_name)
+    verdicts = [oota_judge.judge_named(_named(got, against, wide), rule=rule, dtype=dtype_name,
+                                       device_name=device.type, head=f"{head} against {name}")
+                for name, against in (("the CPU's eager step", want),
+                                      ("the device's eager step", eager))]
+    batch = {k: v.to(device) for k, v in inputs.items()}
+    timed = oota_compile.speedup(
+        _pass_seconds(eager_model, batch, device_module, run.CLAIMS.timed_runs),
+        _pass_seconds(model, batch, device_module, run.CLAIMS.timed_runs))
+    record_data(model=compile_model, dtype=dtype_name, backend=compile_backend,
+                compile_s=max(0.0, got.seconds - timed["compiled_median_s"]),
+                first_step_s=got.seconds, graphs=int(counters["stats"]["unique_graphs"]),
+                worst=max(v.ratio for v in verdicts), judge=rule.describe(), **timed,
+                **oota_compile.graph_breaks(counters["graph_break"]))
+    failed = [v.message for v in verdicts if v.status != "passed"]
+    assert not failed, "\n".join(failed)
 
 
 def _shaped(x: Any) -> Any:

@@ -1,6 +1,6 @@
 """The compile layer's figures as report data: one row per model compiled in a cell.
 
-verify/test_compile_models.py records them in its test's data (the backend, graphs compiled,
+verify/test_compile.py records them in its test's data (the backend, graphs compiled,
 graph breaks, the compile time, the medians of timed eager and compiled passes and their
 spread, the speedup); here they become typed rows for the cell page and results.json. A figure
 the test did not record (a compile that failed before it was timed) is None and shown as '–'.

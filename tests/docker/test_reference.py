@@ -394,7 +394,7 @@ MULTIPLYING = {*(f"test_compile.py::test_compiled_op[refdev-{op}-{dtype}]"
                  for op in ("mul", "fused.mlp") for dtype in ("float32", "float16", "bfloat16")),
                "test_compile.py::test_guards_and_recompile[refdev]",
                "test_compile.py::test_graph_break[refdev]",
-               "test_compile_models.py::test_compiled_model[refdev-llama]"}
+               "test_compile.py::test_compiled_model[refdev-llama]"}
 
 
 def test_compile_layer_catches_a_miscompiled_fusion(reference_built, docker_client, tmp_path):
@@ -410,7 +410,7 @@ def test_compile_layer_catches_a_miscompiled_fusion(reference_built, docker_clie
     assert ("mul (float32) compiled by refdev: output 0 on refdev: error against the float64 "
             "reference 1," in failed["test_compile.py::test_compiled_op[refdev-mul-float32]"])
     assert "llama (float32) compiled by refdev against the CPU's eager step" in \
-        failed["test_compile_models.py::test_compiled_model[refdev-llama]"]
+        failed["test_compile.py::test_compiled_model[refdev-llama]"]
     by_id = {t["id"]: t for t in tests}
     assert by_id["test_device.py::test_device_visible"]["status"] == "passed"
     assert by_id["test_compile.py::test_compiled_op[refdev-matmul-float32]"]["status"] == "passed"

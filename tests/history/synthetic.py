@@ -71,7 +71,7 @@ def timeline(cells: dict[str, str], *, inputs: Mapping[str, Mapping[int, Inputs]
                inputs=(inputs or {}).get(cell)) for cell, marks in cells.items()))
 
 
-COMPILED = "test_compile_models.py::test_compiled_model[inductor-llama]"
+COMPILED = "test_compile.py::test_compiled_model[inductor-llama]"
 
 
 def result_at(run_id: str, when: dt.datetime, *, matmul: str = "passed",

@@ -1,7 +1,7 @@
 """The compile layer without torch: ``verify.compile`` in vendor.yaml and cell.json, the
 layer's plan and arithmetic (verify/oota_compile.py: claims, not-claimed reasons, speedup and
 spread, graph-break counts), and its figures where a user reads them (the cell page,
-results.json). Results are synthetic, as verify/test_compile_models.py writes them."""
+results.json). Results are synthetic, as verify/test_compile.py writes them."""
 
 from __future__ import annotations
 
@@ -136,7 +136,7 @@ def compiled_test(model: str, status: str = "passed", message: str = "",
             "graph_breaks": 0, "break_reasons": [], "compile_s": 1.84, "first_step_s": 1.85,
             "eager_median_s": 0.0072, "compiled_median_s": 0.0089, "speedup": 0.81,
             "eager_spread": 0.06, "compiled_spread": 1.18, "timed_runs": 10, **figures}
-    return case(f"test_compile_models.py::test_compiled_model[refdev-{model}]", "compile",
+    return case(f"test_compile.py::test_compiled_model[refdev-{model}]", "compile",
                 status, message, data)
 
 
