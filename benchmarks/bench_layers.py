@@ -13,7 +13,7 @@ whole life counted (starting Python and importing torch included), and the whole
 import a whole run shares.
 
     .venv/bin/python benchmarks/bench_layers.py [--runs 3] [--budget 0] [--image IMAGE ...]
-        [--record]
+        [--layer compile,all] [--record]
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from oota.vocab import LAYERS  # noqa: E402
 IMAGES = ("oota/cpu:cpu-torch2.13.0-py3.11-debian12",
           "oota/reference:reference-torch2.13.0-py3.11-debian12")
 BUDGETS = ("OOTA_OPS_BUDGET_S", "OOTA_MODULES_BUDGET_S", "OOTA_OPTIMIZERS_BUDGET_S",
-           "OOTA_AUTOGRAD_BUDGET_S")
+           "OOTA_AUTOGRAD_BUDGET_S", "OOTA_COMPILE_BUDGET_S")
 ALL = "all"
 
 
@@ -73,7 +73,7 @@ def measure(image: str, verify: Path, layers: list[str], runs: int, budget: str 
     """One row per layer × workers: image, layer, workers, median seconds, runs, tests."""
     times: dict[tuple[str, int], list[float]] = {}
     counts: dict[tuple[str, int], dict[str, int]] = {}
-    plan = [(layer, workers) for layer in [*layers, ALL]
+    plan = [(layer, workers) for layer in layers
             for workers in ((1, 2) if layer in ("ops", ALL) else (1,))]
     for i in range(runs):
         for layer, workers in plan:
@@ -94,10 +94,14 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--budget", default=None,
                         help="every layer's budget in seconds (0: the must-run sets only)")
+    parser.add_argument("--layer", default="",
+                        help="comma list of layers to measure, 'all' a whole verification "
+                             "(default: every layer and 'all')")
     parser.add_argument("--record", action="store_true",
                         help="write the table into benchmarks/results/ for the docs")
     args = parser.parse_args()
-    layers = [layer for layer in LAYERS if layer != "skips"]
+    layers = ([x.strip() for x in args.layer.split(",") if x.strip()] if args.layer
+              else [*(layer for layer in LAYERS if layer != "skips"), ALL])
     rows: list[list[object]] = []
     with tempfile.TemporaryDirectory(prefix="oota-bench-layers-") as tmp:
         verify = suite(REPO, Path(tmp) / "verify")

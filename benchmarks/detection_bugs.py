@@ -18,6 +18,7 @@ from detection_common import (
     HALF,
     REDUCTION_DIMS,
     Sample,
+    _map,
     dim_of,
     gemm,
     reduced_dims,
@@ -267,6 +268,16 @@ def wrong_index(s: Sample) -> Any:
     return tuple(flat) if isinstance(s.cpu, tuple) else flat[0]
 
 
+def fused_in_bfloat16(s: Sample) -> Any:
+    """A miscompiled fusion (the compile layer's bug class): the fused kernel keeps its
+    operands in buffers of the wrong dtype, bfloat16, as a code generator that typed a fused
+    intermediate wrongly would, and writes the result back in the sample's dtype. float32 and
+    float64 results only (in a half dtype the slip is a rounding among others)."""
+    if s.dtype not in (torch.float32, torch.float64):
+        return None
+    return _map(s.run_in(torch.bfloat16), lambda t: t.to(s.dtype) if t.is_floating_point() else t)
+
+
 BUGS: dict[str, Callable[[Sample], Any]] = {
     "approximation swapped in": approximation,
     "last element 25% off": wrong_last_element,
@@ -280,4 +291,6 @@ BUGS: dict[str, Callable[[Sample], Any]] = {
     "topk(sorted=True) out of order": unsorted_topk,
     "stable sort reorders ties": unstable_sort,
     "index points at another value": wrong_index,
+    # safe: an operator with no bfloat16 kernel has no such bug.
+    "miscompiled fusion (bfloat16 intermediate)": safe(fused_in_bfloat16),
 }

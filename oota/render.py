@@ -212,6 +212,7 @@ def _verify_manifest(cell: Cell, spec: VerifySpec) -> dict[str, Any]:
         "capabilities": dict(spec.capabilities),
         # Only where the vendor asks for it: the other vendors' cell.json stay as they were.
         **({"workload": spec.workload.to_json()} if spec.workload else {}),
+        **({"compile": spec.torch_compile.to_json(spec.models)} if spec.torch_compile else {}),
     }
 
 
@@ -267,6 +268,9 @@ def render_cell(matrix: Matrix, cell: Cell) -> Rendered:
         # The builder compiles the smoke layer's C++ extension only for a vendor that claims
         # it (verify.capabilities.cpp_extension): the others need no compiler for it.
         "smoke_extension": vendor.verify.capabilities.get("cpp_extension") is True,
+        # Inductor's CPU code generator compiles C++ when the suite runs (verify.compile).
+        "compile_compiler": bool(vendor.verify.torch_compile
+                                 and vendor.verify.torch_compile.compiler),
     }
     dockerfile = _render(matrix, cell, context)
     manifest = json.dumps(cell_manifest(cell), indent=2, sort_keys=True) + "\n"

@@ -39,15 +39,21 @@ BAD: Final[frozenset[str]] = frozenset({"interrupted", "error", "failed"})
 # only for vendors that ask for it): the one definition of a workload metric's layer, read by
 # the history (trends, regression verdicts) and by the report (a row per model).
 WORKLOAD_LAYER: Final = "workload"
+# The layer whose tests compile the models with torch.compile on the device and record the
+# compile time and the speedup over eager (verify/test_compile.py): figures the history keeps
+# per model beside the workload layer's.
+COMPILE_LAYER: Final = "compile"
+# The layers whose figures the history charts and judges by history-policy.yaml (the HUD).
+METRICS_LAYERS: Final[tuple[str, ...]] = (WORKLOAD_LAYER, COMPILE_LAYER)
 # The in-image suite's layers, in report order (verify/oota_suite.py, oota-verify).
 LAYERS: Final[tuple[str, ...]] = (
     "install", "compat", "smoke", "device", "runtime", "ops", "modules", "optimizers", "models",
-    WORKLOAD_LAYER, "vendor", "skips")
+    WORKLOAD_LAYER, COMPILE_LAYER, "vendor", "skips")
 
 # The layers whose tests use the vendor's device: a run passes only where one of their tests
 # passed (positive evidence that the device ran), whenever any of them is in the run.
 DEVICE_LAYERS: Final[tuple[str, ...]] = ("device", "runtime", "ops", "modules", "optimizers",
-                                          "models", WORKLOAD_LAYER)
+                                          "models", WORKLOAD_LAYER, COMPILE_LAYER)
 # The layers a run of which brings the device layer's evidence (test_device_visible) along:
 # the device layers, and the smoke layer, which is not one (most of its checks are PyTorch's
 # release validation on the CPU, and must never stand as evidence that the device ran) but

@@ -176,7 +176,8 @@ class Unit:
 
 UNITS = {"ops": Unit(entries="operator×dtype pairs", names="operators"),
          "modules": Unit(entries="module×dtype pairs", names="modules"),
-         "optimizers": Unit(entries="optimizer tests", names="optimizers", first_part=True)}
+         "optimizers": Unit(entries="optimizer tests", names="optimizers", first_part=True),
+         "compile": Unit(entries="compiled cases", names="cases")}
 DEFAULT_UNIT = UNITS["ops"]
 
 

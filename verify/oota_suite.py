@@ -105,7 +105,8 @@ def _names_of(item: pytest.Item) -> set[str]:
     implementation and dtype)."""
     names = {item.nodeid, item.nodeid.rsplit("/", 1)[-1], item.name}
     params = getattr(getattr(item, "callspec", None), "params", {})
-    for key in ("model_name", "workload_model", "op_name", "module_name", "optim_name"):
+    for key in ("model_name", "workload_model", "op_name", "module_name", "optim_name",
+                "compile_model", "compile_op"):
         if key in params:
             names.add(str(params[key]))
     return names

@@ -21,6 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from oota import schemas
+from oota.config.compilespec import CompileSpec, compile_spec
 from oota.config.names import NAME_PATTERN, NAME_RULE, name_problem
 from oota.config.pairing import ExtensionFacts, check_extension, extension_facts
 from oota.config.provenance import Fact, Provenance, Source, provenance_of, sources_of
@@ -119,6 +120,7 @@ class VerifySpec:
     extensions: tuple[Extension, ...] = ()
     toolkit_version: str | None = None   # where torch reports it, e.g. "torch.version.cuda"
     workload: WorkloadSpec | None = None  # None: the workload layer is off
+    torch_compile: CompileSpec | None = None  # None: the compile layer claims nothing
     compare_as: str | None = None         # whose OpInfo decisions the ops layer takes (device)
     subnormals: str = "note"              # "keep": the judge fails a subnormal result flushed
     # What the device claims of the runtime contract (streams, events, fused optimizers, ...):
@@ -362,6 +364,7 @@ def _verify(data: dict[str, Any]) -> VerifySpec:
                                    torch=e.get("torch", ""))
                          for e in data.get("extensions", ())),
         toolkit_version=data.get("toolkit_version"), workload=_workload(data.get("workload")),
+        torch_compile=compile_spec(data.get("compile")),
         compare_as=data.get("compare_as"), subnormals=data.get("subnormals", "note"),
         capabilities=MappingProxyType(dict(data.get("capabilities", {}))))
 

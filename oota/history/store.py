@@ -48,7 +48,7 @@ from oota.history.timeline import (
 )
 from oota.results.jsonfields import status_of
 from oota.results.model import CellRef, TestOutcome
-from oota.vocab import BAD, WORKLOAD_LAYER, Status
+from oota.vocab import BAD, METRICS_LAYERS, Status
 
 T = TypeVar("T")
 # SQLite's busy timeout (seconds): how long a writer waits for another's transaction.
@@ -395,8 +395,11 @@ def outcomes(store: Store, *, vendor: str | None = None, cell: str | None = None
 
 # -- the HUD's reading: the whole history in one query per table ------------------------------
 
-def read_timeline(store: Store, *, metrics_layer: str = WORKLOAD_LAYER) -> Timeline:
-    """Every cell's outcomes run by run, and the figures of its ``metrics_layer`` tests. A run
+def read_timeline(store: Store, *, metrics_layers: tuple[str, ...] = METRICS_LAYERS
+                  ) -> Timeline:
+    """Every cell's outcomes run by run, and the figures of its ``metrics_layers``' tests
+    (the workload layer's and the compile layer's, whose speedup and compile time a
+    regression must show as a workload figure's does). A run
     whose time cannot be read is left out (a line in ``left_out`` names it), not the history."""
     with _reading(store) as conn:
         heads: dict[int, tuple[RunHead, str]] = {}
@@ -424,7 +427,7 @@ def read_timeline(store: Store, *, metrics_layer: str = WORKLOAD_LAYER) -> Timel
             .join(t.tests, (t.tests.c.result_id == t.figures.c.result_id)
                   & (t.tests.c.test_id == t.figures.c.test_id))
             .join(t.results, t.results.c.id == t.figures.c.result_id)
-            .where(t.tests.c.layer == metrics_layer, t.figures.c.number.is_not(None)))
+            .where(t.tests.c.layer.in_(metrics_layers), t.figures.c.number.is_not(None)))
             if f.run_id in heads]
     order = sorted(heads.values(), key=lambda h: (h[0].started_at, h[0].id))
     return Timeline(runs=tuple(h for h, _ in order),

@@ -28,6 +28,7 @@ def _copy(row: CellRow, result: Result, links: Links) -> JSONObject:
             "layers": {k: v.to_json() for k, v in row.layers.items() if v.status},
             "torch_installed": row.torch.to_json(), "image": row.image.to_json(),
             "workload": [w.to_json() for w in row.workload()],
+            "compile": [c.to_json() for c in row.compiled()],
             "page": f"cells/{row.id}.html", "result": f"{links.cell(row)}/result.json"}
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from oota.report.compiled import CompileRow
 from oota.report.workload import WorkloadRow
 from oota.results.jsonfields import JSONObject
 from oota.results.model import Host, Image, Result, SkipRule, Stage, place_name
@@ -15,6 +16,7 @@ from oota.results.software import Package, TorchInfo
 from oota.results.store import RESULT_FILE
 from oota.vocab import (
     BAD,
+    COMPILE_LAYER,
     FALLBACK,
     LAYERS,
     WORKLOAD_LAYER,
@@ -110,6 +112,13 @@ class CellRow:
 
     def model_tests(self) -> list[TestRow]:
         return [t for t in self.tests if t.model is not None]
+
+    def compiled(self) -> list[CompileRow]:
+        """The compile layer's figures, one row per model compiled (none where it did not
+        run)."""
+        rows = (CompileRow.of(t.id, t.status, t.message, t.data) for t in self.tests
+                if t.layer == COMPILE_LAYER)
+        return [row for row in rows if row is not None]
 
     def workload(self) -> list[WorkloadRow]:
         """The workload layer's figures, one row per model (none where it did not run)."""

@@ -24,6 +24,7 @@ from oota.report.rows import CellGroup, CellRow, TestRow
 from oota.report.scoremodel import Evidence, PartScore, not_measured
 from oota.vocab import (
     BAD,
+    COMPILE_LAYER,
     DEVICE_LAYERS,
     FLAKY as VOCAB_FLAKY,
     SMOKE_ENVIRONMENTS,
@@ -201,8 +202,7 @@ def eager(release: Release) -> tuple[PartScore, ...]:
     item = rubric.BY_KEY["testing.modes"]
     eager_part, graph_part = item.parts
     cells = release.on_device()
-    graph = not_measured(graph_part.key, graph_part.label, graph_part.points, (
-        "oota's suite runs nothing through torch.compile yet: graph mode is not tested"))
+    graph = _graph(release, graph_part)
     if not cells:
         return (not_measured(eager_part.key, eager_part.label, eager_part.points,
                              _no_device(release, "eager mode")), graph)
@@ -214,6 +214,29 @@ def eager(release: Release) -> tuple[PartScore, ...]:
                       points=eager_part.points, evidence=lines, how=(
                           "the device layers (device, ops, models) ran eagerly on the device")),
             graph)
+
+
+def _graph(release: Release, part: rubric.Part) -> PartScore:
+    """Graph mode: the compile layer's tests (torch.compile with the vendor's claimed
+    backends) on the device; every cell that ran one must have passed them all."""
+    found = [(cell, [t for t in row.tests if t.layer == COMPILE_LAYER])
+             for cell, row in release.on_device()]
+    ran = [(cell, tests) for cell, tests in found
+           if any(t.status == "passed" or t.status in BAD for t in tests)]
+    if not ran:
+        return not_measured(part.key, part.label, part.points, (
+            "no cell ran the compile layer on the device: a vendor claims torch.compile "
+            "backends in verify.compile (vendor.yaml); one that claims none shows as not "
+            "claimed"))
+    lines = tuple(Evidence.of(
+        f"{cell}: {_share(sum(t.status == 'passed' for t in tests), len(tests))} tests of the "
+        "compile layer passed (torch.compile on the device, against eager and the CPU)",
+        cells=[cell]) for cell, tests in ran)
+    ok = all(not any(t.status in BAD for t in tests) for _, tests in ran)
+    return PartScore(key=part.key, label=part.label, max=part.points,
+                     points=part.points if ok else 0, evidence=lines,
+                     how="every cell that compiled on the device passed the compile layer" if ok
+                     else "a cell's compile layer failed on the device")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

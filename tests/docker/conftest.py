@@ -69,6 +69,10 @@ os.environ.setdefault("OOTA_OPS_BUDGET_S", "0")
 # are tested in test_layers.py).
 os.environ.setdefault("OOTA_MODULES_BUDGET_S", "0")
 os.environ.setdefault("OOTA_OPTIMIZERS_BUDGET_S", "0")
+# The compile layer likewise: the backend's registration and one fused chain in float32 (on the
+# CPU cell, Inductor's first compile of a process, about 14 s; test_compile_layer.py runs the
+# layer whole on refdev).
+os.environ.setdefault("OOTA_COMPILE_BUDGET_S", "0")
 # One worker process judges the pairs (OOTA_OPS_WORKERS=1, not one per core): with three tests
 # verifying at once on two cores, each verification's extra workers (each importing torch and
 # PyTorch's op_db) would cost CPU time and gain no wall time. test_reference.py compares one

@@ -448,3 +448,35 @@ def test_an_operator_wrong_in_one_run_of_three_is_flaky_and_an_xfail_that_passes
     assert STATUS["~"] == status and judge_cell(found.cells[0]).failing is None
     page = hud.build(hud.HudInput(timeline=found, policy=Policy(file=None), now=day(4)), {})
     assert [m.symbol for m in page.sections[0].rows[0].marks] == ["✓", "≈", "✓", "✓"]
+
+
+# The compile layer's cases that compile an aten multiplication (mul.Tensor) on refdev: the
+# operator itself in each dtype, the fused chain (layer_norm(...) * x), the guards' function
+# (x.sin() * 2 + x), the graph break's second graph (y * x.sin()) and the model.
+MULTIPLYING = {*(f"test_compile.py::test_compiled_op[refdev-{op}-{dtype}]"
+                 for op in ("mul", "fused.mlp") for dtype in ("float32", "float16", "bfloat16")),
+               "test_compile.py::test_guards_and_recompile[refdev]",
+               "test_compile.py::test_graph_break[refdev]",
+               "test_compile.py::test_compiled_model[refdev-llama]"}
+
+
+def test_compile_layer_catches_a_miscompiled_fusion(reference_built, docker_client, tmp_path):
+    """refdev's compiled path with mul made wrong (REFDEV_COMPILE_WRONG=mul; eager mul stays
+    right): the whole compile layer runs (its default budget), exactly the cases whose graphs
+    multiply fail, each message naming its case and backend; the device layer's evidence and
+    the other compiled cases pass. 13 s on an idle 2-core host (87 s under a load of 12); the
+    session's own verification runs the layer's must-run set unbroken."""
+    tests = _verify_refdev(docker_client, reference_built, tmp_path, "oota-verify --layer compile",
+                           {"REFDEV_COMPILE_WRONG": "mul"})
+    failed = {t["id"]: t["message"] for t in tests if t["status"] == "failed"}
+    assert set(failed) == MULTIPLYING, sorted(failed)
+    assert ("mul (float32) compiled by refdev: output 0 on refdev: error against the float64 "
+            "reference 1," in failed["test_compile.py::test_compiled_op[refdev-mul-float32]"])
+    assert "llama (float32) compiled by refdev against the CPU's eager step" in \
+        failed["test_compile.py::test_compiled_model[refdev-llama]"]
+    by_id = {t["id"]: t for t in tests}
+    assert by_id["test_device.py::test_device_visible"]["status"] == "passed"
+    assert by_id["test_compile.py::test_compiled_op[refdev-matmul-float32]"]["status"] == "passed"
+    inductor = by_id["test_compile.py::test_not_claimed[inductor]"]
+    assert inductor["status"] == "skipped"
+    assert inductor["message"].startswith("not claimed: inductor: refdev registers no Inductor")

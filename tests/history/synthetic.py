@@ -72,11 +72,14 @@ def timeline(cells: dict[str, str], *, inputs: Mapping[str, Mapping[int, Inputs]
                inputs=(inputs or {}).get(cell)) for cell, marks in cells.items()))
 
 
+COMPILED = "test_compile.py::test_compiled_model[inductor-llama]"
+
+
 def result_at(run_id: str, when: dt.datetime, *, matmul: str = "passed",
               torch: str = "2.13.0+cpu", latency: float | None = None,
-              **more: Any) -> dict[str, Any]:
+              speedup: float | None = None, **more: Any) -> dict[str, Any]:
     """A cell's result.json of run ``run_id`` started at ``when`` (a workload test with
-    ``latency`` when given)."""
+    ``latency``, a compiled model with ``speedup``, when given)."""
     data = result(run_id, 1, matmul=matmul, torch=torch, **more)
     data["started_at"] = when.isoformat(timespec="seconds")
     data["finished_at"] = (when + dt.timedelta(minutes=30)).isoformat(timespec="seconds")
@@ -84,4 +87,8 @@ def result_at(run_id: str, when: dt.datetime, *, matmul: str = "passed",
         data["tests"].append({"id": WORKLOAD, "layer": "workload", "status": "passed",
                               "duration_s": 1.0, "data": {"latency_median_s": latency,
                                                           "latency_p90_s": latency * 1.1}})
+    if speedup is not None:
+        data["tests"].append({"id": COMPILED, "layer": "compile", "status": "passed",
+                              "duration_s": 1.0, "data": {"model": "llama", "speedup": speedup,
+                                                          "compile_s": 4.5}})
     return refresh(data)

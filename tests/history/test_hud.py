@@ -112,6 +112,18 @@ def test_a_latency_regression_is_flagged_after_two_runs_not_one(tmp_path: Path) 
             "baseline\n") in two.stdout
 
 
+def test_a_compile_speedup_regression_is_flagged_like_a_workload_one(tmp_path: Path) -> None:
+    """The compile layer's speedup per model is a figure the policy judges (higher is better):
+    two runs at 0.8 of a 1.2 baseline are a regression; its compile time stays steady."""
+    url = f"sqlite:///{tmp_path / 'h.db'}"
+    for i in range(5):
+        add(url, result_at(f"run-{i}", ago(200 - i * 24), speedup=1.2))
+    for i, hours in ((5, 48), (6, 24)):
+        add(url, result_at(f"run-{i}", ago(hours), speedup=0.8))
+    digest = invoke("history", "digest", "--since", "30d", "--history", url)
+    assert f"- `{CELL}`: inductor-llama speedup 0.67x its baseline" in digest.stdout
+
+
 def test_report_merge_appends_first_so_the_hud_shows_the_merged_run(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'h.db'}"
     add(url, result_at("run-0", ago(30)))

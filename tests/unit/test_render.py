@@ -173,7 +173,17 @@ COMPILERS = re.compile(r"(?<![\w.-])(gcc|g\+\+|cc|clang|cpp|make|cmake|ninja-bui
                        r"build-essential|libc6?-dev|python3(\.\d+)?-dev)(?![\w.+-])")
 
 
+# The one compiler a runtime image may carry: the compile layer's, in a layer of its own, for a
+# vendor whose Inductor compiles C++ where the suite runs (verify.compile.compiler).
+INDUCTOR_COMPILER = "apt-get install -y --no-install-recommends g++ openssl libpython3.11-dev"
+
+
+def _without_compile_compiler(project) -> None:
+    replace_in(project.root / "vendors/cpu/vendor.yaml", "    compiler: true\n", "")
+
+
 def test_runtime_stage_is_unprivileged_and_has_no_compiler(project):
+    _without_compile_compiler(project)
     text = dockerfile(project)
     by_stage = stages(text)
     assert list(by_stage) == ["builder", "runtime"]
@@ -186,8 +196,20 @@ def test_runtime_stage_is_unprivileged_and_has_no_compiler(project):
     assert not any("--mount=type=secret" in rest for _, rest in runtime)
 
 
+def test_compile_layer_compiler_is_one_layer_of_its_own(project):
+    """A vendor that claims Inductor's compiler (verify.compile.compiler: true) gets it in one
+    RUN of the runtime stage, which installs nothing else; without the claim there is none."""
+    runtime = stages(dockerfile(project))["runtime"]
+    with_compiler = [rest for word, rest in runtime if COMPILERS.search(rest)]
+    assert len(with_compiler) == 1 and INDUCTOR_COMPILER in with_compiler[0]
+    _without_compile_compiler(project)
+    runtime = stages(dockerfile(project))["runtime"]
+    assert not any(INDUCTOR_COMPILER in rest for _, rest in runtime)
+
+
 def test_compiler_pattern_sees_a_compiler(project):
     """The runtime check above is not vacuous: the same pattern finds an added compiler."""
+    _without_compile_compiler(project)
     cpu = project.root / "vendors/cpu/vendor.yaml"
     cpu.write_text(cpu.read_text() + "runtime_apt: [build-essential]\n")
     runtime = stages(dockerfile(project))["runtime"]

@@ -254,7 +254,7 @@ def test_the_items_that_raise_the_score_most() -> None:
         ("prereq.stability", [""]),
         ("features.dtypes", ["float64", "float8", "float4", "int64", "int32", "int16", "int8",
                              "int4"]),
-        ("features.cpp_extension", [""]), ("testing.unit", [""]),
+        ("features.cpp_extension", [""]), ("testing.unit", [""]), ("testing.modes", ["graph"]),
         ("ux.binaries", ["same_day"]), ("ci.public", [""]), ("ci.recovery", [""])]
     assert card.level == "Engineering" and card.p0 is None and card.best == "Stable"
 
@@ -302,3 +302,24 @@ def test_index_links_each_vendors_scorecard(tmp_path: Path) -> None:
     assert 'href="scorecard/reference.html"' in index and 'href="scorecard/cpu.html"' in index
     assert sorted(p.name for p in (tmp_path / "reports/scorecard").iterdir()) == [
         "cpu.html", "cpu.json", "reference.html", "reference.json"]
+
+
+@pytest.mark.parametrize(("statuses", "points", "how"), [
+    (("passed", "passed"), 2, "every cell that compiled on the device passed the compile layer"),
+    (("passed", "failed"), 0, "a cell's compile layer failed on the device"),
+], ids=["passed", "failed"])
+def test_graph_mode_reads_the_compile_layer(statuses: tuple[str, str], points: int,
+                                            how: str) -> None:
+    compiled = [case(f"test_compile.py::test_compiled_op[refdev-mul-float{n}]", "compile",
+                     status) for n, status in zip((32, 16), statuses, strict=True)]
+    card = cards([accel(tests=[*OPS_PAIRS, *compiled])])[0].cards[0]
+    graph = next(p for p in item(card, "testing.modes").parts if p.key == "graph")
+    assert (graph.points, graph.how) == (points, how)
+    assert graph.evidence[0].text.startswith(
+        f"reference-torch2.13.0-py3.11-debian12: {statuses.count('passed')} of 2")
+
+
+def test_graph_mode_is_not_measured_without_the_compile_layer() -> None:
+    card = cards([accel()])[0].cards[0]
+    graph = next(p for p in item(card, "testing.modes").parts if p.key == "graph")
+    assert graph.points is None and "no cell ran the compile layer" in graph.how

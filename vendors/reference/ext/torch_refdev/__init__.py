@@ -305,3 +305,8 @@ _register()
 from . import _faults  # noqa: E402
 
 _faults.install_from_environment()
+
+# torch.compile: the 'refdev' Dynamo backend and the device's DeviceInterface (_compile.py).
+from . import _compile  # noqa: E402
+
+_compile.register()
