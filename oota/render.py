@@ -30,7 +30,7 @@ import re
 import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -40,6 +40,7 @@ from oota import quoting, reproducible, sandbox, vocab
 from oota.config.matrix import Matrix
 from oota.config.skips import SKIPS_FILE, load_skips
 from oota.config.vendors import Tolerance, Vendor, VerifySpec
+from oota.contexttree import relative as _rel, walk
 from oota.errors import InputError
 from oota.files import write_atomic
 from oota.lockfile import lock_path
@@ -49,7 +50,6 @@ from oota.plan import Cell
 CHANNEL_DAY_FILE = "nightly-day.txt"
 _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 VOCAB_FILE = Path(vocab.__file__)
-_SKIP_PARTS = {"__pycache__", "build", "dist", ".pytest_cache"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -350,11 +350,6 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
-def _rel(path: Path, root: Path) -> str:
-    """``path`` relative to ``root`` when it lies inside, else as it is."""
-    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
-
-
 def _shown(matrix: Matrix, path: Path) -> str:
     """A path as users see it: relative to the project when it lies inside."""
     return _rel(path, matrix.root)
@@ -362,20 +357,14 @@ def _shown(matrix: Matrix, path: Path) -> str:
 
 def context_files(matrix: Matrix, rendered: Rendered) -> dict[str, bytes | Path]:
     """Archive name -> content (bytes) or source file, for everything the build sees
-    except the host's wheelhouse (host-specific, recorded separately).
-
-    Symbolic links in ``verify/`` and the vendor's folder are followed (a vendor may keep its
-    extension's source elsewhere in the project and link it, ``vendors/x/ext -> ../../src/ext``):
-    the build gets the files they point to, under the link's name. A link is refused, with an
-    InputError naming it, when it points outside both the project and the vendor's folder
-    (what the build sees must come from the inputs the fingerprint and the git revision
-    describe, never from the rest of the machine), when its target is missing, or when it
-    loops back into a folder it is in."""
+    except the host's wheelhouse (host-specific, recorded separately). ``verify/`` and the
+    vendor's folder as oota.contexttree walks them: links followed only inside the project,
+    the vendor's folder and the suite's, an InputError naming any other."""
     files: dict[str, bytes | Path] = {name: text.encode() for name, text in rendered.files.items()}
     vendor = rendered.cell.vendor.folder
     allowed = (matrix.root.resolve(), vendor.resolve(), matrix.verify_dir.resolve())
     for root_name, folder in (("verify", matrix.verify_dir), ("vendor", vendor)):
-        for rel, path in _tree(folder, PurePosixPath(), allowed, matrix.root, (folder.resolve(),)):
+        for rel, path in walk(folder, allowed, matrix.root):
             files[f"{root_name}/{rel}"] = path
     # The vocabulary the suite shares with oota (statuses, layers), beside oota-verify.
     files["verify/oota_vocab.py"] = VOCAB_FILE
@@ -386,54 +375,6 @@ def context_files(matrix: Matrix, rendered: Rendered) -> dict[str, bytes | Path]
     if rendered.cell.channel is not None:
         files[CHANNEL_DAY_FILE] = f"{channel_day()}\n".encode()
     return files
-
-
-def _skipped(rel: PurePosixPath) -> bool:
-    """Build outputs and caches: they never shape an image."""
-    return bool(_SKIP_PARTS & set(rel.parts)) or rel.name.endswith((".pyc", ".so")) \
-        or any(part.endswith(".egg-info") for part in rel.parts)
-
-
-def _tree(folder: Path, rel: PurePosixPath, allowed: tuple[Path, ...], root: Path,
-          ancestors: tuple[Path, ...]) -> list[tuple[str, Path]]:
-    """(name relative to the walk's top, path) of every file under ``folder``, in name order,
-    following links as :func:`context_files` describes; ``ancestors`` are the resolved folders
-    the walk is in (a link back to one of them is a loop)."""
-    try:
-        entries = sorted(folder.iterdir())
-    except OSError as exc:
-        raise InputError(f"{_rel(folder, root)}: cannot be read: {exc.strerror}") from exc
-    found: list[tuple[str, Path]] = []
-    for path in entries:
-        name = rel / path.name
-        if _skipped(name):
-            continue
-        try:
-            real = _link_target(path, allowed, root) if path.is_symlink() else path.resolve()
-        except (OSError, RuntimeError):  # RuntimeError: a link loop (Python 3.11)
-            raise InputError(f"{_rel(path, root)}: the symbolic link loops (it points, through "
-                             "other links, back to itself); remove it") from None
-        if path.is_dir():
-            if real in ancestors:
-                raise InputError(f"{_rel(path, root)}: the symbolic link loops back to "
-                                 f"{_rel(real, root)}; a build context cannot hold a loop")
-            found += _tree(path, name, allowed, root, (*ancestors, real))
-        elif path.is_file():
-            found.append((name.as_posix(), path))
-    return found
-
-
-def _link_target(link: Path, allowed: tuple[Path, ...], root: Path) -> Path:
-    """Where ``link`` points, when the build may follow it (see :func:`context_files`)."""
-    target = link.resolve()
-    if not target.exists():
-        raise InputError(f"{_rel(link, root)}: the symbolic link points to {target}, which "
-                         "does not exist")
-    if not any(target.is_relative_to(top) for top in allowed):
-        raise InputError(f"{_rel(link, root)}: the symbolic link points to {target}, outside "
-                         "the project and the vendor's folder; copy (or move) that source into "
-                         "the vendor's folder, or link to a place inside the project")
-    return target
 
 
 def cell_fingerprint(matrix: Matrix, cell: Cell) -> str:
