@@ -123,28 +123,32 @@ def ordered(names: Sequence[str], must: Sequence[str]) -> list[str]:
 CPU_ONLY_SAMPLES = 8
 
 
-def budget_seconds(environ: Mapping[str, str] = os.environ) -> float:
-    """``OOTA_OPS_BUDGET_S`` as seconds (default 180); a bad value is a ValueError that says
-    which variable and what it holds."""
-    text = environ.get(BUDGET_VARIABLE, "").strip()
+def budget_seconds(environ: Mapping[str, str] = os.environ, variable: str = BUDGET_VARIABLE,
+                   default: float = DEFAULT_BUDGET_S) -> float:
+    """``OOTA_OPS_BUDGET_S`` (or the layer's ``variable``) as seconds (default 180, or
+    ``default``); a bad value is a ValueError that says which variable and what it holds."""
+    text = environ.get(variable, "").strip()
     if not text:
-        return DEFAULT_BUDGET_S
+        return default
     try:
         value = float(text)
     except ValueError:
         value = -1.0
     if value < 0 or value != value:  # NaN too
-        raise ValueError(f"{BUDGET_VARIABLE}={text!r} is not a number of seconds >= 0")
+        raise ValueError(f"{variable}={text!r} is not a number of seconds >= 0")
     return value
 
 
 class Budget:
-    """The layer's time budget. The clock starts at the first operator (not at collection, so
-    the layers before ops do not use it up); must-pass operators run whatever is left."""
+    """A layer's time budget (the ops layer's, or the one ``variable`` names). The clock starts
+    at the layer's first operator (not at collection, so the layers before it do not use it
+    up); must-pass operators run whatever is left."""
 
-    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic,
+                 variable: str = BUDGET_VARIABLE) -> None:
         self.seconds = seconds
         self.clock = clock
+        self.variable = variable
         self.started: float | None = None
 
     def skip_reason(self, must_pass: bool) -> str | None:
@@ -154,7 +158,7 @@ class Budget:
             self.started = now
         if must_pass or now - self.started < self.seconds:
             return None
-        return f"{BUDGET_PREFIX}{self.seconds:g} s spent ({BUDGET_VARIABLE})"
+        return f"{BUDGET_PREFIX}{self.seconds:g} s spent ({self.variable})"
 
 
 def _data(test: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -170,23 +174,36 @@ def _operators(unrun: Sequence[Mapping[str, Any]]) -> int:
     return folded + len(names)
 
 
+def _test_name(test: Mapping[str, Any]) -> str:
+    """The test function an entry is of: its id without parameters."""
+    return str(test["id"]).partition("[")[0]
+
+
 def fold_unrun(tests: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """``tests`` (tests.json's entries) with the pairs the time budget left unrun folded into
-    one skipped entry where the first of them stood: its message gives the budget and how many
-    pairs and operators it left unrun, its data the counts. Pairs skipped for any other reason
-    stay as they are: each says something of its own (the device lacks the operator, a skip
-    list names it). Folding folded entries again changes nothing."""
-    unrun = [t for t in tests if entry_unrun(t)]
-    if not unrun:
-        return list(tests)
+    """``tests`` (tests.json's entries) with the pairs a time budget left unrun folded into one
+    skipped entry per test function (the ops layer's pairs; each check of the autograd layer),
+    where the first of them stood: its message gives the budget and how many pairs and
+    operators it left unrun, its data the counts. Pairs skipped for any other reason stay as
+    they are: each says something of its own (the device lacks the operator, a skip list names
+    it). Folding folded entries again changes nothing."""
+    folded = list(tests)
+    for name in dict.fromkeys(_test_name(t) for t in tests if entry_unrun(t)):
+        folded = _fold(folded, name)
+    return folded
+
+
+def _fold(tests: Sequence[Mapping[str, Any]], name: str) -> list[Mapping[str, Any]]:
+    """``tests`` with the unrun pairs of the test function ``name`` folded (fold_unrun)."""
+    unrun = [t for t in tests if entry_unrun(t) and _test_name(t) == name]
     first, pairs, operators = unrun[0], sum(entry_unrun(t) for t in unrun), _operators(unrun)
-    folded = {"id": f"{str(first['id']).partition('[')[0]}[{UNRUN_PARAM}]",
+    folded = {"id": f"{name}[{UNRUN_PARAM}]",
               "layer": first.get("layer", "ops"), "status": "skipped",
               "duration_s": round(sum(float(t.get("duration_s") or 0) for t in unrun), 4),
               "message": f"{str(first['message']).partition(': ')[0]}: {pairs} operator×dtype "
                          f"pairs of {operators} operators not run",
               "data": {UNRUN_KEY: pairs, UNRUN_OPERATORS: operators}}
-    rest = [t for t in tests if not entry_unrun(t)]
+    gone = {id(t) for t in unrun}
+    rest = [t for t in tests if id(t) not in gone]
     at = next(i for i, t in enumerate(tests) if t is first)  # only kept tests come before it
     return [*rest[:at], folded, *rest[at:]]
 
