@@ -35,11 +35,17 @@ BAD: Final[frozenset[str]] = frozenset({"interrupted", "error", "failed"})
 WORKLOAD_LAYER: Final = "workload"
 # The in-image suite's layers, in report order (verify/oota_suite.py, oota-verify).
 LAYERS: Final[tuple[str, ...]] = (
-    "install", "compat", "device", "ops", "models", WORKLOAD_LAYER, "vendor", "skips")
+    "install", "compat", "device", "ops", "autograd", "models", WORKLOAD_LAYER, "vendor",
+    "skips")
+
+# The layers with a test per operator × dtype (the autograd layer: per operator × dtype × check,
+# each check its own test function): their thousands of skips are counted by why, not listed,
+# and the pairs their time budget left unrun are folded into one test per test function.
+PAIR_LAYERS: Final[tuple[str, ...]] = ("ops", "autograd")
 
 # The layers whose tests use the vendor's device: a run passes only where one of their tests
 # passed (positive evidence that the device ran), whenever any of them is in the run.
-DEVICE_LAYERS: Final[tuple[str, ...]] = ("device", "ops", "models", WORKLOAD_LAYER)
+DEVICE_LAYERS: Final[tuple[str, ...]] = ("device", "ops", "autograd", "models", WORKLOAD_LAYER)
 
 # How the suite words a skip caused by the host check (no hardware here), so that oota can
 # give it its own status instead of 'skipped'.
@@ -144,23 +150,26 @@ def budget_blind(before: Mapping[str, int], after: Mapping[str, int]) -> frozens
     return frozenset(unrun | {test_id for test_id in one_side if test_id.startswith(folded)})
 
 
-# Why an operator × dtype of the ops layer was not compared, from the words its skip begins
-# with (verify/test_ops.py, oota_opinfo.py, oota_ops.py, oota_suite.py): a reader of "N not
-# run" needs to tell PyTorch's own skips and dtypes the OpInfo lacks from a budget cut.
+# Why an operator × dtype of the ops layer (or of a check of the autograd layer) was not
+# compared, from the words its skip begins with (verify/test_ops.py, test_autograd.py,
+# oota_opinfo.py, oota_ops.py, oota_autograd.py, oota_suite.py): a reader of "N not run" needs
+# to tell PyTorch's own skips and dtypes the OpInfo lacks from a budget cut.
 # (pattern, reason), the first that matches wins.
 NOT_COMPARED: Final[tuple[tuple[str, str], ...]] = (
     (re.escape(BUDGET_PREFIX), "time budget spent"),
     (r"the OpInfo of .* does not support \S+ on the CPU", "dtype the OpInfo lacks on the CPU"),
     (r"the OpInfo of .* does not declare \S+ for ", "dtype the OpInfo lacks on the device"),
-    (r"PyTorch's test_compare_cpu skips", "skipped by PyTorch's own test"),
-    (r"PyTorch's test_compare_cpu expects", "expected to fail by PyTorch's own test"),
+    (r"the OpInfo of .* does not differentiate \S+ for ", "dtype the OpInfo lacks on the device"),
+    (r"PyTorch's test_\w+ skips", "skipped by PyTorch's own test"),
+    (r"PyTorch's test_\w+ expects", "expected to fail by PyTorch's own test"),
     (r"skip list: ", "on the vendor's skip list"),
     (r"\S.* is not implemented on ", "not implemented on the device"),
     (r"the OpInfo of .* has no sample inputs", "no sample inputs"),
     (r"every one of the \d+ samples .* raised on the CPU too", "every sample refused by the CPU"),
     (re.escape(UNSUPPORTED_PREFIX) + "|no \\S+ device visible|torch has no torch\\.",
      "no device here"),
-    (r"the ops layer is not selected", "layer not selected"),
+    (r"none of the \d+ samples of .* has anything to check", "nothing to check"),
+    (r"the \S+ layer is not selected", "layer not selected"),
 )
 
 

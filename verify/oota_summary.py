@@ -45,6 +45,7 @@ import oota_vocab  # noqa: E402 - found by _load_vocab
 from oota_vocab import (  # noqa: E402
     COUNT_COLUMNS,
     FALLBACK,
+    PAIR_LAYERS,
     UNRUN_KEY,
     budget_blind,
     layer_counts,
@@ -130,35 +131,41 @@ def _workload(tests: list[dict[str, Any]]) -> list[str]:
 
 def _not_passed(tests: list[dict[str, Any]]) -> list[str]:
     out = []
-    # The ops layer skips thousands of operator x dtype pairs: counted by why, not listed.
-    ops_skipped: dict[str, int] = {}
-    fell_back: dict[str, int] = {}  # aten operator -> pairs whose samples called it
+    # The ops and autograd layers skip thousands of operator x dtype pairs: counted by why, per
+    # layer, not listed; so are the pairs that ran on the backend's CPU fallback.
+    skipped: dict[str, dict[str, int]] = {}
+    fell_back: dict[str, dict[str, int]] = {}  # layer -> aten operator -> pairs that called it
     for test in tests:
         status, message = normalized(test)
+        layer = str(test.get("layer") or "vendor")
         if status == FALLBACK:
+            names = fell_back.setdefault(layer, {})
             for name in (test.get("data") or {}).get("fallback_ops") or ["?"]:
-                fell_back[name] = fell_back.get(name, 0) + 1
+                names[name] = names.get(name, 0) + 1
             continue
         # The pairs the time budget left unrun are one entry already, listed with its count.
-        if status == "skipped" and test.get("layer") == "ops" and UNRUN_KEY not in (
+        if status == "skipped" and layer in PAIR_LAYERS and UNRUN_KEY not in (
                 test.get("data") or {}):
+            reasons = skipped.setdefault(layer, {})
             reason = not_compared_reason(message)
-            ops_skipped[reason] = ops_skipped.get(reason, 0) + 1
+            reasons[reason] = reasons.get(reason, 0) + 1
         elif status != "passed":
             out.append(f"- {test['id']}: {status}" + (f": {message.splitlines()[0]}"
                                                       if message else ""))
-    if ops_skipped:
-        counts = ", ".join(f"{n} {why}" for why, n in sorted(ops_skipped.items(),
-                                                             key=lambda kv: (-kv[1], kv[0])))
-        out.append(f"- ops layer: {sum(ops_skipped.values())} operator x dtype pairs not "
+    for layer, reasons in skipped.items():
+        counts = ", ".join(f"{n} {why}" for why, n in _most_first(reasons))
+        out.append(f"- {layer} layer: {sum(reasons.values())} operator x dtype pairs not "
                    f"compared: {counts} (each reason is in tests.json)")
-    if fell_back:
-        pairs = sum(1 for t in tests if normalized(t)[0] == FALLBACK)
-        names = ", ".join(f"aten::{name} ({n})" for name, n in
-                          sorted(fell_back.items(), key=lambda kv: (-kv[1], kv[0])))
-        out.append(f"- ops layer: {pairs} operator x dtype pairs ran on the CPU (the backend's "
-                   f"fallback), not on the device: {names}")
+    for layer, names in fell_back.items():
+        pairs = sum(1 for t in tests if normalized(t)[0] == FALLBACK and t.get("layer") == layer)
+        shown = ", ".join(f"aten::{name} ({n})" for name, n in _most_first(names))
+        out.append(f"- {layer} layer: {pairs} operator x dtype pairs ran on the CPU (the "
+                   f"backend's fallback), not on the device: {shown}")
     return ["", "Not passed:"] + out if out else []
+
+
+def _most_first(counts: dict[str, int]) -> list[tuple[str, int]]:
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def _outcome(status: str) -> str:

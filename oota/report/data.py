@@ -46,7 +46,7 @@ from oota.results.jsonfields import ResultFormatError
 from oota.results.model import CellRef, Image, Result, host_key
 from oota.results.software import TorchInfo
 from oota.results.store import RESULT_FILE, load, load_found
-from oota.vocab import MaybeStatus, worst
+from oota.vocab import PAIR_LAYERS, MaybeStatus, worst
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -125,9 +125,10 @@ def layer_mark(result: Result, layer: str) -> Mark:
     if layer == "build":
         stage = result.stages.get("build")
         return _mark([(stage.status, stage.message)]) if stage else Mark()
-    # The ops layer has a test per operator × dtype: its failures are listed on their own.
+    # The ops and autograd layers have a test per operator × dtype: their failures are listed
+    # on their own.
     return _mark([(t.status, t.message) for t in result.tests if t.layer == layer],
-                 OPS_REASONS_SHOWN if layer == "ops" else None)
+                 OPS_REASONS_SHOWN if layer in PAIR_LAYERS else None)
 
 
 def _vendor_mark(per_cell: dict[str, Mark], noun: str = "cells") -> Mark:

@@ -56,7 +56,7 @@ def test_a_vendor_line_counts_pairs_tried_and_lists_failures():
     # then how the pairs make up the layer's tests (test_counts.py)
     assert f"  - `add-float16`: {md_text(MISMATCH)}\n" in text
     assert f"- cpu: {md_text(ops['cpu'].text)}. Counted in tests" in text
-    assert "| cell | build | install | compat | device | ops | models |" in text
+    assert "| cell | build | install | compat | device | ops | autograd | models |" in text
 
 
 def test_a_vendor_with_several_cells_names_the_cell_of_each_failure():

@@ -123,7 +123,8 @@ def test_in_an_image_the_copy_beside_the_suite_is_used(tmp_path):
     layers = subprocess.run([sys.executable, str(tmp_path / "oota-verify"), "--layer", "bogus"],
                             capture_output=True, text=True, check=False, cwd=tmp_path)
     assert layers.returncode == 2
-    assert "layers: install, compat, device, ops, models, workload, vendor, skips" in layers.stderr
+    assert ("layers: install, compat, device, ops, autograd, models, workload, vendor, "
+            "skips") in layers.stderr
 
 
 def test_tests_the_ops_budget_left_unrun_are_not_compared():
