@@ -26,8 +26,10 @@ from oota.report.compare import Comparison, compare, known_models, load_previous
 from oota.report.coverage import CoverageTable, coverage_table
 from oota.report.gonogo import CandidateRow, candidate_rows
 from oota.report.rows import (
+    AUTOGRAD_LAYER,
     CELL_FILES,
     COLUMNS,
+    OPS_LAYER,
     OPS_REASONS_SHOWN,
     WORD,
     CellGroup,
@@ -62,6 +64,7 @@ class Report:
     groups: tuple[CellGroup, ...] = ()
     sources: tuple[str, ...] = ()  # the folders merged (--merge); empty for one folder
     ops: tuple[OpsSummary, ...] = ()  # per vendor that ran the ops layer
+    autograd: tuple[OpsSummary, ...] = ()  # per vendor that ran the autograd layer
     coverage: CoverageTable | None = None  # operators × vendors: where each pair computed
     # Per cell of today's matrix, the vendor facts it rests on that no source confirms
     # (oota.plan.Cell.unverified_facts), as sentences; the report and get-started pages mark
@@ -263,6 +266,7 @@ def build_from(loaded: Sequence[Loaded], problems: Sequence[str], *,
         rows=rows, groups=groups,
         models=_model_rows(results, vendors), comparison=comparison, counts=counts,
         sources=tuple(sources), ops=_vendor_ops(groups, vendors),
+        autograd=_vendor_ops(groups, vendors, AUTOGRAD_LAYER),
         coverage=coverage_table(groups, vendors),
         skip_debt=tuple(skip_debt(v, [r for r in results if r.cell.vendor == v], today)
                         for v in vendors))
@@ -293,9 +297,11 @@ def _release(cell: CellRef) -> Version:
         return Version("0")
 
 
-def _vendor_ops(groups: Sequence[CellGroup], vendors: Sequence[str]) -> tuple[OpsSummary, ...]:
+def _vendor_ops(groups: Sequence[CellGroup], vendors: Sequence[str],
+                layer: str = OPS_LAYER) -> tuple[OpsSummary, ...]:
     """Per vendor, over the worst copy of each cell (copies from several hosts count once)."""
-    found = (ops_summary(v, [g.worst_copy for g in groups if g.vendor == v]) for v in vendors)
+    found = (ops_summary(v, [g.worst_copy for g in groups if g.vendor == v], layer)
+             for v in vendors)
     return tuple(summary for summary in found if summary is not None)
 
 

@@ -61,6 +61,7 @@ def to_json(report: Report, results_href: str | Links = "../results") -> JSONObj
         "cells": [_cell(g, results, links, report.merged) for g in report.groups],
         "skip_debt": [d.to_json() for d in report.skip_debt],
         "ops": [summary.to_json() for summary in report.ops],
+        "autograd": [summary.to_json() for summary in report.autograd],
         "coverage": report.coverage.to_json() if report.coverage else None,
         "comparison": report.comparison.to_json() if report.comparison else None}
     if report.merged:
