@@ -210,3 +210,20 @@ def unrun_message(unrun: Sequence[tuple[str, str]], seconds: float,
     operators = len({name for name, _ in unrun})
     return (f"{BUDGET_PREFIX}{seconds:g} s spent ({variable}): {len(unrun)} operator×dtype "
             f"pairs of {operators} operators not run")
+
+
+WORKERS_VARIABLE = "OOTA_AUTOGRAD_WORKERS"
+OPS_WORKERS_VARIABLE = "OOTA_OPS_WORKERS"  # oota_opsworkers.WORKERS_VARIABLE
+
+
+def workers(seconds: float) -> tuple[tuple[str, ...], int | None]:
+    """(the variables that set how many worker processes judge the pairs, first set wins; how
+    many when none is set, None: one per core), for a budget of ``seconds``. The must-run
+    pairs alone (0 s) are judged in the pytest process unless OOTA_AUTOGRAD_WORKERS says
+    otherwise: a worker imports torch and op_db again (5 s of CPU time on a 2-core machine),
+    more than those pairs take, and they are the models' operators, which the models layer runs
+    in its process anyway. A budget reaches into the rest of op_db, where crashes are (refdev's
+    backward of sgn): workers then, as many as the ops layer's."""
+    if not seconds:
+        return (WORKERS_VARIABLE,), 0
+    return (WORKERS_VARIABLE, OPS_WORKERS_VARIABLE), None

@@ -24,7 +24,8 @@ this layer's must-run operators: they run first and always, and one whose backwa
 the device does not implement fails. The other pairs run until the time budget
 (``OOTA_AUTOGRAD_BUDGET_S``, shared by the three checks; default 0 s: the must-run pairs only)
 is spent; tests.json holds those left unrun as one skipped entry per check
-(``[unrun-by-budget]``). The pairs are judged by worker processes, as the ops layer's are.
+(``[unrun-by-budget]``). With a budget, the pairs are judged by worker processes, as the ops
+layer's are (``OOTA_AUTOGRAD_WORKERS``).
 """
 
 from __future__ import annotations
@@ -276,12 +277,14 @@ def judge_pair(check: str, name: str, dtype_name: str, device: Any) -> PairResul
 # Every pair of the three checks, in the order the tests run (each check's must-run pairs
 # first), as the worker processes share them: ('gradients:tanh', 'float32').
 WORK = [(f"{check}:{name}", dtype) for check, (run, _) in SPLIT.items() for name, dtype in run]
-# The pairs are judged by worker processes (the ops layer's pool, oota_opsworkers: a kernel
-# that crashes one fails the pair it held, and the run goes on), as many as the ops layer's
-# (OOTA_OPS_WORKERS); with none, here, in one long-lived thread: its stack is a few frames
-# deep, where pytest's is about sixty, and torch captures the stack on every torch.manual_seed
-# (for lazy device initialisation): under pytest's stack that was most of the layer's time.
-POOL = oota_opsworkers.Pool(command=(sys.executable, str(HERE / "oota_autogradworker.py")))
+# Where the pairs are judged (oota_autograd.workers): worker processes on the ops layer's pool
+# (oota_opsworkers: a kernel that crashes one fails the pair it held, and the run goes on), or,
+# with none, here, in one long-lived thread: its stack is a few frames deep, where pytest's is
+# about sixty, and torch captures the stack on every torch.manual_seed (for lazy device
+# initialisation): under pytest's stack that was most of the layer's time.
+VARIABLES, DEFAULT_WORKERS = oota_autograd.workers(BUDGET.seconds)
+POOL = oota_opsworkers.Pool(command=(sys.executable, str(HERE / "oota_autogradworker.py")),
+                            variables=VARIABLES, default=DEFAULT_WORKERS)
 if WORK and POOL.wanted() > 0:
     POOL.start(WORK, {key for key, _ in WORK if key.partition(":")[2] in DATABASE.must})
 RUNNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="oota-autograd")

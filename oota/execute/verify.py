@@ -42,7 +42,8 @@ class VerifyOutcome:
 
 
 # Settings of the suite a user may give oota's own environment for the verify container.
-FORWARDED = ("OOTA_OPS_BUDGET_S", "OOTA_OPS_WORKERS", "OOTA_AUTOGRAD_BUDGET_S")
+FORWARDED = ("OOTA_OPS_BUDGET_S", "OOTA_OPS_WORKERS", "OOTA_AUTOGRAD_BUDGET_S",
+             "OOTA_AUTOGRAD_WORKERS")
 
 
 def forwarded_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:

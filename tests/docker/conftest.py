@@ -92,7 +92,8 @@ os.environ.setdefault("OOTA_OPS_WORKERS", "1")
 SHARES = {
     "reference": frozenset({"test_history_runs.py", "test_judge.py", "test_reference.py",
                             "test_workload.py", "test_cuda_cell.py", "test_getstarted_install.py",
-                            "test_vendor_from_folder.py", "test_installed_wheel.py"}),
+                            "test_vendor_from_folder.py", "test_installed_wheel.py",
+                            "test_autograd_reference.py"}),
     "own": frozenset({"test_fleet.py", "test_nightly.py", "test_release_candidate.py"}),
 }
 if _WORKER.startswith("gw") and _WORKER[2:].isdigit():

@@ -232,5 +232,22 @@ def test_the_autograd_layer_is_in_the_report_and_uses_the_device():
 def test_oota_passes_the_layers_budget_on_into_the_verify_container():
     from oota.execute.verify import forwarded_env
 
-    assert forwarded_env({"OOTA_AUTOGRAD_BUDGET_S": "600", "HOME": "/root"}) == {
-        "OOTA_AUTOGRAD_BUDGET_S": "600"}
+    assert forwarded_env({"OOTA_AUTOGRAD_BUDGET_S": "600", "OOTA_AUTOGRAD_WORKERS": "0",
+                          "HOME": "/root"}) == {"OOTA_AUTOGRAD_BUDGET_S": "600",
+                                                "OOTA_AUTOGRAD_WORKERS": "0"}
+
+
+@pytest.mark.parametrize(("environ", "budget", "workers"), [
+    ({"OOTA_OPS_WORKERS": "2"}, 0.0, 0),  # the must-run pairs alone: in the pytest process
+    ({"OOTA_AUTOGRAD_WORKERS": "1"}, 0.0, 1),
+    ({"OOTA_OPS_WORKERS": "0"}, 60.0, 0),  # a device one process at a time may open
+    ({"OOTA_OPS_WORKERS": "4", "OOTA_AUTOGRAD_WORKERS": "2"}, 60.0, 2),
+], ids=["none-for-the-must-run-pairs", "its-own", "as-the-ops-layer", "its-own-first"])
+def test_the_layers_workers(environ, budget, workers):
+    import oota_opsworkers
+
+    variables, default = oota_autograd.workers(budget)
+    assert oota_autograd.OPS_WORKERS_VARIABLE == oota_opsworkers.WORKERS_VARIABLE
+    assert oota_opsworkers.workers_wanted(environ, variables, default) == workers
+    with pytest.raises(ValueError, match="OOTA_AUTOGRAD_WORKERS='two' is not a whole number"):
+        oota_opsworkers.workers_wanted({"OOTA_AUTOGRAD_WORKERS": "two"}, variables, default)
