@@ -1,6 +1,6 @@
-"""The ``oota`` command: invoke's own program running the tasks of ``oota/tasks.py`` (or of the
-folder's ``tasks.py``, a checkout's), with a command line it cannot parse reported as bad input
-(exit 2).
+"""The ``oota`` command: invoke's own program running the tasks of ``oota/tasks.py`` wherever
+it runs (whatever ``tasks.py`` the folder holds), with a command line it cannot parse reported
+as bad input (exit 2).
 
 ``oota build --vendor=cpu`` is ``invoke build --vendor=cpu`` with one difference: invoke exits 1
 when it cannot parse the command line (an unknown task or flag, a flag without its value),
@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from invoke.collection import Collection
-from invoke.exceptions import CollectionNotFound, Exit, ParseError
+from invoke.exceptions import Exit, ParseError
 from invoke.parser.argument import Argument
 from invoke.parser.context import ParserContext
 from invoke.program import Program
@@ -171,19 +171,13 @@ class OotaProgram(Program):
             super().parse_collection()
 
     def load_collection(self) -> None:
-        """The tasks of the folder's tasks.py (a checkout's), else oota's own
-        (:mod:`oota.tasks`): an installed oota runs in any folder holding a matrix.yaml."""
-        try:
-            self.loader_class(config=self.config,  # type: ignore[call-arg]
-                              start=self.args["search-root"].value
-                              ).find(self.args.collection.value or "tasks")
-        except CollectionNotFound:
-            from oota import tasks
+        """oota's own tasks (:mod:`oota.tasks`), wherever it runs: never a ``tasks.py`` that
+        invoke would find in the folder or above it (a vendor's repository may hold its own,
+        with other tasks). This checkout's tasks.py is the same collection, for ``invoke``."""
+        from oota import tasks
 
-            self.collection = Collection.from_module(
-                tasks, auto_dash_names=self.config.tasks.auto_dash_names)
-            return
-        super().load_collection()
+        self.collection = Collection.from_module(
+            tasks, auto_dash_names=self.config.tasks.auto_dash_names)
 
     def update_config(self, merge: bool = True) -> None:
         with _configuration_read():

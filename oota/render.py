@@ -115,7 +115,21 @@ def cell_manifest(cell: Cell) -> dict[str, Any]:
         "index_url": without_credentials(cell.index_url),
         "verify": _verify_manifest(cell, v.verify),
         "skips": load_skips(v.folder / SKIPS_FILE, shown).to_json(),
-    } | _channel_manifest(cell)
+    } | _companions_manifest(cell) | _channel_manifest(cell)
+
+
+def _companions_manifest(cell: Cell) -> dict[str, Any]:
+    """The companions the cell installs (torchvision, torch_xla) with the version each is
+    paired with for the cell's torch (vendors/companions.yaml or the vendor's own table): the
+    smoke layer checks the image holds exactly those. None for a channel's cell, whose
+    companions follow torch's channel instead of a pairing."""
+    if cell.channel is not None:
+        return {}
+    texts = cell.vendor.requirements_for(cell.platform) + cell.vendor.test_requirements
+    paired = cell.format_vars()
+    found = {name: paired[name] for name in sorted(cell.vendor.companions)
+             if name in paired and any(f"{{{name}}}" in text for text in texts)}
+    return {"companions": found} if found else {}
 
 
 def _channel_manifest(cell: Cell) -> dict[str, Any]:
@@ -250,6 +264,9 @@ def render_cell(matrix: Matrix, cell: Cell) -> Rendered:
         "sources": f"{matrix.file.name} and {_shown(matrix, vendor.folder)}/",
         "shell": list(reproducible.SHELL),
         "layer_epoch": reproducible.LAYER_EPOCH,
+        # The builder compiles the smoke layer's C++ extension only for a vendor that claims
+        # it (verify.capabilities.cpp_extension): the others need no compiler for it.
+        "smoke_extension": vendor.verify.capabilities.get("cpp_extension") is True,
     }
     dockerfile = _render(matrix, cell, context)
     manifest = json.dumps(cell_manifest(cell), indent=2, sort_keys=True) + "\n"

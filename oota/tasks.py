@@ -218,8 +218,9 @@ def hosts(c: Context, r: HostsRequest) -> None:
 def report(c: Context, r: ReportRequest) -> None:
     """Write reports/ from result files and the history.
 
-    matrix.md, results.json, index.html, cells/, start/ (get started per vendor) and the
-    history's HUD (hud.html, hud.md)."""
+    matrix.md, results.json, index.html, cells/, start/ (get started per vendor),
+    scorecard/ (PyTorch's quality levels per vendor) and the history's HUD (hud.html,
+    hud.md)."""
     from oota.api.flags import report_formats
     from oota.api.history import history_location, history_target
     from oota.api.reports import report_with_history
@@ -230,9 +231,11 @@ def report(c: Context, r: ReportRequest) -> None:
     done = report_with_history(r.results, out, r.compare, merge=r.merge, formats=r.format,
                                artifact_url=r.artifact_url, env=os.environ, target=kept,
                                shown=shown, hud_runs=r.hud_runs, keys=r.key,
-                               replace=r.replace, matrix=r.matrix)
+                               replace=r.replace, matrix=r.matrix, parity=r.parity,
+                               public_url=r.public_url)
     rep = done.report
     extra = "".join(f", {out}/{name}.json" for name in report_formats(r.format))
+    extra += f", {out}/scorecard/ (quality levels)" if (Path(out) / "scorecard").is_dir() else ""
     extra += f", {out}/hud.html, {out}/hud.md" if done.hud else ""
     print(f"{out}/matrix.md, {out}/results.json, {out}/index.html, {out}/cells/, "
           f"{out}/start/ (get started per vendor){extra}: "

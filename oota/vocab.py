@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Final, Literal
 
 Status = Literal["passed", "failed", "error", "skipped", "unsupported-here", "interrupted",
-                 "cpu-fallback"]
+                 "cpu-fallback", "not-claimed"]
 # A status, or "" where there is none: nothing ran (an empty table entry, a cell not in a run).
 MaybeStatus = Literal[Status, ""]
 
@@ -21,10 +21,12 @@ MaybeStatus = Literal[Status, ""]
 # any of its parts has. 'interrupted' (the run was stopped by a signal) and 'error' (oota or the
 # environment broke) outrank 'failed' (the stack is wrong); 'unsupported-here' (the host lacks
 # the hardware) is never shown as a pass; 'cpu-fallback' (an operator the backend ran on the
-# CPU, so its result is the CPU's own) is never a pass either, and wins only over 'skipped';
-# 'skipped' wins only when nothing else ran.
+# CPU, so its result is the CPU's own) is never a pass either; 'not-claimed' (a capability the
+# vendor does not claim, such as streams or fused optimizers: not tested) wins only over
+# 'skipped'; 'skipped' wins only when nothing else ran.
 STATUS_ORDER: Final[tuple[Status, ...]] = (
-    "interrupted", "error", "failed", "unsupported-here", "passed", "cpu-fallback", "skipped")
+    "interrupted", "error", "failed", "unsupported-here", "passed", "cpu-fallback", "not-claimed",
+    "skipped")
 STATUSES: Final[frozenset[str]] = frozenset(STATUS_ORDER)
 # Statuses that make a run's exit code 1 (docs/reference/exit-codes.md).
 BAD: Final[frozenset[str]] = frozenset({"interrupted", "error", "failed"})
@@ -35,17 +37,40 @@ BAD: Final[frozenset[str]] = frozenset({"interrupted", "error", "failed"})
 WORKLOAD_LAYER: Final = "workload"
 # The in-image suite's layers, in report order (verify/oota_suite.py, oota-verify).
 LAYERS: Final[tuple[str, ...]] = (
-    "install", "compat", "device", "ops", "autograd", "models", WORKLOAD_LAYER, "vendor",
-    "skips")
+    "install", "compat", "smoke", "device", "runtime", "ops", "autograd", "modules", "optimizers",
+    "models", WORKLOAD_LAYER, "vendor", "skips")
 
-# The layers with a test per operator × dtype (the autograd layer: per operator × dtype × check,
-# each check its own test function): their thousands of skips are counted by why, not listed,
-# and the pairs their time budget left unrun are folded into one test per test function.
-PAIR_LAYERS: Final[tuple[str, ...]] = ("ops", "autograd")
+# The layers that walk one of PyTorch's test databases (the ops and autograd layers: OpInfo; the
+# modules layer: ModuleInfo; the optimizers layer: OptimizerInfo), each with what one entry of
+# one of its test functions is. Their hundreds of skips are counted by why, not listed; their
+# must-run lists always run and a time budget the rest, whose unrun entries are folded into one
+# entry per test function (verify/oota_budget.py). The autograd layer's test functions are its
+# checks: an entry is an operator × dtype of one check.
+DATABASE_UNITS: Final[Mapping[str, str]] = {
+    "ops": "operator×dtype pairs", "autograd": "operator×dtype pairs",
+    "modules": "module×dtype pairs", "optimizers": "optimizer tests"}
 
 # The layers whose tests use the vendor's device: a run passes only where one of their tests
 # passed (positive evidence that the device ran), whenever any of them is in the run.
-DEVICE_LAYERS: Final[tuple[str, ...]] = ("device", "ops", "autograd", "models", WORKLOAD_LAYER)
+DEVICE_LAYERS: Final[tuple[str, ...]] = ("device", "runtime", "ops", "autograd", "modules",
+                                          "optimizers", "models", WORKLOAD_LAYER)
+# The layers a run of which brings the device layer's evidence (test_device_visible) along:
+# the device layers, and the smoke layer, which is not one (most of its checks are PyTorch's
+# release validation on the CPU, and must never stand as evidence that the device ran) but
+# runs a C++ extension on the device, so a run of it alone still rests on that evidence.
+EVIDENCE_LAYERS: Final[tuple[str, ...]] = (*DEVICE_LAYERS, "smoke")
+
+# The three environments of PyTorch's smoke test (the Compute Platform Quality Levels RFC,
+# pytorch/pytorch#167282, prerequisite 1), as the smoke layer records which one a run was in
+# (its test data's ``environment``): the whole stack on a host with the hardware; the whole
+# stack without the hardware (the vendor's driver libraries are there, the device is not);
+# and a minimal OS without the compute stack (not even the driver's libraries). Each: (key,
+# how the report words it).
+SMOKE_ENVIRONMENTS: Final[tuple[tuple[str, str], ...]] = (
+    ("hardware", "full stack, with the hardware"),
+    ("no-hardware", "full stack, without the hardware"),
+    ("minimal-os", "minimal OS, without the compute stack"),
+)
 
 # How the suite words a skip caused by the host check (no hardware here), so that oota can
 # give it its own status instead of 'skipped'.
@@ -55,6 +80,10 @@ UNSUPPORTED_PREFIX: Final = "unsupported-here: "
 # 'cpu-fallback' ("ran on the CPU"): counted apart, never as a pass.
 CPU_PREFIX: Final = "ran on the CPU: "
 FALLBACK: Final = "cpu-fallback"
+# How a test of a capability the vendor does not claim (verify.capabilities in vendor.yaml;
+# verify/oota_claims.py) words its skip, so that oota gives it the status 'not-claimed'.
+NOT_CLAIMED_PREFIX: Final = "not claimed: "
+NOT_CLAIMED: Final = "not-claimed"
 # How a test the ops layer's time budget left unrun begins its skip reason. Which operators a
 # budget reaches depends on the host's speed, so two runs are not compared on those tests.
 BUDGET_PREFIX: Final = "time budget of "
@@ -68,8 +97,8 @@ UNRUN_KEY: Final = "unrun_pairs"
 
 # What a count of tests per layer shows (oota-verify's table in verify.log, the cell page's):
 # every status that makes a run fail counts as failed.
-COUNT_COLUMNS: Final[tuple[str, ...]] = ("passed", "cpu-fallback", "skipped", "unsupported-here",
-                                         "failed")
+COUNT_COLUMNS: Final[tuple[str, ...]] = ("passed", "cpu-fallback", "not-claimed", "skipped",
+                                         "unsupported-here", "failed")
 
 
 def layer_counts(tests: Iterable[tuple[str, str]]) -> dict[str, dict[str, int]]:
@@ -97,7 +126,7 @@ def run_status(tests: Iterable[tuple[str, MaybeStatus]],
     """The status of a run (a cell) from its tests' (layer, status) and the statuses of its
     other parts (its stages): the :func:`worst`, except that a run is never ``passed`` without
     evidence that its device ran: where it holds tests of DEVICE_LAYERS and none of them
-    passed, it is the worst of theirs ('cpu-fallback' or 'skipped') instead
+    passed, it is the worst of theirs ('cpu-fallback', 'not-claimed' or 'skipped') instead
     (docs/design/verdicts.md)."""
     tests = list(tests)
     found = worst([*others, *(status for _, status in tests)])
@@ -108,12 +137,14 @@ def run_status(tests: Iterable[tuple[str, MaybeStatus]],
 
 
 def normalized(status: str, message: str) -> tuple[str, str]:
-    """(status, message) with the suite's unsupported-here and ran-on-the-CPU skips given
-    their own status."""
+    """(status, message) with the suite's unsupported-here, ran-on-the-CPU and not-claimed
+    skips given their own status."""
     if status == "skipped" and message.startswith(UNSUPPORTED_PREFIX):
         return "unsupported-here", message.removeprefix(UNSUPPORTED_PREFIX)
     if status == "skipped" and message.startswith(CPU_PREFIX):
         return FALLBACK, message.removeprefix(CPU_PREFIX)
+    if status == "skipped" and message.startswith(NOT_CLAIMED_PREFIX):
+        return NOT_CLAIMED, message.removeprefix(NOT_CLAIMED_PREFIX)
     return status, message
 
 
@@ -150,31 +181,40 @@ def budget_blind(before: Mapping[str, int], after: Mapping[str, int]) -> frozens
     return frozenset(unrun | {test_id for test_id in one_side if test_id.startswith(folded)})
 
 
-# Why an operator × dtype of the ops layer (or of a check of the autograd layer) was not
+# Why an entry of a layer that walks one of PyTorch's test databases (DATABASE_UNITS: the ops
+# layer's operator × dtype, the autograd layer's operator × dtype of one check, the modules
+# layer's module × dtype, the optimizers layer's optimizer × implementation × dtype) was not
 # compared, from the words its skip begins with (verify/test_ops.py, test_autograd.py,
-# oota_opinfo.py, oota_ops.py, oota_autograd.py, oota_suite.py): a reader of "N not run" needs
-# to tell PyTorch's own skips and dtypes the OpInfo lacks from a budget cut.
-# (pattern, reason), the first that matches wins.
+# oota_opinfo.py, oota_ops.py, oota_autograd.py, oota_suite.py, test_modules.py,
+# test_optimizers.py, oota_claims.py): a reader of "N not run" needs to tell PyTorch's own skips
+# and dtypes the database lacks from a budget cut. (pattern, reason), the first that matches wins.
 NOT_COMPARED: Final[tuple[tuple[str, str], ...]] = (
     (re.escape(BUDGET_PREFIX), "time budget spent"),
     (r"the OpInfo of .* does not support \S+ on the CPU", "dtype the OpInfo lacks on the CPU"),
     (r"the OpInfo of .* does not declare \S+ for ", "dtype the OpInfo lacks on the device"),
     (r"the OpInfo of .* does not differentiate \S+ for ", "dtype the OpInfo lacks on the device"),
+    (r"the ModuleInfo of .* declares none of ", "dtypes the ModuleInfo lacks"),
     (r"PyTorch's test_\w+ skips", "skipped by PyTorch's own test"),
     (r"PyTorch's test_\w+ expects", "expected to fail by PyTorch's own test"),
+    (r"PyTorch's OptimizerInfo of .* declares no ", "implementation the OptimizerInfo lacks"),
+    (r"PyTorch's OptimizerInfo of .* declares its fused implementation on ",
+     "fused not declared for the device"),
+    (r"not claimed: ", "not claimed by the vendor"),
     (r"skip list: ", "on the vendor's skip list"),
     (r"\S.* is not implemented on ", "not implemented on the device"),
-    (r"the OpInfo of .* has no sample inputs", "no sample inputs"),
-    (r"every one of the \d+ samples .* raised on the CPU too", "every sample refused by the CPU"),
+    (r"the (OpInfo|ModuleInfo) of .* has no sample", "no sample inputs"),
+    (r"every one of the \d+ samples .* raised on the CPU", "every sample refused by the CPU"),
+    (r"none of the \d+ configurations .* ran", "every configuration refused on the CPU"),
     (re.escape(UNSUPPORTED_PREFIX) + "|no \\S+ device visible|torch has no torch\\.",
      "no device here"),
     (r"none of the \d+ samples of .* has anything to check", "nothing to check"),
-    (r"the \S+ layer is not selected", "layer not selected"),
+    (f"the ({'|'.join(DATABASE_UNITS)}) layer is not selected", "layer not selected"),
 )
 
 
 def not_compared_reason(message: str) -> str:
-    """The reason (one of NOT_COMPARED's) a skipped ops-layer pair was not compared."""
+    """The reason (one of NOT_COMPARED's) a skipped entry of a database layer was not
+    compared."""
     for pattern, reason in NOT_COMPARED:
         if re.match(pattern, message):
             return reason

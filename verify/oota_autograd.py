@@ -13,10 +13,12 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+import oota_budget
 import oota_ops
 from oota_vocab import BUDGET_PREFIX
 
 LAYER = "autograd"
+UNIT = oota_budget.UNITS[LAYER]  # what its folded entries count: operator×dtype pairs
 BUDGET_VARIABLE = "OOTA_AUTOGRAD_BUDGET_S"
 # The must-run pairs (the ops layer's must-pass operators) always run; the rest of op_db's pairs
 # run until this much time is spent, counted from the layer's first pair. None by default: the
@@ -164,8 +166,8 @@ class SharedBudget:
     """The layer's time budget, shared by its checks, which run one after another: each check
     may use, from its first pair, an equal share of what is left of the budget for it and the
     checks after it (time the checks before it did not use passes on). The clock starts at the
-    layer's first pair; must-run pairs run whatever is left, as the ops layer's must-pass ones
-    (``oota_ops.Budget``)."""
+    layer's first pair; must-run pairs run whatever is left. Each share is a budget of the
+    layers that walk a database (``oota_budget.Budget``); a skip names the layer's budget."""
 
     def __init__(self, seconds: float, checks: Sequence[str] = CHECKS,
                  clock: Callable[[], float] = time.monotonic,
@@ -175,18 +177,18 @@ class SharedBudget:
         self.clock = clock
         self.variable = variable
         self.started: float | None = None
-        self.deadlines: dict[str, float] = {}
+        self.shares: dict[str, oota_budget.Budget] = {}
 
     def skip_reason(self, check: str, must_run: bool) -> str | None:
         """Why this pair of ``check`` is not run (None: run it)."""
-        now = self.clock()
-        if self.started is None:
-            self.started = now
-        if check not in self.deadlines:
+        if check not in self.shares:
+            now = self.clock()
+            self.started = now if self.started is None else self.started
             left = max(0.0, self.seconds - (now - self.started))
             after = self.checks[self.checks.index(check):] if check in self.checks else ()
-            self.deadlines[check] = now + left / max(1, len(after))
-        if must_run or now < self.deadlines[check]:
+            self.shares[check] = oota_budget.Budget(left / max(1, len(after)), self.variable,
+                                                    self.clock)
+        if self.shares[check].skip_reason(must_run) is None:
             return None
         return f"{BUDGET_PREFIX}{self.seconds:g} s spent ({self.variable})"
 
@@ -195,7 +197,8 @@ def split_by_budget(pairs: Sequence[tuple[str, str]], must: Iterable[str],
                     seconds: float) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(the pairs collected as tests, the pairs folded before they are collected). With a
     budget of 0 s, which pairs run is known before any runs: the must-run ones; the others are
-    one skipped test from the start, as the recorder would fold them (``oota_ops.fold_unrun``),
+    one skipped test from the start, as the recorder would fold them
+    (``oota_budget.fold_unrun``),
     instead of a test each that only says so (thousands of tests cost pytest seconds)."""
     if seconds > 0:
         return list(pairs), []
@@ -208,8 +211,8 @@ def unrun_message(unrun: Sequence[tuple[str, str]], seconds: float,
     """The skip message of the pairs :func:`split_by_budget` folded, worded as the recorder's
     fold words it."""
     operators = len({name for name, _ in unrun})
-    return (f"{BUDGET_PREFIX}{seconds:g} s spent ({variable}): {len(unrun)} operator×dtype "
-            f"pairs of {operators} operators not run")
+    return (f"{BUDGET_PREFIX}{seconds:g} s spent ({variable}): {len(unrun)} {UNIT.entries} of "
+            f"{operators} {UNIT.names} not run")
 
 
 WORKERS_VARIABLE = "OOTA_AUTOGRAD_WORKERS"

@@ -1,7 +1,8 @@
 """Floating outputs judged against the CPU and against float64: non-finite values, PyTorch's
-comparison, the element rule (each element by its own scale, with room for cancellation) and
-rounding bias. ``oota_judge`` calls :func:`judge_floats` for every floating output; the rules'
-numbers are ``oota_rules``'.
+comparison, and the element rule (each element by its own scale, with room for cancellation,
+for a half-precision matrix product's partial roundings and for an ill-conditioned element).
+``oota_judge`` calls :func:`judge_floats` for every floating output; the rules' numbers are
+``oota_rules``'; rounding bias is ``oota_bias``'.
 """
 
 from __future__ import annotations
@@ -11,24 +12,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from oota_outputs import Outputs, wide
+from oota_bias import measure_bias
+from oota_outputs import Outputs, Wrong, wide
 from oota_rules import (
     ADDON_FLOOR_ULPS,
     ADDON_MULTIPLIER,
-    ADDON_TENSOR_ULPS,
+    CONDITION_ELEMENTS,
+    CONDITION_ROUNDINGS,
     FLOAT64,
     FLOATS,
     ILL_CONDITIONED,
     OVERFLOW_FLOOR_ULPS,
     PYTORCH,
-    Bias,
+    REDUCED_PRECISION_GEMMS,
     Errors,
-    biased,
+    partial_roundings,
 )
 
-
-class Wrong(Exception):
-    """One output is wrong; the message says which and how."""
+__all__ = ["Wrong", "judge_floats"]
 
 
 def _position(flat_index: int, shape: Sequence[int]) -> str:
@@ -105,7 +106,6 @@ class _Numbers:
     floor_ulps: float
     source: str
     addon: bool  # PyTorch's rule passed: this check fails only a material difference
-    tensor_ulps: float = 0.0  # a floor in ulps of the result's root-mean-square magnitude
 
 
 def _units(scale: Any, dtype: str) -> Any:
@@ -120,26 +120,45 @@ class _Elements:
     """One output measured element by element against float64."""
 
     error: Any  # the device's
-    cpu_error: Any  # the CPU's (its second opinion's where larger)
+    cpu_error: Any  # the CPU's (its second opinions' where larger)
     units: Any  # one ulp of each element's scale
+    size: Any  # each element's float64 magnitude
     judged: Any  # elements both finite on the device and in float64
     overflowed: Any  # the CPU not finite, float64 finite
     flushed: Any  # subnormal in float64, zero on the device
+    condition: Any  # how far one float32 rounding of every input moves the element (or 0)
+    floor_scale: float = 1.0  # a half-precision matrix product's partial roundings
+    terms: float = 0.0  # its terms per element
 
-    def allowed(self, numbers: _Numbers, rms_unit: float) -> Any:
-        """Each element's allowance: ``multiplier`` times the CPU's error there (or, where the
-        CPU's own result is ill-conditioned, beyond ILL_CONDITIONED ulps, the largest such
-        error of the output: the cancellation a correct kernel meets there too) plus
-        ``floor_ulps`` of the element's scale."""
+    def allowed(self, numbers: _Numbers) -> Any:
+        """Each element's allowance: ``multiplier`` times the CPU's error there (see
+        :meth:`_cancelling`) plus ``floor_ulps`` of the element's scale (times
+        ``floor_scale``) plus CONDITION_ROUNDINGS times the element's condition."""
         import torch
 
-        cpu = torch.nan_to_num(self.cpu_error, nan=0.0, posinf=0.0)
-        ill = self.judged & ~self.overflowed & (cpu > ILL_CONDITIONED * self.units)
-        pooled = float(cpu[ill].max()) if bool(ill.any()) else 0.0
-        cpu = torch.where(ill, torch.clamp(cpu, min=pooled), cpu)
-        base = numbers.multiplier * cpu + numbers.floor_ulps * self.units + \
-            numbers.tensor_ulps * rms_unit
+        cpu = self._cancelling(torch.nan_to_num(self.cpu_error, nan=0.0, posinf=0.0))
+        base = numbers.multiplier * cpu + numbers.floor_ulps * self.floor_scale * self.units \
+            + CONDITION_ROUNDINGS * self.condition
         return torch.where(self.overflowed, OVERFLOW_FLOOR_ULPS * self.units, base)
+
+    def _cancelling(self, cpu: Any) -> Any:
+        """The CPU's error, and where the CPU's own result is off by more than
+        ILL_CONDITIONED ulps (a cancellation inside the computation, which a correct kernel
+        meets too, its error there as erratic as the CPU's), the largest CPU error of such an
+        element no larger than this one: the CPU may be accurate by chance at one element
+        and not at the next, but a result as small as this one or smaller was off by that
+        much. Never from a larger element, whose error would be an absolute tolerance here."""
+        import torch
+
+        ill = self.judged & ~self.overflowed & (cpu > ILL_CONDITIONED * self.units)
+        if not bool(ill.any()):
+            return cpu
+        sizes, order = self.size[ill].sort()
+        running = cpu[ill][order].cummax(0).values
+        below = torch.searchsorted(sizes, self.size.reshape(-1), right=True) - 1
+        pooled = torch.where(below >= 0, running[below.clamp(min=0)], torch.zeros_like(
+            below, dtype=cpu.dtype)).reshape(cpu.shape)
+        return torch.where(ill, torch.maximum(cpu, pooled), cpu)
 
 
 def _measure(device: Any, cpu: Any, reference: Any, leaf: int, state: Outputs) -> _Elements:
@@ -151,20 +170,74 @@ def _measure(device: Any, cpu: Any, reference: Any, leaf: int, state: Outputs) -
         scale = torch.maximum(scale, torch.nan_to_num(magnitude, nan=0.0, posinf=0.0))
     _, tiny = FLOATS.get(state.dtype, FLOATS["float32"])
     judged = torch.isfinite(reference) & torch.isfinite(device)
-    return _Elements(error=(device - reference).abs(), cpu_error=(cpu - reference).abs(),
-                     units=_units(scale, state.dtype), judged=judged,
+    error = (device - reference).abs()
+    return _Elements(error=error, cpu_error=(cpu - reference).abs(),
+                     units=_units(scale, state.dtype), size=torch.nan_to_num(
+                         reference.abs(), nan=0.0, posinf=0.0), judged=judged,
                      overflowed=~torch.isfinite(cpu) & torch.isfinite(reference),
                      flushed=judged & (device == 0) & (reference != 0) &
-                     (reference.abs() < tiny))
+                     (reference.abs() < tiny), condition=torch.zeros_like(error))
 
 
-def _rms_unit(reference: Any, dtype: str) -> float:
+def _beyond(found: _Elements, numbers: _Numbers) -> Any:
+    return found.judged & ~found.flushed & (found.error > found.allowed(numbers))
+
+
+def _second_opinions(found: _Elements, reference: Any, leaf: int, state: Outputs,
+                     numbers: _Numbers) -> None:
+    """What a correct kernel may do that the first look did not count: the CPU's error on
+    inputs one rounding apart, the CPU's own float32 computation of a half-precision result
+    rounded to the dtype (how a device computes it), and a half-precision matrix product's
+    partial sums rounded to the dtype (``oota_rules.REDUCED_PRECISION_GEMMS``)."""
     import torch
 
-    finite = reference[torch.isfinite(reference)].abs()
-    if not finite.numel():
-        return 0.0
-    return float(_units(finite.pow(2).mean().sqrt(), dtype))
+    opinions = []
+    second = state.second(leaf)
+    if second is not None and tuple(second[0].shape) == tuple(reference.shape):
+        opinions.append((wide(second[0]) - wide(second[1])).abs())
+    opmath = state.opmath(leaf)
+    if opmath is not None and tuple(opmath.shape) == tuple(reference.shape):
+        rounded = opmath.to(getattr(torch, state.dtype))
+        opinions.append((wide(rounded) - reference).abs())
+    for opinion in opinions:
+        found.cpu_error = torch.maximum(found.cpu_error, torch.nan_to_num(
+            opinion, nan=0.0, posinf=0.0))
+    op = state.case["op"] if state.case is not None else ""
+    if not numbers.addon and state.dtype in ("float16", "bfloat16") and \
+            op in REDUCED_PRECISION_GEMMS:
+        terms = state.terms(leaf)
+        if terms is not None and terms.numel():
+            found.terms = float(terms.abs().max())
+            found.floor_scale = partial_roundings(found.terms)
+
+
+def _conditioned(found: _Elements, leaf: int, state: Outputs, numbers: _Numbers) -> None:
+    """The elements still beyond their allowance allowed their condition
+    (``oota_condition``): every element's estimate, then the exact measure at the worst of
+    those still beyond, at most CONDITION_ELEMENTS of them, stopping at the first that stays
+    beyond (the case fails there whatever the others do)."""
+    import torch
+
+    sensitivity = state.sensitivity()
+    if sensitivity is None:
+        return
+    estimate = sensitivity.estimate(leaf)
+    if estimate is not None and tuple(estimate.shape) == tuple(found.error.shape):
+        found.condition = torch.maximum(found.condition, estimate.to(found.error.dtype))
+    beyond = _beyond(found, numbers).reshape(-1)
+    ratio = torch.where(beyond, found.error.reshape(-1) / found.allowed(numbers).reshape(-1),
+                        torch.zeros_like(beyond, dtype=found.error.dtype))
+    condition = found.condition.reshape(-1).clone()
+    for position in ratio.argsort(descending=True)[:CONDITION_ELEMENTS].tolist():
+        if not bool(beyond[position]):
+            break
+        value = sensitivity.exact(leaf, position)
+        if value is None:
+            break
+        condition[position] = max(float(condition[position]), value)
+        found.condition = condition.reshape(found.error.shape)
+        if bool(_beyond(found, numbers).reshape(-1)[position]):
+            break
 
 
 def _elementwise(device: Any, cpu: Any, reference: Any, leaf: int, where: str,
@@ -172,18 +245,13 @@ def _elementwise(device: Any, cpu: Any, reference: Any, leaf: int, where: str,
     import torch
 
     found = _measure(device, cpu, reference, leaf, state)
-    rms_unit = _rms_unit(reference, state.dtype) if numbers.tensor_ulps else 0.0
+    if bool(_beyond(found, numbers).any()):
+        _second_opinions(found, reference, leaf, state, numbers)
+    if bool(_beyond(found, numbers).any()):
+        _conditioned(found, leaf, state, numbers)
     considered = found.judged & ~found.flushed
-    allowed = found.allowed(numbers, rms_unit)
+    allowed = found.allowed(numbers)
     over = considered & (found.error > allowed)
-    if bool(over.any()):
-        second = state.second(leaf)
-        if second is not None and tuple(second[0].shape) == tuple(cpu.shape):
-            cpu2, ref2 = wide(second[0]), wide(second[1])
-            found.cpu_error = torch.maximum(found.cpu_error, torch.nan_to_num(
-                (cpu2 - ref2).abs(), nan=0.0, posinf=0.0))
-            allowed = found.allowed(numbers, rms_unit)
-            over = considered & (found.error > allowed)
     share = torch.where(considered, found.error / allowed, torch.zeros_like(found.error))
     state.ratios.append(float(share.max()) if share.numel() else 0.0)
     if bool(found.flushed.any()):
@@ -221,13 +289,18 @@ def _element_message(device: Any, cpu: Any, reference: Any, found: _Elements,
     relative = f", {err / abs(ref):.3g} of the element" if ref else ""
     head = "passes PyTorch's rule but is materially worse than the CPU at an element: " \
         if numbers.addon else ""
-    tensor = f" + {numbers.tensor_ulps:g} ulp of the result's RMS" if numbers.tensor_ulps else ""
+    partial = f" x {found.floor_scale:.3g} (partial sums of {found.terms:g} terms rounded to " \
+        f"the dtype)" if found.floor_scale != 1.0 else ""
+    condition = float(at(found.condition))
+    conditioned = f" + {CONDITION_ROUNDINGS:g}x its condition {condition:.3g} (the change one " \
+        "float32 rounding of every input makes there)" if condition else ""
     return (f"{where} on {state.device_name}: {head}element{_position(worst, device.shape)} is "
             f"{text(value)} where float64 gives {text(ref)} and the CPU {text(own)} (error "
             f"{err:.3g}{relative}; the CPU's {float(at(found.cpu_error)):.3g}); allowed "
             f"{float(at(allowed)):.3g}: {numbers.multiplier:g}x the CPU's error there + "
             f"{numbers.floor_ulps:g} ulp of {float(at(found.units)) / eps:.3g} ({state.dtype})"
-            f"{tensor}; {int(over.sum())} of {over.numel()} element(s) beyond ({numbers.source})")
+            f"{partial}{conditioned}; {int(over.sum())} of {over.numel()} element(s) beyond "
+            f"({numbers.source})")
 
 
 def _tensor_level(device: Any, cpu: Any, reference: Any, where: str, state: Outputs) -> None:
@@ -245,60 +318,6 @@ def _tensor_level(device: Any, cpu: Any, reference: Any, where: str, state: Outp
     state.ratios.append(ratio)
     if ratio > 1:
         raise Wrong(f"{where} on {state.device_name}: {errors.message(state.rule, state.dtype)}")
-
-
-# -- rounding bias ---------------------------------------------------------------------------------
-
-
-def _signed_ulps(values: Any, reference: Any, mask: Any, dtype: str) -> Any:
-    import torch
-
-    eps, _ = FLOATS[dtype]
-    _, exponent = torch.frexp(reference[mask])
-    ulp = torch.ldexp(torch.ones_like(reference[mask]), exponent - 1) * eps
-    return torch.sign(reference[mask]) * (values[mask] - reference[mask]) / ulp
-
-
-def _bias_of(errors: Any) -> Bias:
-    count = int(errors.numel())
-    if not count:
-        return Bias(mean=0.0, sd=0.0, elements=0)
-    mean = float(errors.mean())
-    sd = float(errors.std(unbiased=False)) if count > 1 else 0.0
-    return Bias(mean=mean, sd=sd, elements=count)
-
-
-def _measure_bias(device: Any, cpu: Any, reference: Any, native: Any, state: Outputs) -> None:
-    """The signed rounding errors of one output, over the elements where the dtype had to
-    round float64 and the CPU's own result is within one ulp of it (well-conditioned there:
-    what is left is the last rounding)."""
-    import torch
-
-    if state.dtype not in FLOATS or native.is_complex() or native.dtype != getattr(
-            torch, state.dtype, None):
-        return
-    _, tiny = FLOATS[state.dtype]
-    held = reference.to(native.dtype).to(torch.float64)
-    mask = torch.isfinite(reference) & torch.isfinite(device) & torch.isfinite(cpu) & \
-        (reference.abs() >= tiny) & (held != reference)
-    if not bool(mask.any()):
-        return
-    cpu_errors = _signed_ulps(cpu, reference, mask, state.dtype)
-    errors = _signed_ulps(device, reference, mask, state.dtype)
-    kept = cpu_errors.abs() <= 1.0
-    errors, cpu_errors = errors[kept], cpu_errors[kept]
-    if not errors.numel():
-        return
-    state.device_bias.append(_bias_of(errors))
-    state.cpu_bias.append(_bias_of(cpu_errors))
-
-
-def judge_bias(state: Outputs) -> None:
-    """Fail the case when its pooled rounding errors lean one way (``oota_rules.biased``)."""
-    device, cpu = Bias.pooled(state.device_bias), Bias.pooled(state.cpu_bias)
-    if biased(device, cpu):
-        raise Wrong(f"the result on {state.device_name} {device.describe()}; the CPU's mean "
-                    f"is {cpu.mean:+.2f} ulp")
 
 
 # -- one floating output ------------------------------------------------------------------
@@ -320,7 +339,7 @@ def judge_floats(device: Any, cpu: Any, reference: Any | None, leaf: int, where:
             multiplier=rule.multiplier, floor_ulps=rule.floor_ulps, source=rule.source,
             addon=False))
         if native is not None:
-            _measure_bias(device, cpu, reference, native, state)
+            measure_bias(device, cpu, reference, native, state)
         return
     if rule.kind == FLOAT64:  # no float64 reference for this output: the vendor's tolerance
         text = rule.describe_tolerance()
@@ -332,7 +351,7 @@ def judge_floats(device: Any, cpu: Any, reference: Any | None, leaf: int, where:
     if rule.kind == PYTORCH and reference is not None and state.elementwise:
         _elementwise(device, cpu, reference, leaf, where, state, _Numbers(
             multiplier=ADDON_MULTIPLIER, floor_ulps=ADDON_FLOOR_ULPS,
-            tensor_ulps=ADDON_TENSOR_ULPS, source="oota's float64 check beside PyTorch's rule",
+            source="oota's float64 check beside PyTorch's rule",
             addon=True))
 
 

@@ -1,6 +1,8 @@
 """Index outputs (sort, argsort, topk, kthvalue, mode, max/min/median with a dim, cummax, cummin,
 argmax, argmin): where an operator's index output is, and the input elements it selects, so
-that the judge compares what indices point at rather than the indices themselves."""
+that the judge compares what indices point at rather than the indices themselves, except where
+PyTorch documents which of equal values an index points at (``IndexOutput.first``) or the call
+asks for a stable order."""
 
 from __future__ import annotations
 
@@ -17,7 +19,11 @@ class IndexOutput:
     the values it selects (None: the operator returns indices only); ``dim``: the argument
     position of ``dim`` (its keyword is ``dim``), ``default`` when absent (None: the flattened
     input); ``keepdim``: the argument position of ``keepdim`` (None: the index has the input's
-    dimensions); ``multiset``: the values come in no fixed order (topk with sorted=False)."""
+    dimensions); ``multiset``: the values come in no fixed order (topk with sorted=False);
+    ``first``: PyTorch documents which of equal values the index points at, the first (argmax,
+    argmin, max and min with a dim), so the indices are exactly the CPU's. Where it leaves
+    that open (sort and argsort without stable=True, topk, kthvalue, median, nanmedian, mode,
+    cummax, cummin), any of the equal values is right."""
 
     leaf: int
     values: int | None
@@ -25,6 +31,7 @@ class IndexOutput:
     default: int | None = -1
     keepdim: int | None = None
     multiset: bool = False
+    first: bool = False
 
 
 INDEX_OUTPUTS: dict[str, IndexOutput] = {
@@ -33,14 +40,14 @@ INDEX_OUTPUTS: dict[str, IndexOutput] = {
     "topk": IndexOutput(leaf=1, values=0, dim=1, multiset=True),
     "kthvalue": IndexOutput(leaf=1, values=0, dim=1, keepdim=2),
     "mode": IndexOutput(leaf=1, values=0, dim=0, keepdim=1),
-    "max.reduction_with_dim": IndexOutput(leaf=1, values=0, dim=0, keepdim=1),
-    "min.reduction_with_dim": IndexOutput(leaf=1, values=0, dim=0, keepdim=1),
+    "max.reduction_with_dim": IndexOutput(leaf=1, values=0, dim=0, keepdim=1, first=True),
+    "min.reduction_with_dim": IndexOutput(leaf=1, values=0, dim=0, keepdim=1, first=True),
     "median": IndexOutput(leaf=1, values=0, dim=0, keepdim=1),
     "nanmedian": IndexOutput(leaf=1, values=0, dim=0, keepdim=1),
     "cummax": IndexOutput(leaf=1, values=0, dim=0),
     "cummin": IndexOutput(leaf=1, values=0, dim=0),
-    "argmax": IndexOutput(leaf=0, values=None, dim=0, default=None, keepdim=1),
-    "argmin": IndexOutput(leaf=0, values=None, dim=0, default=None, keepdim=1),
+    "argmax": IndexOutput(leaf=0, values=None, dim=0, default=None, keepdim=1, first=True),
+    "argmin": IndexOutput(leaf=0, values=None, dim=0, default=None, keepdim=1, first=True),
 }
 
 

@@ -13,15 +13,18 @@ What is compared, output by output (``output``, or ``output[i]`` of several):
   element against float64**: each element's error may be at most ``multiplier`` times the
   CPU's error at that element plus ``floor_ulps`` units in the last place of that element's
   own scale: its float64 value, or for sums and products (``oota_rules.MAGNITUDE_OPS``) the
-  same operator run on the inputs' absolute values, whichever is larger (room for
-  cancellation). An element beyond that is looked at once more against the CPU's error on
-  inputs one rounding apart (a second opinion where the CPU's own error was small by chance).
-  Where PyTorch judges, this check uses wider numbers (``ADDON_*``) and says so: it fails only
-  where the device is materially worse than the CPU at some element;
-* the **rounding bias** of half-precision (and, with care, float32) results: the mean signed
-  error in ulps over the elements that had to be rounded (``oota_rules.Bias``);
+  root-sum-square of its terms, whichever is larger (room for cancellation). An element beyond
+  that is looked at once more: against the CPU's error on inputs one rounding apart and (half
+  precision) the CPU's own float32 computation rounded to the dtype, with a half-precision
+  matrix product's partial sums rounded to the dtype once per 16 terms, and then with its
+  condition (how far one float32 rounding of every input moves it). Where PyTorch judges, this
+  check uses wider numbers (``ADDON_*``) and says so: it fails only where the device is
+  materially worse than the CPU at some element;
+* the **rounding bias** of half-precision results: where they sit between the two numbers of
+  the dtype around each float64 value (``oota_rules.Bias``, ``oota_bias``);
 * index outputs (sort, argsort, topk, ...): right when the values they select from the input
-  are the CPU's; ``stable=True`` keeps equal values in input order, exactly as the CPU does;
+  are the CPU's; ``stable=True`` keeps equal values in input order, and argmax, argmin and
+  max/min with a dim point at the first of equal values, exactly as the CPU does;
   ``topk(sorted=True)`` and ``sort`` return their values in order;
 * an output that is a wider float on the device (float32 statistics of half-precision norms):
   compared by value, and noted;
@@ -38,10 +41,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from oota_bias import judge_bias
 from oota_cases import RECORD_ELEMENTS, Verdict, leaves, shape_of
-from oota_floats import Wrong, judge_bias, judge_floats
+from oota_floats import judge_floats
 from oota_indices import INDEX_OUTPUTS, IndexOutput, argument_of, ordering, selected
-from oota_outputs import Outputs, Rerun, wide
+from oota_outputs import Outputs, Rerun, Wrong, wide
 from oota_rules import FLOAT64, SKIP, Bias, Rule, biased
 
 __all__ = ["Rerun", "identical", "judge", "judge_named", "pooled_bias", "tf32_reason"]
@@ -207,11 +211,16 @@ def _judge_indices(case: Mapping[str, Any], spec: IndexOutput, device: list[Any]
                     f"indices: {int((mine != theirs).sum())} of {mine.numel()} differ")
     if torch.equal(device[spec.leaf], cpu[spec.leaf]):
         return
+    differ = int((device[spec.leaf] != cpu[spec.leaf]).sum())
     if asked is not None and asked.stable:
-        differ = int((device[spec.leaf] != cpu[spec.leaf]).sum())
         raise Wrong(f"{where} on {state.device_name}: stable=True, but equal values are not "
                     f"in their input order: {differ} of {cpu[spec.leaf].numel()} indices "
                     "differ from the CPU's")
+    if spec.first:
+        raise Wrong(f"{where} on {state.device_name}: {differ} of {cpu[spec.leaf].numel()} "
+                    f"indices point at another of equal values than the CPU's, where "
+                    f"{case['op'].split('.')[0]} returns the first of them (PyTorch's "
+                    "documentation; its tests compare these indices exactly)")
     state.notes.append(f"{where}: indices differ from the CPU's only among equal values"
                        if not multiset else f"{where}: the same elements as the CPU's, in "
                        "another order (sorted=False)")

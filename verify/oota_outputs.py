@@ -1,7 +1,9 @@
 """What judging one case knows and may ask for: the state of its outputs' judgement, and the
-case's operator run again on the CPU (:class:`Rerun`) for the magnitudes of sums and products
-and for a second opinion on inputs one rounding apart. Used by ``oota_floats`` and
-``oota_judge``; torch is imported where a function needs it.
+case's operator run again on the CPU (:class:`Rerun`) for the magnitudes of sums and products,
+for a second opinion on inputs one rounding apart, for the CPU's result computed in float32 (how
+a device computes half precision), for the number of terms of a matrix product and for the
+condition of an element (how far one float32 rounding of every input moves it). Used by
+``oota_floats`` and ``oota_judge``; torch is imported where a function needs it.
 """
 
 from __future__ import annotations
@@ -11,7 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oota_cases import leaves, plain, shape_of
+from oota_condition import Sensitivity
 from oota_rules import BIAS_ARGUMENT, BIAS_SHARE, MAGNITUDE_OPS, MEAN_OPS, Bias, Rule
+
+
+class Wrong(Exception):
+    """One output is wrong; the message says which and how."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -24,31 +31,34 @@ class Rerun:
     call: Callable[[Any, Sequence[Any], Mapping[str, Any]], Any]
 
     def run(self, case: Mapping[str, Any], change: Callable[[Any], Any],
-            wide: bool = False) -> Any | None:
+            wide: bool = False, to: str = "float64") -> Any | None:
         """The output on the case's inputs with ``change`` applied to every floating tensor,
         and with ``wide`` every floating dtype argument (cumsum's ``dtype=torch.float16``)
-        made float64 too (None where the operator refuses them)."""
+        made ``to`` too (float64 or float32; None where the operator refuses them)."""
         input_, args, kwargs = _map_floats((case["input"], list(case.get("args") or []),
-                                            dict(case.get("kwargs") or {})), change, wide)
+                                            dict(case.get("kwargs") or {})), change, wide, to)
         try:
             return plain(self.call(input_, args, kwargs), copy=False)
         except Exception:  # noqa: BLE001 - no second run: the judge goes without it
             return None
 
 
-def _map_floats(tree: Any, change: Callable[[Any], Any], wide: bool = False) -> Any:
+def _map_floats(tree: Any, change: Callable[[Any], Any], wide: bool = False,
+                to: str = "float64") -> Any:
     import torch
 
     if isinstance(tree, torch.Tensor):
         return change(tree) if (tree.is_floating_point() or tree.is_complex()) else tree
     if wide and isinstance(tree, torch.dtype) and (tree.is_floating_point or tree.is_complex):
-        return torch.complex128 if tree.is_complex else torch.float64
+        if tree.is_complex:
+            return torch.complex128 if to == "float64" else torch.complex64
+        return getattr(torch, to)
     if isinstance(tree, tuple):
-        return tuple(_map_floats(v, change, wide) for v in tree)
+        return tuple(_map_floats(v, change, wide, to) for v in tree)
     if isinstance(tree, list):
-        return [_map_floats(v, change, wide) for v in tree]
+        return [_map_floats(v, change, wide, to) for v in tree]
     if isinstance(tree, dict) and "repr" not in tree:
-        return {k: _map_floats(v, change, wide) for k, v in tree.items()}
+        return {k: _map_floats(v, change, wide, to) for k, v in tree.items()}
     return tree
 
 
@@ -105,6 +115,9 @@ class Outputs:
     cpu_bias: list[Bias] = field(default_factory=list)
     _magnitudes: list[Any] | None = None
     _second: tuple[list[Any], list[Any]] | None = None
+    _opmath: list[Any] | None = None
+    _terms: list[Any] | None = None
+    _sensitivity: Sensitivity | None = None
     _tried: set[str] = field(default_factory=set)
 
     def magnitude(self, leaf: int) -> Any | None:
@@ -183,6 +196,57 @@ class Outputs:
             return None
         cpu_leaf, ref_leaf = _leaf_at(self._second[0], leaf), _leaf_at(self._second[1], leaf)
         return None if cpu_leaf is None or ref_leaf is None else (cpu_leaf, ref_leaf)
+
+
+    def opmath(self, leaf: int) -> Any | None:
+        """The CPU's result on the case's inputs computed in float32 (the type a device
+        computes half precision in), for a half-precision case."""
+        if "opmath" not in self._tried:
+            self._tried.add("opmath")
+            if self.rerun is not None and self.case is not None and \
+                    self.dtype in ("float16", "bfloat16"):
+                found = self.rerun.run(self.case, _float32, wide=True, to="float32")
+                self._opmath = None if found is None else leaves(found)
+        return _leaf_at(self._opmath, leaf)
+
+    def terms(self, leaf: int) -> Any | None:
+        """How many terms make each element of a sum of products: the operator run on inputs
+        of ones, its number arguments (addmm's alpha and beta) 1 too."""
+        if "terms" not in self._tried:
+            self._tried.add("terms")
+            if self.rerun is not None and self.case is not None:
+                ones = {**self.case, "args": [_one(a) for a in self.case.get("args") or []],
+                        "kwargs": {k: _one(v) for k, v in
+                                   (self.case.get("kwargs") or {}).items()}}
+                found = self.rerun.run(ones, _ones, wide=True)
+                self._terms = None if found is None else leaves(found)
+        return _leaf_at(self._terms, leaf)
+
+    def sensitivity(self) -> Sensitivity | None:
+        """The case's operator, for how far one float32 rounding of every input moves an
+        element (``oota_condition``)."""
+        if self._sensitivity is None and self.rerun is not None and self.case is not None:
+            self._sensitivity = Sensitivity(
+                call=self.rerun.call, case=self.case, seed=int(self.case.get("sample") or 0),
+                floats=lambda tree, change: _map_floats(tree, change, True))
+        return self._sensitivity
+
+
+def _float32(tensor: Any) -> Any:
+    import torch
+
+    return tensor.to(torch.complex64 if tensor.is_complex() else torch.float32)
+
+
+def _ones(tensor: Any) -> Any:
+    import torch
+
+    return torch.ones_like(tensor, dtype=torch.complex128 if tensor.is_complex()
+                           else torch.float64)
+
+
+def _one(value: Any) -> Any:
+    return 1.0 if isinstance(value, float) else value
 
 
 def _square_number(value: Any) -> Any:

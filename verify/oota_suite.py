@@ -3,13 +3,15 @@
 Loaded through ``pytest_plugins`` in ``conftest.py``, so it applies to the vendor's tests in
 ``/opt/oota/vendor-verify`` as well (hooks and fixtures of a conftest only reach its own folder).
 
-Every test belongs to a layer (install, compat, device, ops, models, workload): a module sets
-``LAYER = "..."``; vendor modules default to ``vendor``. ``OOTA_VERIFY_LAYERS`` (comma list)
-selects layers; the ``skips`` layer (expired skip-list entries) always runs, because an expired
-entry must fail every run until it is renewed or removed. Each test's outcome is written to
+Every test belongs to a layer (install, compat, smoke, device, runtime, ops, modules, ...:
+oota_vocab.LAYERS): a module sets ``LAYER = "..."``; vendor modules default to ``vendor``.
+``OOTA_VERIFY_LAYERS`` (comma list) selects layers; the ``skips`` layer (expired skip-list
+entries) always runs, because an expired entry must fail every run until it is renewed or
+removed. Each test's outcome is written to
 ``$OOTA_VERIFY_OUT/tests.json``; a test adds measurements to its entry with ``record_data``.
-The operator × dtype pairs the ops layer's time budget left unrun are one entry there, with
-their count (``oota_ops.fold_unrun``).
+The entries a layer's time budget left unrun (the ops layer's operator × dtype pairs, the
+modules layer's module × dtype pairs, ...) are one entry per test there, with their count
+(``oota_budget.fold_unrun``).
 
 The cell file (``/opt/oota/cell.json``, or ``OOTA_CELL_FILE``) says what to expect: the torch
 release, the vendor's ``verify`` section (dtypes, tolerances, models, extensions, workload) and
@@ -32,11 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import oota_budget
 import oota_hooks
-import oota_ops
 import oota_summary  # noqa: F401 - first: it makes oota_vocab importable in a checkout too
 import pytest
-from oota_vocab import DEVICE_LAYERS, LAYERS, UNSUPPORTED_PREFIX
+from oota_vocab import EVIDENCE_LAYERS, LAYERS, UNSUPPORTED_PREFIX
 
 # Set before anything imports transformers/huggingface_hub: models are built from configs only.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -92,15 +94,15 @@ SKIPS_KEY = pytest.StashKey[SkipState]()
 def _names_of(item: pytest.Item) -> set[str]:
     """What a skip entry may name: the node id (with or without its folder), the test's own
     name with parameters, the model a models-layer or workload-layer test runs (an entry
-    'llama' skips both) and the operator an ops-layer test runs (an entry
-    'nn.functional.conv2d' skips it in every dtype)."""
+    'llama' skips both), the operator an ops-layer test runs (an entry
+    'nn.functional.conv2d' skips it in every dtype), the module a modules-layer test runs
+    ('nn.LSTM') and the optimizer an optimizers-layer test runs ('LBFGS', every
+    implementation and dtype)."""
     names = {item.nodeid, item.nodeid.rsplit("/", 1)[-1], item.name}
     params = getattr(getattr(item, "callspec", None), "params", {})
-    for key in ("model_name", "workload_model"):
+    for key in ("model_name", "workload_model", "op_name", "module_name", "optim_name"):
         if key in params:
             names.add(str(params[key]))
-    if "op_name" in params:
-        names.add(str(params["op_name"]))
     return names
 
 
@@ -132,7 +134,7 @@ def pytest_collection_modifyitems(config, items):
     if not wanted:
         return
     # The device layer's evidence runs with every layer that uses the device.
-    evidence = bool(wanted & set(DEVICE_LAYERS))
+    evidence = bool(wanted & set(EVIDENCE_LAYERS))
     keep = [i for i in items
             if _layer_of(i) in wanted | {ALWAYS} or (evidence and _is_evidence(i))]
     config.hook.pytest_deselected(items=[i for i in items if i not in keep])
@@ -398,8 +400,8 @@ class _Recorder:
             entry.update(status=status, message=message[:2000])
 
     def pytest_sessionfinish(self, session, exitstatus):
-        # The pairs the ops layer's time budget left unrun become one entry (oota_ops).
-        tests = oota_ops.fold_unrun(list(self.tests.values()))
+        # The entries a layer's time budget left unrun become one entry per test (oota_budget).
+        tests = oota_budget.fold_unrun(list(self.tests.values()))
         counts: dict[str, int] = {}
         for test in tests:
             counts[test["status"]] = counts.get(test["status"], 0) + 1

@@ -44,8 +44,9 @@ _load_vocab()
 import oota_vocab  # noqa: E402 - found by _load_vocab
 from oota_vocab import (  # noqa: E402
     COUNT_COLUMNS,
+    DATABASE_UNITS,
     FALLBACK,
-    PAIR_LAYERS,
+    NOT_CLAIMED,
     UNRUN_KEY,
     budget_blind,
     layer_counts,
@@ -55,9 +56,11 @@ from oota_vocab import (  # noqa: E402
     worst,
 )
 
-COLUMN_TITLE = {"unsupported-here": "n/a here", "cpu-fallback": "ran on CPU"}
+COLUMN_TITLE = {"unsupported-here": "n/a here", "cpu-fallback": "ran on CPU",
+                "not-claimed": "not claimed"}
 MARK = {"passed": "✓", "failed": "✗", "error": "✗", "interrupted": "stopped", "skipped": "skip",
-        "unsupported-here": "n/a here", "cpu-fallback": "on CPU", "": "–"}
+        "unsupported-here": "n/a here", "cpu-fallback": "on CPU", "not-claimed": "not claimed",
+        "": "–"}
 
 
 def normalized(test: dict[str, Any]) -> tuple[str, str]:
@@ -74,8 +77,10 @@ def report(cell: dict[str, Any], tests: list[dict[str, Any]]) -> str:
              f"{cell.get('python')}{toolkit}, device {cell.get('device')}): "
              f"{MARK.get(run_status((k, s) for k, v in by_layer.items() for s in v), '?')}", ""]
     counts = layer_counts((layer, s) for layer, states in by_layer.items() for s in states)
-    # 'ran on CPU' (operators the backend's CPU fallback computed) only where a layer has any.
-    columns = [c for c in COUNT_COLUMNS if c != FALLBACK or any(n[c] for n in counts.values())]
+    # 'ran on CPU' (operators the backend's CPU fallback computed) and 'not claimed' (capabilities
+    # the vendor does not claim) only where a layer has any.
+    columns = [c for c in COUNT_COLUMNS
+               if c not in (FALLBACK, NOT_CLAIMED) or any(n[c] for n in counts.values())]
     lines += ["| layer | result | " + " | ".join(COLUMN_TITLE.get(c, c) for c in columns) + " |",
               "|---|---|" + "---|" * len(columns)]
     for layer, n in counts.items():  # the counts the report shows too (oota_vocab)
@@ -129,11 +134,14 @@ def _workload(tests: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+# The layers that walk one of PyTorch's test databases skip hundreds of entries: counted by
+# why, not listed; each with what one of its tests is (oota_vocab.DATABASE_UNITS, in ASCII).
+COUNTED = {layer: unit.replace("×", " x ") for layer, unit in DATABASE_UNITS.items()}
+
+
 def _not_passed(tests: list[dict[str, Any]]) -> list[str]:
     out = []
-    # The ops and autograd layers skip thousands of operator x dtype pairs: counted by why, per
-    # layer, not listed; so are the pairs that ran on the backend's CPU fallback.
-    skipped: dict[str, dict[str, int]] = {}
+    skipped: dict[str, dict[str, int]] = {}  # layer -> reason -> entries
     fell_back: dict[str, dict[str, int]] = {}  # layer -> aten operator -> pairs that called it
     for test in tests:
         status, message = normalized(test)
@@ -143,8 +151,8 @@ def _not_passed(tests: list[dict[str, Any]]) -> list[str]:
             for name in (test.get("data") or {}).get("fallback_ops") or ["?"]:
                 names[name] = names.get(name, 0) + 1
             continue
-        # The pairs the time budget left unrun are one entry already, listed with its count.
-        if status == "skipped" and layer in PAIR_LAYERS and UNRUN_KEY not in (
+        # The entries the time budget left unrun are one entry already, listed with its count.
+        if status == "skipped" and layer in COUNTED and UNRUN_KEY not in (
                 test.get("data") or {}):
             reasons = skipped.setdefault(layer, {})
             reason = not_compared_reason(message)
@@ -152,16 +160,25 @@ def _not_passed(tests: list[dict[str, Any]]) -> list[str]:
         elif status != "passed":
             out.append(f"- {test['id']}: {status}" + (f": {message.splitlines()[0]}"
                                                       if message else ""))
+    out += _counted(tests, skipped, fell_back)
+    return ["", "Not passed:"] + out if out else []
+
+
+def _counted(tests: list[dict[str, Any]], skipped: dict[str, dict[str, int]],
+             fell_back: dict[str, dict[str, int]]) -> list[str]:
+    """The lines of the entries counted by why (per layer) and of the pairs that ran on the
+    backend's CPU fallback (per layer, by aten operator)."""
+    out = []
     for layer, reasons in skipped.items():
         counts = ", ".join(f"{n} {why}" for why, n in _most_first(reasons))
-        out.append(f"- {layer} layer: {sum(reasons.values())} operator x dtype pairs not "
-                   f"compared: {counts} (each reason is in tests.json)")
+        out.append(f"- {layer} layer: {sum(reasons.values())} {COUNTED[layer]} not compared: "
+                   f"{counts} (each reason is in tests.json)")
     for layer, names in fell_back.items():
         pairs = sum(1 for t in tests if normalized(t)[0] == FALLBACK and t.get("layer") == layer)
         shown = ", ".join(f"aten::{name} ({n})" for name, n in _most_first(names))
         out.append(f"- {layer} layer: {pairs} operator x dtype pairs ran on the CPU (the "
                    f"backend's fallback), not on the device: {shown}")
-    return ["", "Not passed:"] + out if out else []
+    return out
 
 
 def _most_first(counts: dict[str, int]) -> list[tuple[str, int]]:
@@ -200,8 +217,9 @@ def compare(expected: dict[str, Any], tests: list[dict[str, Any]]) -> str:
     notes = [f"{left_out} of its tests did not run this time"] if left_out else []
     pairs_now, pairs_then = sum(unrun_now.values()), sum(unrun_then.values())
     if pairs_now or pairs_then:
-        notes.append(f"the ops layer's time budget left {pairs_now} operator x dtype pairs "
-                     f"unrun this time and {pairs_then} then: those are not compared")
+        notes.append(f"the layers' time budgets left {pairs_now} entries (operator x dtype "
+                     f"pairs, module x dtype pairs, ...) unrun this time and {pairs_then} then: "
+                     "those are not compared")
     tail = f" ({'; '.join(notes)})" if notes else ""
     if not changes:
         return (f"{head} every one of the {len(now.keys() - blind)} tests ended the same "

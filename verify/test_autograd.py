@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import oota_autograd
+import oota_budget
 import oota_common
 import oota_dispatch
 import oota_grads
@@ -61,9 +62,7 @@ CPU_VENDOR = read_cell().get("device") == "cpu"
 
 
 def _selected() -> bool:
-    wanted = {x.strip() for x in os.environ.get("OOTA_VERIFY_LAYERS", "").split(",")
-              if x.strip()}
-    return not wanted or LAYER in wanted
+    return oota_budget.selected(LAYER, os.environ)
 
 
 class _Database:
@@ -85,8 +84,8 @@ class _Database:
 
 
 DATABASE = _Database()
-BUDGET = oota_autograd.SharedBudget(oota_ops.budget_seconds(
-    variable=oota_autograd.BUDGET_VARIABLE, default=oota_autograd.DEFAULT_BUDGET_S))
+BUDGET = oota_autograd.SharedBudget(oota_budget.budget_seconds(
+    oota_autograd.BUDGET_VARIABLE, oota_autograd.DEFAULT_BUDGET_S, os.environ))
 
 
 def _dtype_names(dtypes: Any) -> list[str]:
@@ -302,7 +301,7 @@ def _result(check: str, op_name: str, op_dtype: str, device: Any) -> PairResult:
 def _check(check: str, op_name: str, op_dtype: str, device: Any, record_data: Any) -> None:
     if op_name == UNRUN_PARAM:  # the pairs a budget of 0 s folded at collection
         unrun = SPLIT[check][1]
-        record_data(**{UNRUN_KEY: len(unrun), oota_ops.UNRUN_OPERATORS: len(
+        record_data(**{UNRUN_KEY: len(unrun), oota_autograd.UNIT.key: len(
             {name for name, _ in unrun})})
         pytest.skip(oota_autograd.unrun_message(unrun, BUDGET.seconds))
     result = _result(check, op_name, op_dtype, device)

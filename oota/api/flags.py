@@ -228,6 +228,21 @@ def report_formats(text: str | None) -> tuple[str, ...]:
     return tuple(choice("--format", name, EXTRA_FORMATS) for name in names)
 
 
+def public_url(value: str | None) -> str | None:
+    """``--public-url``: where the report is published, an http(s) URL without a credential
+    (the scorecard prints it)."""
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise InputError(f"--public-url {redact(value)!r}: not an http(s) URL; give the public "
+                         "site the report is published at, e.g. https://lab.github.io/oota/report/")
+    if redact(value) != value or "@" in parts.netloc:
+        raise InputError(f"--public-url {redact(value)}: holds a credential; give the public "
+                         "address, without one")
+    return value
+
+
 def hud_runs(value: str | int) -> int:
     """``--hud-runs N``: how many runs the HUD shows (a whole number, 1 or more)."""
     from oota.report import hud

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from packaging.version import Version
 
 from oota.api.flags import DEFAULT_RESULTS, report_formats
 from oota.api.history import History, hud_source, record_history
@@ -38,7 +41,8 @@ from oota.supply import signing
 
 
 def _extras(results_dir: str, merge: list[str] | None, formats: str | None,
-            artifact_url: str | None, env: Mapping[str, str] | None) -> Extras:
+            artifact_url: str | None, env: Mapping[str, str] | None,
+            public_url: str | None = None) -> Extras:
     """The report task's flags checked against each other, and what ``--format`` adds."""
     if merge and results_dir != DEFAULT_RESULTS:
         raise InputError(f"--merge and --results {results_dir} exclude each other: name every "
@@ -47,33 +51,38 @@ def _extras(results_dir: str, merge: list[str] | None, formats: str | None,
     if artifact_url is not None and "crcr" not in extra:
         raise InputError("--artifact-url goes into crcr.json only; add --format crcr")
     ci = crcr.CiRun.from_env(env or {}) if "crcr" in extra else crcr.CiRun()
-    return Extras(formats=extra, ci=ci, artifact_url=crcr.artifact_url(artifact_url, ci))
+    return Extras(formats=extra, ci=ci, artifact_url=crcr.artifact_url(artifact_url, ci),
+                  public_url=public_url)
 
 
 def report(results_dir: str, out_dir: str, previous_dir: str | None = None, *,
            merge: list[str] | None = None, formats: str | None = None,
            artifact_url: str | None = None, env: Mapping[str, str] | None = None,
            accept: Callable[[Path], str] | None = None, replace: bool = False,
-           matrix: str = "matrix.yaml") -> Report:
+           matrix: str = "matrix.yaml", parity: str | None = None,
+           public_url: str | None = None) -> Report:
     """Write the report (no HUD) from ``results_dir``, or from every ``merge`` folder;
     ``formats`` adds outputs (crcr.json, described by the CI run of ``env``: GitHub Actions'
-    variables)."""
-    extras = _extras(results_dir, merge, formats, artifact_url, env)
-    rep = _read(results_dir, out_dir, previous_dir, merge, accept, replace, matrix)
+    variables); ``parity`` and ``public_url`` as for :func:`report_with_history`."""
+    extras = _extras(results_dir, merge, formats, artifact_url, env, public_url)
+    rep = _read(results_dir, out_dir, previous_dir, merge, accept, replace, matrix, parity)
     _write(rep, out_dir, results_dir, merge, extras, None, matrix)
     return rep
 
 
 def _read(results_dir: str, out_dir: str, previous_dir: str | None, merge: list[str] | None,
-          accept: Callable[[Path], str] | None, replace: bool, matrix: str) -> Report:
+          accept: Callable[[Path], str] | None, replace: bool, matrix: str,
+          parity: str | None = None) -> Report:
     return read_report(Path(results_dir), Path(out_dir),
                        Path(previous_dir) if previous_dir else None,
                        merge=[Path(m) for m in merge or []], accept=accept, replace=replace,
-                       unverified=unverified_facts(Path(matrix)))
+                       unverified=unverified_facts(Path(matrix)),
+                       parity=Path(parity) if parity else None)
 
 
 def _write(rep: Report, out_dir: str, results_dir: str, merge: list[str] | None,
            extras: Extras, source: HudInput | None, matrix: str) -> None:
+    extras = dataclasses.replace(extras, releases=matrix_releases(Path(matrix)))
     write_pages(rep, Path(out_dir), Path(merge[0] if merge else results_dir), extras=extras,
                 hud_input=source, current=current_fingerprints(Path(matrix)))
 
@@ -116,6 +125,24 @@ def current_fingerprints(matrix_file: Path) -> Mapping[str, str] | None:
         return None
 
 
+def matrix_releases(matrix_file: Path) -> dict[str, tuple[str, ...]]:
+    """Each vendor's torch releases in today's matrix (its release cells'), newest first; {}
+    where the matrix is absent or unreadable (the scorecards then name no missing release)."""
+    if not matrix_file.is_file():
+        return {}
+    try:
+        cells = plan(load_matrix(matrix_file))
+    except OotaError as exc:
+        logging.getLogger("oota").debug("no matrix releases for the scorecards: %s", exc)
+        return {}
+    found: dict[str, set[Version]] = {}
+    for cell in cells:
+        if cell.channel is None and cell.torch is not None:
+            found.setdefault(cell.vendor.name, set()).add(cell.torch)
+    return {vendor: tuple(str(v) for v in sorted(versions, reverse=True))
+            for vendor, versions in found.items()}
+
+
 def unverified_facts(matrix_file: Path) -> dict[str, tuple[str, ...]]:
     """Per cell of today's matrix, the unverified vendor facts it rests on ({} where the
     matrix is absent or unreadable: nothing is marked then)."""
@@ -146,15 +173,17 @@ def report_with_history(results_dir: str, out_dir: str, previous_dir: str | None
                         artifact_url: str | None, env: Mapping[str, str], target: History,
                         shown: Location | None, hud_runs: int,
                         keys: list[str] | None = None, replace: bool = False,
-                        matrix: str = "matrix.yaml") -> Reported:
+                        matrix: str = "matrix.yaml", parity: str | None = None,
+                        public_url: str | None = None) -> Reported:
     """:func:`report`, appending a merged run to ``target`` and writing the HUD of the
     history at ``shown`` (None: ``--no-history``) over its last ``hud_runs`` runs. Results
     are checked against their signatures with the public ``keys`` (``--key``: one whose
-    signature does not check is refused). Read, record, then write: the HUD shows the run
-    just appended."""
-    extras = _extras(results_dir, merge, formats, artifact_url, env)
+    signature does not check is refused). ``parity``: a reference recording for the operators
+    table; ``public_url``: where the report is published (the scorecards cite it). Read,
+    record, then write: the HUD shows the run just appended."""
+    extras = _extras(results_dir, merge, formats, artifact_url, env, public_url)
     checker = Checker(keys=tuple(signing.load_public(Path(k)) for k in keys or ()))
-    rep = _read(results_dir, out_dir, previous_dir, merge, checker, replace, matrix)
+    rep = _read(results_dir, out_dir, previous_dir, merge, checker, replace, matrix, parity)
     notes = record_history(target, rep.results)
     source, why = hud_source(shown, hud_runs, target.root)
     notes.extend([why] if why else [])
@@ -193,5 +222,6 @@ def finish_report(ran: Sequence[Result], results_dir: str, target: History,
             f"note: {out_dir}/ left as it was: {exc.what}; `invoke report --results "
             f"{results_dir} --out OTHER` writes a report of these results",))
     write_pages(rep, out, Path(results_dir), hud_input=source,
+                extras=Extras(releases=matrix_releases(Path("matrix.yaml"))),
                 current=current_fingerprints(Path("matrix.yaml")))
     return Finished(cells=len(rep.results), hud=source is not None, notes=(why,) if why else ())

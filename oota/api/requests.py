@@ -368,6 +368,12 @@ class ReportRequest:
                          "it shows (otherwise refused, exit 2)", False)
     matrix: str = flag(MATRIX + "; its folder holds history.db and the get-started pages judge "
                        "staleness against it", "matrix.yaml")
+    parity: str | None = flag("a reference recording (cases.pt of PyTorch's own stack on known-"
+                              "good hardware, or a folder of them): the operators table sets "
+                              "each operator × dtype beside it (its recorded verdicts)")
+    public_url: str | None = flag("where this report is published (the lab's public site): the "
+                                  "scorecards' public-results item cites it",
+                                  check=f.public_url)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -44,7 +44,8 @@ from oota.render import cell_fingerprint
 from oota.results.assemble import now
 from oota.results.jsonfields import ResultFormatError
 from oota.results.model import Published, Result
-from oota.results.store import load, save
+from oota.results.signed import sign_result
+from oota.results.store import SIGNATURE_FILE, load, save
 from oota.supply.registry import Reference
 
 PUBLISHABLE = ("passed", "unsupported-here")
@@ -59,6 +60,8 @@ class Outcome:
     reason: str = ""
     signed: bool = False
     engine: str = ""   # the Engine it was pushed from (or tried), by its name
+    # The result was signed, publishing rewrote it and no --key signed it again.
+    unsigned_result: bool = False
 
 
 def refusal(result: Result | None, labels: dict[str, str] | None, image_id: str | None,
@@ -116,6 +119,9 @@ def publish_cells(matrix: Matrix, cells: list[Cell], engine: Engine, console: Co
             else ""
         if outcome.status == "pushed" and signer is not None:
             text += " (signed)" if outcome.signed else " (UNSIGNED: no --key given)"
+        if outcome.unsigned_result:
+            text += (f"; its result.json records the push and is no longer signed "
+                     f"({SIGNATURE_FILE} removed: publish with --key to sign it again)")
         console.line(kind, text)
         outcomes.append(outcome)
     return outcomes
@@ -192,6 +198,12 @@ def _publish_one(matrix: Matrix, cell: Cell, engines: Fleet, results_dir: Path,
     published = tuple(p for p in result.image.published if p.ref != ref)
     record = Published(ref=ref, digest=digest, at=now(), signature=attached.signature,
                        sbom=attached.sbom, provenance=attached.provenance)
-    save(folder, replace(result, image=replace(result.image, published=(*published, record))))
+    was_signed = (folder / SIGNATURE_FILE).is_file()
+    updated = replace(result, image=replace(result.image, published=(*published, record)))
+    save(folder, updated)  # a signature of the result it replaces is removed with it
+    key = signer.key if signer is not None else None
+    if key is not None:
+        sign_result(folder, updated, key)  # the lab's key signs what publishing rewrote
     return Outcome(cell=cell.id, status="pushed", ref=ref, digest=digest,
-                   signed=bool(attached.signature), engine=name)
+                   signed=bool(attached.signature), engine=name,
+                   unsigned_result=was_signed and key is None)

@@ -30,7 +30,7 @@ from oota.vocab import BAD, budget_blind, budget_unrun
 
 COMPARE_SCHEMA = "oota.compare/v1"
 FAILING = BAD  # interrupted, error, failed
-SKIPPING = ("skipped", "unsupported-here", "cpu-fallback")
+SKIPPING = ("skipped", "unsupported-here", "cpu-fallback", "not-claimed")
 # Axes a cause sentence names first; dependency and image changes only when none of these moved.
 PRIMARY_AXES = ("torch", "extension", "toolkit", "os", "python")
 STAGE_SUBJECT = {"stage::build": "the build", "stage::verify": "the verify run"}

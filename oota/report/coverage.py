@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from oota.report.rows import CellGroup, TestRow
 from oota.report.served import MISSING as SERVED_MISSING, ServedView, pair_view, served_view
 from oota.results.jsonfields import JSONObject
-from oota.vocab import BAD, FALLBACK
+from oota.vocab import BAD, FALLBACK, UNRUN_PARAM
 
 OPS = "ops"
+PAIR_TESTS = ("test_op_runs", "test_op_matches_cpu")  # verify/test_ops.py: one test per pair
 # The categories of a pair, in the order a table entry shows them, with their symbols.
 DEVICE, UNKNOWN, CPU, MISSING, FAILED, NOT_COMPARED = (
     "device", "passed", "cpu", "missing", "failed", "not compared")
@@ -123,6 +124,21 @@ def category(test: TestRow) -> str:
     if pair_view(test) == SERVED_MISSING:
         return MISSING
     return NOT_COMPARED  # skipped (by its reason) or not run here
+
+
+def pair_of(test: TestRow) -> tuple[str, str] | None:
+    """(operator, dtype) of an ops-layer test of one pair, those skipped without data too
+    (their pair is in their id: ``test_op_runs[abs-float32]``); None for any other test."""
+    op, dtype = test.data.get("op"), test.data.get("dtype")
+    if test.layer != OPS:
+        return None
+    if isinstance(op, str) and isinstance(dtype, str):
+        return op, dtype
+    name, _, param = test.id.rpartition("::")[2].partition("[")
+    if name not in PAIR_TESTS or param.rstrip("]") == UNRUN_PARAM:
+        return None
+    op, _, dtype = param.rstrip("]").rpartition("-")
+    return (op, dtype) if op and dtype else None
 
 
 def _pairs(group: CellGroup) -> list[TestRow]:

@@ -9,7 +9,9 @@ here are that shape (version "1" of the ``workflow`` object the relay forwards t
 ``name``/``url``/``run_id``/``run_attempt``/``job_name``/``check_run_id``, ``started_at``/
 ``completed_at``, ``test_results`` (``passed``/``failed``/``skipped``/``total``) and
 ``artifact_url``; beside it, the dispatch envelope the relay sent (``event_type``,
-``delivery_id``, ``payload``). ``schema/crcr-v1.json`` describes the file; every payload is
+``delivery_id``, ``payload``). A run that failed adds the failed tests
+(``failed_tests_detail``) and a triage verdict from the history (``triage_verdict``):
+:mod:`oota.report.relaydetail`. ``schema/crcr-v1.json`` describes the file; every payload is
 checked against it before it is written.
 
 What oota cannot know outside a CI run (the run's URL and ids, the dispatch envelope) is
@@ -19,7 +21,7 @@ null, and ``artifact_url`` is left out when no URL is known, as the relay allows
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -30,6 +32,9 @@ from oota.errors import EnvironmentProblem, InputError
 from oota.files import SMALL_LIMIT, read_text
 from oota.net import redact
 from oota.report.data import Report
+from oota.report.failures import FailedTest
+from oota.report.relaydetail import add_details
+from oota.report.triage import CellTriage
 from oota.resources import shipped
 from oota.results.jsonfields import JSON, JSONObject, json_object
 from oota.vocab import MaybeStatus, worst
@@ -44,12 +49,13 @@ SCHEMA_VERSION: Final = "1"
 # it from the job's status; test_results keeps it apart from failed tests.
 CONCLUSION: Final[Mapping[str, str]] = {
     "passed": "success", "failed": "failure", "error": "failure", "interrupted": "cancelled",
-    "unsupported-here": "neutral", "cpu-fallback": "neutral", "skipped": "skipped", "": "neutral"}
+    "unsupported-here": "neutral", "cpu-fallback": "neutral", "not-claimed": "skipped",
+    "skipped": "skipped", "": "neutral"}
 # Which count of test_results each test status adds to; 'error' and 'interrupted' tests are
 # only in 'total' (neither passed nor failed nor skipped).
 _COUNT: Final[Mapping[str, str]] = {"passed": "passed", "failed": "failed",
                                     "skipped": "skipped", "unsupported-here": "skipped",
-                                    "cpu-fallback": "skipped"}
+                                    "cpu-fallback": "skipped", "not-claimed": "skipped"}
 
 
 class CrcrSchemaError(ValueError):
@@ -143,8 +149,11 @@ def count_tests(report: Report) -> dict[str, int]:
     return counts
 
 
-def payload(report: Report, ci: CiRun, artifact: str | None) -> JSONObject:
-    """The callback body for the relay: the dispatch envelope and the run's ``workflow``."""
+def payload(report: Report, ci: CiRun, artifact: str | None, *,
+            failures: Sequence[FailedTest] = (), triage: Sequence[CellTriage] = ()) -> JSONObject:
+    """The callback body for the relay: the dispatch envelope and the run's ``workflow``, with
+    the ``failures`` detailed and the failing cells' ``triage`` as the relay's verdict
+    (:mod:`oota.report.relaydetail`)."""
     workflow: dict[str, JSON] = {
         "schema_version": SCHEMA_VERSION, "status": "completed",
         "conclusion": conclusion(report), "name": ci.name, "url": ci.url, "run_id": ci.run_id,
@@ -153,8 +162,10 @@ def payload(report: Report, ci: CiRun, artifact: str | None) -> JSONObject:
         "completed_at": report.generated_at, "test_results": dict(count_tests(report))}
     if artifact:
         workflow["artifact_url"] = artifact
-    return {"event_type": ci.event_type, "delivery_id": ci.delivery_id,
-            "payload": ci.upstream, "workflow": workflow}
+    body: JSONObject = {"event_type": ci.event_type, "delivery_id": ci.delivery_id,
+                        "payload": ci.upstream, "workflow": workflow}
+    add_details(workflow, body, failures, triage, report.generated_at)
+    return body
 
 
 def schema() -> Mapping[str, object]:

@@ -24,7 +24,9 @@ from packaging.version import Version
 
 from oota.report.compare import Comparison, compare, known_models, load_previous, model_of
 from oota.report.coverage import CoverageTable, coverage_table
+from oota.report.databases import LayerSummary, vendor_summaries
 from oota.report.gonogo import CandidateRow, candidate_rows
+from oota.report.parity import ParityTable
 from oota.report.rows import (
     AUTOGRAD_LAYER,
     CELL_FILES,
@@ -43,12 +45,13 @@ from oota.report.rows import (
     ops_summary,
 )
 from oota.report.skips import SkipDebt, date_of, skip_debt
+from oota.report.smokeenv import SMOKE_LAYER, with_environments
 from oota.results.assemble import now
 from oota.results.jsonfields import ResultFormatError
 from oota.results.model import CellRef, Image, Result, host_key
 from oota.results.software import TorchInfo
 from oota.results.store import RESULT_FILE, load, load_found
-from oota.vocab import PAIR_LAYERS, MaybeStatus, worst
+from oota.vocab import DATABASE_UNITS, MaybeStatus, worst
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -65,7 +68,10 @@ class Report:
     sources: tuple[str, ...] = ()  # the folders merged (--merge); empty for one folder
     ops: tuple[OpsSummary, ...] = ()  # per vendor that ran the ops layer
     autograd: tuple[OpsSummary, ...] = ()  # per vendor that ran the autograd layer
+    # the modules and optimizers layers, per layer and vendor that ran it (report.databases)
+    databases: tuple[LayerSummary, ...] = ()
     coverage: CoverageTable | None = None  # operators × vendors: where each pair computed
+    parity: ParityTable | None = None  # operator × dtype beside a reference device (--parity)
     # Per cell of today's matrix, the vendor facts it rests on that no source confirms
     # (oota.plan.Cell.unverified_facts), as sentences; the report and get-started pages mark
     # those cells.
@@ -128,10 +134,10 @@ def layer_mark(result: Result, layer: str) -> Mark:
     if layer == "build":
         stage = result.stages.get("build")
         return _mark([(stage.status, stage.message)]) if stage else Mark()
-    # The ops and autograd layers have a test per operator × dtype: their failures are listed
-    # on their own.
+    # The layers with a test per operator, module or optimizer × dtype (those that walk a
+    # PyTorch test database): their failures are listed on their own.
     return _mark([(t.status, t.message) for t in result.tests if t.layer == layer],
-                 OPS_REASONS_SHOWN if layer in PAIR_LAYERS else None)
+                 OPS_REASONS_SHOWN if layer in DATABASE_UNITS else None)
 
 
 def _vendor_mark(per_cell: dict[str, Mark], noun: str = "cells") -> Mark:
@@ -175,7 +181,7 @@ def _cell_row(result: Result, files: tuple[str, ...], known: list[str], *, origi
                      "fingerprint": cell.fingerprint,
                      **({"channel": cell.channel} if cell.channel else {}),
                      **({"platform": cell.platform} if cell.platform else {})},
-        layers={layer: layer_mark(result, layer) for layer in COLUMNS},
+        layers=_with_smoke({layer: layer_mark(result, layer) for layer in COLUMNS}, tests),
         stages=result.stages, tests=tests,
         torch=installed.torch if installed else TorchInfo(),
         packages=installed.packages if installed else {},
@@ -183,6 +189,14 @@ def _cell_row(result: Result, files: tuple[str, ...], known: list[str], *, origi
         skips=result.skips.entries if result.skips else (), files=files,
         started_at=result.started_at, finished_at=result.finished_at, origin=origin,
         folder=folder)
+
+
+def _with_smoke(layers: dict[str, Mark], tests: Sequence[TestRow]) -> dict[str, Mark]:
+    """The layers' marks, the smoke layer's noting which of PyTorch's three smoke-test
+    environments the tests cover (oota.report.smokeenv)."""
+    if SMOKE_LAYER not in layers:
+        return layers
+    return {**layers, SMOKE_LAYER: with_environments(layers[SMOKE_LAYER], tests)}
 
 
 # -- copies of one cell ------------------------------------------------------------------------
@@ -222,9 +236,10 @@ def _group(copies: Sequence[Loaded], known: list[str]) -> CellGroup:
     rows = tuple(_cell_row(c.result, c.files, known, origin=label, folder=c.folder)
                  for c, label in zip(copies, _labels(copies), strict=True))
     first = rows[0]
-    layers = first.layers if len(rows) == 1 else {
+    # Copies made on several hosts may cover several smoke environments between them.
+    layers = first.layers if len(rows) == 1 else _with_smoke({
         column: _vendor_mark({r.origin: r.layers[column] for r in rows}, "copies")
-        for column in COLUMNS}
+        for column in COLUMNS}, [t for r in rows for t in r.tests])
     return CellGroup(id=first.id, vendor=first.vendor, copies=rows, layers=layers,
                      status=worst(r.status for r in rows),
                      differences=differences(rows) if len(rows) > 1 else (),
@@ -267,6 +282,8 @@ def build_from(loaded: Sequence[Loaded], problems: Sequence[str], *,
         models=_model_rows(results, vendors), comparison=comparison, counts=counts,
         sources=tuple(sources), ops=_vendor_ops(groups, vendors),
         autograd=_vendor_ops(groups, vendors, AUTOGRAD_LAYER),
+        databases=vendor_summaries([(v, [g.worst_copy for g in groups if g.vendor == v])
+                                    for v in vendors]),
         coverage=coverage_table(groups, vendors),
         skip_debt=tuple(skip_debt(v, [r for r in results if r.cell.vendor == v], today)
                         for v in vendors))

@@ -35,7 +35,7 @@ DEFAULT_RUNS = 50
 DEFAULT_SINCE = dt.timedelta(hours=24)
 HUD_FILE, DIGEST_FILE = "hud.html", "hud.md"
 SYMBOL = {"passed": "✓", "failed": "✗", "error": "⚠", "interrupted": "◼", "skipped": "–",
-          "unsupported-here": "○", "cpu-fallback": "c", "": "·"}
+          "unsupported-here": "○", "cpu-fallback": "c", "not-claimed": "n", "": "·"}
 SPARK_W, SPARK_H, SPARK_PAD = 120, 26, 3
 # A line needs three points to show a trend; before that a figure is shown as its value.
 MIN_CHART_RUNS = 3
@@ -314,6 +314,7 @@ def to_html(page: HudPage) -> str:
                 ("flaky", "≈ flaky: a failure between two passes with the same inputs"),
                 ("skipped", "– skipped"), ("unsupported-here", "○ no such hardware"),
                 ("cpu-fallback", "c ran on the CPU: the backend's fallback computed it"),
+                ("not-claimed", "n not claimed: a capability the vendor does not claim"),
                 ("none", "· not in that run")))
 
 

@@ -15,6 +15,7 @@ from oota import __version__
 from oota.report.counts import in_tests_by_vendor
 from oota.report.coverage import LEGEND, ROWS_SHOWN as COVERAGE_ROWS_SHOWN
 from oota.report.data import Report
+from oota.report.parity import ROWS_SHOWN as PARITY_ROWS_SHOWN
 from oota.report.rows import COLUMNS, SYMBOL, WORD, CellGroup, CellRow, Mark
 from oota.report.skips import EXPIRY_WINDOW_DAYS
 from oota.report.templating import markdown_environment
@@ -146,5 +147,6 @@ def to_markdown(report: Report, *, limit: int = MARKDOWN_LIMIT) -> str:
     text = template.render(report=report, view=markdown_view(report), version=__version__,
                            columns=COLUMNS, word=WORD, window=EXPIRY_WINDOW_DAYS,
                            ops_shown=OPS_FAILURES_SHOWN, ops_tests=in_tests_by_vendor(report),
-                           coverage_legend=LEGEND, coverage_shown=COVERAGE_ROWS_SHOWN)
+                           coverage_legend=LEGEND, coverage_shown=COVERAGE_ROWS_SHOWN,
+                           parity_shown=PARITY_ROWS_SHOWN)
     return _fit(text, limit)

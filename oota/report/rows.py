@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from oota.report.workload import WorkloadRow
 from oota.results.jsonfields import JSONObject
@@ -14,6 +15,7 @@ from oota.results.software import Package, TorchInfo
 from oota.results.store import RESULT_FILE
 from oota.vocab import (
     BAD,
+    DATABASE_UNITS,
     FALLBACK,
     LAYERS,
     WORKLOAD_LAYER,
@@ -23,18 +25,23 @@ from oota.vocab import (
     not_compared_reason,
 )
 
+if TYPE_CHECKING:  # databases.py builds on these rows; a cell's row imports it when asked
+    from oota.report.databases import LayerSummary
+
 # The report's columns: the build stage, then the suite's layers (oota.vocab.LAYERS).
 COLUMNS = ("build", *LAYERS)
 SYMBOL = {"passed": "✓", "failed": "✗", "error": "⚠", "interrupted": "stopped",
-          "skipped": "skip", "unsupported-here": "n/a here", "cpu-fallback": "on CPU", "": "–"}
+          "skipped": "skip", "unsupported-here": "n/a here", "cpu-fallback": "on CPU",
+          "not-claimed": "not claimed", "": "–"}
 WORD = {"passed": "passed", "failed": "failed", "error": "error", "interrupted": "interrupted",
         "skipped": "skipped", "unsupported-here": "n/a here", "cpu-fallback": "ran on the CPU",
-        "": "not run"}
+        "not-claimed": "not claimed", "": "not run"}
 CELL_FILES = (RESULT_FILE, "junit.xml", "build.log", "verify.log")
 OPS_REASONS_SHOWN = 3  # the ops layer's reasons in its table entry
 OPS_LAYER, AUTOGRAD_LAYER = "ops", "autograd"
-# What one test of each layer of operator pairs counts (oota.vocab.PAIR_LAYERS).
-PAIRS = {OPS_LAYER: "operator×dtype pairs", AUTOGRAD_LAYER: "operator×dtype×check pairs"}
+# What one test of each layer of operator pairs counts: the ops layer's as oota.vocab's
+# DATABASE_UNITS says; the autograd layer's summed over its checks, so a pair of each.
+PAIRS = {OPS_LAYER: DATABASE_UNITS[OPS_LAYER], AUTOGRAD_LAYER: "operator×dtype×check pairs"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -122,6 +129,13 @@ class CellRow:
     @property
     def autograd(self) -> OpsSummary | None:
         return ops_summary(self.id, [self], AUTOGRAD_LAYER)
+
+    @property
+    def databases(self) -> tuple[LayerSummary, ...]:
+        """The modules and optimizers layers of this cell (oota.report.databases)."""
+        from oota.report.databases import vendor_summaries
+
+        return vendor_summaries([(self.id, [self])])
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -297,7 +311,9 @@ def _ops_pair(test: TestRow) -> str:
     return f"{check} {pair}" if check and op and dtype else pair
 
 
-def _not_compared(pairs: Sequence[TestRow]) -> tuple[tuple[str, int], ...]:
+def not_compared_counts(pairs: Sequence[TestRow]) -> tuple[tuple[str, int], ...]:
+    """The tests skipped before running (operator pairs, modules...), counted by why, most
+    first; a test the time budget folded counts as the entries it holds."""
     counts: dict[str, int] = {}
     for test in pairs:
         reason = not_compared_reason(test.message)
@@ -346,7 +362,7 @@ def _built_on(failed: Sequence[tuple[str, TestRow]]) -> dict[int, str]:
 def ops_summary(label: str, rows: Sequence[CellRow],
                 layer: str = OPS_LAYER) -> OpsSummary | None:
     """The ops layer's counts and failures over ``rows`` (None when none of them ran it), or
-    those of another layer of operator pairs (``oota.vocab.PAIR_LAYERS``: autograd)."""
+    those of the other layer of operator pairs (the autograd layer)."""
     ran = [(row.id, t) for row in rows for t in row.tests if t.layer == layer]
     if not ran:
         return None
@@ -359,7 +375,7 @@ def ops_summary(label: str, rows: Sequence[CellRow],
     roots = _built_on(bad)
     return OpsSummary(
         label=label, layer=layer, cells=len({cell for cell, _ in ran}), tried=len(tried),
-        passed=sum(t.status == "passed" for t in tried), not_compared=_not_compared(skipped),
+        passed=sum(t.status == "passed" for t in tried), not_compared=not_compared_counts(skipped),
         not_passed=_not_passed(tried),
         failures=tuple(OpsFailure(cell=cell, test=_ops_pair(t), built_on=roots.get(i, ""),
                                   message=t.message.strip().removeprefix("Failed: "))

@@ -24,19 +24,24 @@ from pathlib import Path
 
 from oota.errors import InputError
 from oota.files import REPORT_LIMIT, exclusive, read_bytes, write_atomic, write_json
-from oota.report import crcr, getstarted, hud
+from oota.report import crcr, getstarted, hud, scorepages
 from oota.report.data import Accept, Report, collect, collect_merged
+from oota.report.failures import failed_tests
 from oota.report.htmlpages import cell_page, to_html
 from oota.report.jsondoc import to_json
 from oota.report.markdown import to_markdown
+from oota.report.parity import load as load_reference, parity_table
 from oota.report.rows import Links
+from oota.report.scorecard import ScoreInput
+from oota.report.triage import triage
 from oota.results.store import RESULT_FILE
 
 # Where each cell's result files are copied, so the report works copied alone to a static host.
 FILES = "files"
 # Everything a report folder holds; anything else in --out is someone else's file.
 REPORT_ENTRIES = frozenset({"index.html", "matrix.md", "results.json", "compare.json", "cells",
-                            "start", FILES, crcr.CRCR_FILE, hud.HUD_FILE, hud.DIGEST_FILE})
+                            "start", FILES, crcr.CRCR_FILE, hud.HUD_FILE, hud.DIGEST_FILE,
+                            scorepages.SCORE_DIR})
 # The outputs --format adds to the standard ones.
 EXTRA_FORMATS = ("crcr",)
 _NEW, _OLD = "new", "old"
@@ -44,11 +49,17 @@ _NEW, _OLD = "new", "old"
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Extras:
-    """What ``--format`` adds: crcr.json, with the CI run it describes and its artifact URL."""
+    """What ``--format`` adds: crcr.json, with the CI run it describes and its artifact URL;
+    and what the scorecards take beside the results: where the report is published
+    (``--public-url``) and the matrix's releases."""
 
     formats: tuple[str, ...] = ()
     ci: crcr.CiRun = field(default_factory=crcr.CiRun)
     artifact_url: str | None = None
+    public_url: str | None = None
+    # Each vendor's torch releases in the matrix, newest first (the scorecards name those
+    # without a result); empty where the matrix is not read.
+    releases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def _relative(target: Path, start: Path) -> str:
@@ -141,14 +152,19 @@ def _write_files(report: Report, folder: Path, results_dir: Path, out_dir: Path,
     _copy_files(report, folder)
     if history is not None:
         _write_hud(folder, history, {r.cell.id: r.run_id for r in report.results})
+    scored = scorepages.write(folder, report, _file_folders(report), ScoreInput(
+        timeline=history.timeline if history else None, public_url=extras.public_url,
+        releases=extras.releases))
     write_atomic(folder / "matrix.md", to_markdown(report))
-    write_atomic(folder / "index.html", to_html(report, links, hud=history is not None))
+    write_atomic(folder / "index.html", to_html(report, links, hud=history is not None,
+                                                scorecards=scored))
     write_json(folder / "results.json", to_json(report, links))
     if report.comparison is not None:
         write_json(folder / "compare.json", report.comparison.to_json())
     if "crcr" in extras.formats:
-        write_json(folder / crcr.CRCR_FILE, crcr.checked(
-            crcr.payload(report, extras.ci, extras.artifact_url)))
+        write_json(folder / crcr.CRCR_FILE, crcr.checked(crcr.payload(
+            report, extras.ci, extras.artifact_url, failures=failed_tests(report),
+            triage=triage(report.groups, history.timeline if history else None))))
     cell_links = _links(report, results_dir, out_dir / "cells", "../")
     (folder / "cells").mkdir()
     for group in report.groups:
@@ -255,12 +271,14 @@ def check_not_less(out_dir: Path, report: Report) -> None:
 def read_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = None, *,
                 merge: Sequence[Path] = (), accept: Accept | None = None,
                 replace: bool = False,
-                unverified: Mapping[str, tuple[str, ...]] | None = None) -> Report:
+                unverified: Mapping[str, tuple[str, ...]] | None = None,
+                parity: Path | None = None) -> Report:
     """The report as data, read from ``results_dir`` (and an earlier run's, to compare), or
     from every ``merge`` folder instead; ``accept`` may refuse a result file (its signature),
     which then counts as unreadable. ``unverified`` maps cell ids to the unverified vendor
-    facts each rests on (marked). A report holding fewer results than the one in ``out_dir``
-    is refused (ReportShrinks) unless ``replace``."""
+    facts each rests on (marked); ``parity``: a reference recording to set the operators
+    beside. A report holding fewer results than the one in ``out_dir`` is refused
+    (ReportShrinks) unless ``replace``."""
     target = out_dir.resolve() if out_dir.is_symlink() else out_dir
     if merge:
         if previous_dir is not None:
@@ -273,6 +291,9 @@ def read_report(results_dir: Path, out_dir: Path, previous_dir: Path | None = No
         check_folders(results_dir, target)
         report = collect(results_dir, previous_dir, accept)
     report = marked(report, unverified)
+    if parity is not None:
+        report = dataclasses.replace(report, parity=parity_table(
+            load_reference(parity), report.groups, report.vendors))
     if not replace:
         check_not_less(target, report)
     return report

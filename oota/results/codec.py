@@ -235,7 +235,10 @@ def _float(value: object, where: str) -> float:
 
 
 def _bool(value: object, where: str) -> bool:
-    return bool(value)
+    """A JSON boolean, and nothing else: bool("false") is True, so a string is refused."""
+    if not isinstance(value, bool):
+        raise ResultFormatError(f"{where}: expected true or false, got {type(value).__name__}")
+    return value
 
 
 _SCALARS: dict[Any, Reader] = {str: _str, int: _int, float: _float, bool: _bool}

@@ -33,8 +33,10 @@ JUNIT_FILE = "junit.xml"
 CASES_FILE = "cases.pt"
 # JUnit has no word for these: each maps to the element CI systems count it under.
 _JUNIT_ELEMENT = {"failed": "failure", "error": "error", "interrupted": "error",
-                  "skipped": "skipped", "unsupported-here": "skipped", "cpu-fallback": "skipped"}
-_JUNIT_SKIPPED: tuple[Status, ...] = ("skipped", "unsupported-here", "cpu-fallback")
+                  "skipped": "skipped", "unsupported-here": "skipped", "cpu-fallback": "skipped",
+                  "not-claimed": "skipped"}
+_JUNIT_SKIPPED: tuple[Status, ...] = ("skipped", "unsupported-here", "cpu-fallback",
+                                      "not-claimed")
 _MESSAGE_CHARS = 500
 
 __all__ = ["CASES_FILE", "RESULT_FILE", "SCHEMA_ID", "junit_xml", "keep_recording", "load",
@@ -227,7 +229,7 @@ def inconsistency(result: Result) -> str:
 def _older_pass(result: Result, derived: str) -> bool:
     """Whether ``result`` is an older oota's ``passed`` that today's rule makes ``derived``:
     nothing failed, but no test of a device layer passed (oota.vocab.run_status)."""
-    return (result.status == "passed" and derived in ("skipped", "cpu-fallback")
+    return (result.status == "passed" and derived in ("skipped", "cpu-fallback", "not-claimed")
             and worst([*(s.status for s in result.stages.values()),
                        *(t.status for t in result.tests)]) == "passed")
 

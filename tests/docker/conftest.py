@@ -65,6 +65,11 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # the Ryuk image 
 # by hand (docs/reference/verify-suite.md). oota passes the variable into each verify container
 # (verify.FORWARDED).
 os.environ.setdefault("OOTA_OPS_BUDGET_S", "0")
+# The autograd, modules and optimizers layers likewise run their must-run entries only (the
+# autograd layer's default; the others' budgets are tested in test_layers.py).
+os.environ.setdefault("OOTA_AUTOGRAD_BUDGET_S", "0")
+os.environ.setdefault("OOTA_MODULES_BUDGET_S", "0")
+os.environ.setdefault("OOTA_OPTIMIZERS_BUDGET_S", "0")
 # One worker process judges the pairs (OOTA_OPS_WORKERS=1, not one per core): with three tests
 # verifying at once on two cores, each verification's extra workers (each importing torch and
 # PyTorch's op_db) would cost CPU time and gain no wall time. test_reference.py compares one

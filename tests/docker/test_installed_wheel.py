@@ -24,6 +24,10 @@ from tests.conftest import REPO
 
 from .conftest import NAMESPACE
 
+# A vendor repository's own invoke tasks (oota must not load them: issue 40).
+VENDOR_TASKS = ("from invoke import task\n\n\n@task\ndef lint(c):\n"
+                "    \"\"\"lint the vendor's own way\"\"\"\n")
+
 
 def run(argv: list[str], cwd: Path, timeout: int = 1200) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -61,6 +65,11 @@ def test_the_wheel_builds_verifies_and_reports_in_a_fresh_folder(installed, debi
     # session's next run finds its builder stage in BuildKit's cache.
     vendor = "wheel-" + re.sub(r"[^a-z0-9-]", "-", NAMESPACE.lower())
     cell = f"{vendor}-torch2.13.0-py3.11-debian12"
+    # A vendor's repository with invoke tasks of its own: oota runs its own tasks there.
+    (tmp_path / "tasks.py").write_text(VENDOR_TASKS, encoding="utf-8")
+    listed = run([oota, "--list"], cwd=tmp_path)
+    assert listed.returncode == 0 and "build" in listed.stdout, listed.stderr
+    assert "lint the vendor's own way" not in listed.stdout
     init = run([oota, "init", "--vendor", vendor], cwd=tmp_path)
     assert init.returncode == 0, init.stderr
     try:
@@ -77,7 +86,8 @@ def test_the_wheel_builds_verifies_and_reports_in_a_fresh_folder(installed, debi
         assert report.returncode == 0, report.stderr
         shown = json.loads((tmp_path / "reports" / "results.json").read_text())
         assert [c["id"] for c in shown["cells"]] == [cell]
-        assert not (tmp_path / "verify").exists() and not (tmp_path / "tasks.py").exists()
+        assert not (tmp_path / "verify").exists()
+        assert (tmp_path / "tasks.py").read_text(encoding="utf-8") == VENDOR_TASKS
     finally:
         for image in docker_client.images.list(name=f"oota/{vendor}"):
             docker_client.images.remove(image.id, force=True)

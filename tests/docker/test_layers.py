@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import tarfile
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 from oota.engine.base import RUN_LABEL
 from oota.results.assemble import overall_status, suite_test
 
+REPO = Path(__file__).resolve().parents[2]
 OUT = "/tmp/oota-results"
 CELL_IN_IMAGE = "/opt/oota/cell.json"
 
@@ -99,6 +101,48 @@ def test_models_layer_records_each_model(image, docker_client, run_id, cell_json
     assert classes["llama"] == "LlamaForCausalLM" and classes["gemma"] == "GemmaForCausalLM"
 
 
+# The modules and optimizers layers' must-run entries only, as in the session's verification.
+BUDGETS_OF_0 = {"OOTA_MODULES_BUDGET_S": "0", "OOTA_OPTIMIZERS_BUDGET_S": "0"}
+
+
+def test_the_modules_and_optimizers_layers_pass_on_the_cpu_with_their_counts(built):
+    """The session's verification of the CPU cell (budgets of 0 s: the must-run entries): each
+    must-run module ran forward and backward in each of its dtypes (the CPU vendor compares
+    nothing: its device is the CPU), each must-run optimizer in every implementation the CPU
+    claims, its foreach and fused steps judged against its for-loop ones; what the budgets left
+    unrun is one entry per test, with its count; the state dict test is skipped saying why."""
+    tests = {t["id"]: t for t in built.results[0]["tests"]}
+    linear = tests["test_modules.py::test_module_runs[nn.Linear-float32]"]
+    assert linear["status"] == "passed" and linear["data"]["compared"] is False
+    assert (linear["data"]["samples"], linear["data"]["ran"]) == (3, 3)
+    conv = tests["test_modules.py::test_module_runs[nn.Conv2d-float32]"]["data"]
+    assert (conv["ran"], conv["formats"]) == (4, 2)  # two of its samples in channels_last
+    assert tests["test_modules.py::test_module_runs[nn.BatchNorm2d-float64]"]["data"][
+        "modes"] == ["train", "eval"]
+    modules = [t for t in tests.values() if t["layer"] == "modules"]
+    assert {t["status"] for t in modules if "unrun" not in t["id"]} == {"passed"}
+    unrun = tests["test_modules.py::test_module_runs[unrun-by-budget]"]
+    assert re.fullmatch(r"time budget of 0 s spent \(OOTA_MODULES_BUDGET_S\): \d+ module×dtype "
+                        r"pairs of \d+ modules not run", unrun["message"]), unrun["message"]
+    must = {line.split(":", 1)[1].strip() for line in (REPO / "verify" / "modules-must-run.yaml")
+            .read_text().splitlines() if line.startswith("- module:")}
+    assert {t["data"]["module"] for t in modules if t["status"] == "passed" and "data" in t
+            and "module" in t["data"]} == must
+    for impl in ("forloop", "foreach", "fused"):
+        for dtype in ("float32", "float64", "float16", "bfloat16"):
+            sgd = tests[f"test_optimizers.py::test_optimizer_matches_cpu[SGD-{impl}-{dtype}]"]
+            assert sgd["status"] == "passed", sgd
+            assert sgd["data"]["compared"] is (impl != "forloop")
+            assert sgd["data"]["ran"] == sgd["data"]["configs"] == 3  # the first 3 on the CPU
+    adam = tests["test_optimizers.py::test_optimizer_matches_cpu[Adam-fused-bfloat16]"]
+    assert adam["status"] == "passed" and "on cpu: parameters and optimizer state after 7 " \
+        "steps within error against float64" in adam["data"]["note"]
+    moves = tests["test_optimizers.py::test_optimizer_state_dict_moves[Adam-float32]"]
+    assert moves["status"] == "skipped" and "no other device" in moves["message"]
+    assert tests["test_optimizers.py::test_optimizer_matches_cpu[unrun-by-budget]"]["data"][
+        "unrun_optimizers"] == 13
+
+
 def test_unknown_layer_is_refused(image, docker_client, run_id):
     code, data, log = run_verify(docker_client, image, run_id, "--layer", "modles")
     assert code == 2 and data == {}
@@ -112,14 +156,18 @@ def test_expired_skip_entry_fails_the_run(image, docker_client, run_id, cell_jso
         {"id": "llama", "reason": "model name entry", "owner": "someone", "expires": "2099-12-31"},
         {"id": "test_nothing_*", "reason": "matches nothing", "owner": "someone",
          "expires": "2099-12-31"},
+        {"id": "nn.Linear", "reason": "a module's entry", "owner": "someone",
+         "expires": "2099-12-31"},
+        {"id": "SGD", "reason": "an optimizer's entry", "owner": "someone",
+         "expires": "2099-12-31"},
     ]
     override = Path(tmp_path) / "cell.json"
     override.write_text(json.dumps({**cell_json, "skips": skips}))
     override.chmod(0o644)
     code, data, log = run_verify(
-        docker_client, image, run_id, "--layer", "device,models",
+        docker_client, image, run_id, "--layer", "device,models,modules,optimizers",
         volumes={str(override): {"bind": "/tmp/oota-cell.json", "mode": "ro"}},
-        environment={"OOTA_CELL_FILE": "/tmp/oota-cell.json"})
+        environment={"OOTA_CELL_FILE": "/tmp/oota-cell.json", **BUDGETS_OF_0})
     assert code == 1, log[-3000:]
     tests = by_id(data)
     expired = tests["test_skiplist.py::test_no_expired_entries"]
@@ -134,8 +182,14 @@ def test_expired_skip_entry_fails_the_run(image, docker_client, run_id, cell_jso
     assert tests["test_models.py::test_forward_and_train_step[gemma]"]["status"] == "passed"
     assert data["skips"]["expired"] == ["test_device.py::test_matmul_known_result"]
     assert data["skips"]["unmatched"] == ["test_nothing_*"]
-    # 'llama' names the model in the models layer and in the workload layer: two tests.
-    assert [e["matched"] for e in data["skips"]["entries"]] == [1, 2, 0]
+    # 'llama' names the model in the models layer and in the workload layer: two tests; a
+    # module's name its dtypes (float32, float64), an optimizer's its three implementations in
+    # each of four dtypes and its state dict's test (float32).
+    assert [e["matched"] for e in data["skips"]["entries"]] == [1, 2, 0, 2, 13]
+    linear = tests["test_modules.py::test_module_runs[nn.Linear-float32]"]
+    assert linear["message"].startswith("skip list: a module's entry")
+    fused = tests["test_optimizers.py::test_optimizer_matches_cpu[SGD-fused-bfloat16]"]
+    assert fused["message"].startswith("skip list: an optimizer's entry")
     assert "skip-list entries expired: test_device.py::test_matmul_known_result" in log
 
 
@@ -175,3 +229,39 @@ def test_a_gpu_the_container_cannot_use_is_never_passed(image, docker_client, ru
     assert any(named in t["message"] for t in others if t["layer"] == "ops")
     outcomes = [suite_test(t, f"tests[{i}]") for i, t in enumerate(data["tests"])]
     assert overall_status(outcomes, {}) == status
+
+
+# The runtime layer's tests every device must pass; the others hold only where claimed.
+RUNTIME_MUST = {"test_device_count_and_index", "test_synchronize_completes_the_work",
+                "test_same_seed_same_draws_in_two_processes", "test_save_load_round_trip"}
+
+
+def test_runtime_layer_alone_shows_what_the_cpu_does_not_claim(image, docker_client, run_id,
+                                                               cell_json):
+    """The CPU's runtime contract on torch 2.13.0+cpu: what every device must do passes, what
+    the CPU claims (a generator's state, fork) passes, and what it does not claim (streams,
+    events, memory statistics, pinned memory) is skipped as not claimed, naming the key."""
+    code, data, log = run_verify(docker_client, image, run_id, "--layer", "runtime")
+    assert code == 0, log[-3000:]
+    assert data["layers"] == ["runtime"]
+    assert {t["layer"] for t in data["tests"]} == {"device", "runtime", "skips"}
+    runtime = [t for t in data["tests"] if t["layer"] == "runtime"]
+    claims = cell_json["verify"]["capabilities"]
+    for test in runtime:
+        name = test["id"].split("::")[1].split("[")[0]
+        if test["status"] == "skipped":
+            key = test["message"].split("verify.capabilities.")[1].split(" ")[0]
+            assert test["message"].startswith("not claimed: ") and claims[key] is False, test
+            assert name not in RUNTIME_MUST, test
+        else:
+            assert test["status"] == "passed", test
+    passed = {t["id"].split("::")[1].split("[")[0] for t in runtime if t["status"] == "passed"}
+    assert passed == RUNTIME_MUST | {"test_generator_state_saves_and_restores",
+                                     "test_fork_after_the_device_was_opened"}
+    unclaimed = {t["message"].split("verify.capabilities.")[1].split(" ")[0]
+                 for t in runtime if t["status"] == "skipped"}
+    assert unclaimed == {"streams", "events", "event_timing", "memory_stats", "empty_cache",
+                         "pinned_memory"}
+    assert "runtime" in log and "not claimed: work on a side stream ordered by wait_stream" in log
+    outcomes = [suite_test(t, f"tests[{i}]") for i, t in enumerate(data["tests"])]
+    assert overall_status(outcomes, {}) == "passed"

@@ -267,3 +267,121 @@ def test_the_ops_layer_on_two_workers_gives_one_workers_results(reference_built,
     assert replays[0].cases and replays[1].moved == 0
     assert [(c.status, c.message) for c in replays[1].cases] == [
         (c.status, c.message) for c in replays[0].cases]
+
+
+def test_runtime_layer_passes_on_refdev_and_each_runtime_fault_fails_only_its_tests(
+        reference_built, docker_client, tmp_path):
+    """refdev claims every capability the runtime layer tests, and each holds: no runtime test
+    is skipped. Its two runtime faults fail exactly the tests of what they break, saying what:
+    a wait that orders nothing (REFDEV_STREAM_NOWAIT) the stream and event tests, an allocator
+    that never gives memory back (REFDEV_LEAK_ALLOC) the memory and empty_cache tests; every
+    other test of the layer, and the device's evidence, still pass."""
+    broken = {
+        "": {},
+        "REFDEV_STREAM_NOWAIT": {
+            "test_side_stream_work_is_ordered_by_wait_stream": "after current.wait_stream(side): "
+            "the wait did not order the side stream's work before the default stream's",
+            "test_events_order_and_complete_work": "after current.wait_event(event recorded on "
+            "the side stream): the wait did not order"},
+        "REFDEV_LEAK_ALLOC": {
+            "test_memory_comes_back_after_del": "memory_allocated is 4194304 bytes above its "
+            "baseline",
+            "test_empty_cache_returns_memory": "memory_allocated (after empty_cache) is 8388608 "
+            "bytes above its baseline"}}
+    for fault, failing in broken.items():
+        folder = tmp_path / (fault or "clean")
+        folder.mkdir()
+        tests = _verify_refdev(docker_client, reference_built, folder,
+                               "oota-verify --layer runtime", {fault: "1"} if fault else {})
+        runtime = {t["id"].split("::")[1]: t for t in tests if t["layer"] == "runtime"}
+        assert len(runtime) == 16, sorted(runtime)
+        failed = {name: t["message"] for name, t in runtime.items() if t["status"] != "passed"}
+        assert failed.keys() == failing.keys(), (fault, failed)
+        for name, words in failing.items():
+            assert runtime[name]["status"] == "failed" and words in failed[name], (fault, name)
+        visible = next(t for t in tests if t["id"] == "test_device.py::test_device_visible")
+        assert visible["status"] == "passed", (fault, visible)
+    generator = runtime["test_generator_state_saves_and_restores"]["data"]
+    assert generator["generator_device"] == "cpu"  # refdev's generator is the CPU's, as declared
+
+
+MUST_RUN_ONLY = {"OOTA_MODULES_BUDGET_S": "0", "OOTA_OPTIMIZERS_BUDGET_S": "0"}
+MODULES_MUST_RUN = {line.split(":", 1)[1].strip() for line in (
+    REPO / "verify" / "modules-must-run.yaml").read_text().splitlines()
+    if line.startswith("- module:")}
+
+
+def test_the_modules_and_optimizers_layers_pass_on_refdev_with_their_counts(reference_built,
+                                                                            tmp_path):
+    """The session's verification of the reference cell (budgets of 0 s: the must-run
+    entries): every must-run module matches the CPU forward and backward in each of its dtypes,
+    nn.Conv2d on refdev's own kernels and in channels_last too; SGD and Adam match the CPU's
+    for-loop steps with refdev's for-loop and foreach steps (it claims foreach, not fused,
+    which optim_db does not declare for it), and their state dicts move both ways; the report
+    shows both layers passed."""
+    tests = {t["id"]: t for t in reference_built.results[0]["tests"]}
+    modules = [t for t in tests.values() if t["layer"] == "modules" and
+               (t.get("data") or {}).get("module")]
+    assert modules and {t["status"] for t in modules} == {"passed"}
+    assert {t["data"]["module"] for t in modules} == MODULES_MUST_RUN
+    assert all(t["data"]["compared"] and t["data"]["ran"] == t["data"]["samples"]
+               for t in modules)
+    conv = tests["test_modules.py::test_module_matches_cpu[nn.Conv2d-float32]"]["data"]
+    assert (conv["formats"], conv["ran_on"]) == (2, "device")
+    linear = tests["test_modules.py::test_module_matches_cpu[nn.Linear-float32]"]["data"]
+    assert linear["ran_on"] == "cpu" and "aten::addmm.out" in linear["note"]
+    for name in ("SGD", "Adam"):
+        for dtype in ("float32", "float64", "float16", "bfloat16"):
+            for impl in ("forloop", "foreach"):
+                step = tests[f"test_optimizers.py::test_optimizer_matches_cpu[{name}-{impl}-"
+                             f"{dtype}]"]
+                assert step["status"] == "passed" and step["data"]["compared"], step
+            fused = tests[f"test_optimizers.py::test_optimizer_matches_cpu[{name}-fused-{dtype}]"]
+            assert fused["status"] == "skipped" and "not on refdev" in fused["message"]
+        moves = tests[f"test_optimizers.py::test_optimizer_state_dict_moves[{name}-float32]"]
+        assert moves["status"] == "passed", moves
+        assert moves["data"]["ran"] == moves["data"]["configs"] > 0
+    write_report(reference_built.results_dir, tmp_path / "reports")
+    report = json.loads((tmp_path / "reports" / "results.json").read_text())
+    (cell,) = [c for c in report["cells"] if c["id"] == REFERENCE_CELL]
+    assert cell["layers"]["modules"]["status"] == cell["layers"]["optimizers"]["status"] == \
+        "passed"
+
+
+def test_each_refdev_fault_fails_exactly_its_layer_naming_what_is_wrong(reference_built,
+                                                                       docker_client, tmp_path):
+    """refdev broken on purpose, the must-run entries of both layers: a wrong gradient
+    (REFDEV_WRONG_OP=tanh_backward) fails nn.Tanh's input gradient in the modules layer and
+    nothing else; a foreach path that drops the last tensor (REFDEV_FOREACH_DROP_LAST=
+    _foreach_addcdiv_, Adam's update) fails Adam's foreach steps naming the last parameter of
+    each group, in the optimizers layer alone (both in one run: each touches the other layer
+    not at all, so each failure is one fault's). An optimizer step that skips a parameter
+    group (REFDEV_SKIP_PARAM_GROUP=1) fails the optimizers layer naming the group, while the
+    models layer's one-group SGD step still trains."""
+    first, second = tmp_path / "gradient-foreach", tmp_path / "group"
+    first.mkdir()
+    second.mkdir()
+    tests = _verify_refdev(docker_client, reference_built, first,
+                           "oota-verify --layer modules,optimizers",
+                           {"REFDEV_WRONG_OP": "tanh_backward",
+                            "REFDEV_FOREACH_DROP_LAST": "_foreach_addcdiv_", **MUST_RUN_ONLY})
+    failed = {t["id"]: t["message"] for t in tests if t["status"] == "failed"}
+    assert set(failed) == {"test_modules.py::test_module_matches_cpu[nn.Tanh-float32]",
+                           "test_modules.py::test_module_matches_cpu[nn.Tanh-float64]",
+                           *(f"test_optimizers.py::test_optimizer_matches_cpu[Adam-foreach-{d}]"
+                             for d in ("float32", "float64", "float16", "bfloat16"))}, failed
+    assert "sample 0 (default), train: gradient of args[0] on refdev" in failed[
+        "test_modules.py::test_module_matches_cpu[nn.Tanh-float32]"]
+    assert ("param_groups[0].params[1] (first.bias, the last of its group); param_groups[1]."
+            "params[2] (second.bias, the last of its group) kept their initial values on refdev "
+            "after 7 steps") in failed["test_optimizers.py::test_optimizer_matches_cpu[Adam-"
+                                       "foreach-float32]"]
+    tests = _verify_refdev(docker_client, reference_built, second,
+                           "oota-verify --layer optimizers,models",
+                           {"REFDEV_SKIP_PARAM_GROUP": "1", **MUST_RUN_ONLY})
+    by_layer = {layer: {t["status"] for t in tests if t["layer"] == layer}
+                for layer in ("optimizers", "models")}
+    assert "failed" in by_layer["optimizers"] and by_layer["models"] == {"passed"}, by_layer
+    sgd = next(t for t in tests if "[SGD-forloop-float32]" in t["id"])
+    assert ("all 3 parameters of param_groups[1] (scale, second.weight, second.bias) kept their "
+            "initial values on refdev after 7 steps") in sgd["message"]

@@ -113,6 +113,14 @@ def unreadable_home(root: Path) -> None:
     (root / "home").chmod(0)
 
 
+def home_file(name: str, text: str) -> Callable[[Path], None]:
+    """A file in a HOME of the test's own."""
+    def damage(root: Path) -> None:
+        (root / "home").mkdir(exist_ok=True)
+        (root / "home" / name).write_text(text, encoding="utf-8")
+    return damage
+
+
 def unreadable(path: str) -> Callable[[Path], None]:
     def damage(root: Path) -> None:
         (root / path).chmod(0)
@@ -211,7 +219,7 @@ CASES = [
     Case("hosts-format-xml", ("hosts", "--format", "xml"), 2,
          "--format 'xml' is not one of table, json"),
     Case("build-layer-bogus", ("build", "--vendor", "cpu", "--layer", "bogus"), 2,
-         "--layer 'bogus' is not a layer of the verify suite (install, compat, device"),
+         "--layer 'bogus' is not a layer of the verify suite (install, compat, smoke, device"),
     Case("verify-layer-misspelled", ("verify", "--vendor", "cpu", "--layer", "devic"), 2,
          "did you mean 'device'?"),
     Case("build-missing-ca-bundle", ("build", "--vendor", "cpu", "--ca-bundle", "/nope"), 2,
@@ -300,8 +308,10 @@ CASES = [
          env=(("DOCKER_HOST", "::garbage::"),)),
     Case("home-unreadable", ("matrix",), 3, "home/.invoke.yaml: Permission denied",
          unreadable_home, denied=True, env=(("HOME", "{root}/home"),)),
+    # The user's invoke configuration (a project's invoke.yaml is not read: oota runs its own
+    # tasks, never a folder's tasks.py, whose configuration that file is).
     Case("invoke-yaml-not-yaml", ("matrix",), 2, "invoke's configuration file is not YAML",
-         replace("invoke.yaml", "run: [\n")),
+         home_file(".invoke.yaml", "run: [\n"), env=(("HOME", "{root}/home"),)),
 ]
 
 
@@ -404,7 +414,7 @@ def test_an_unexpected_error_is_one_line_and_its_traceback_is_saved(checkout: Pa
         fh.write('\n\nfrom invoke.context import Context\nfrom oota.tasks import task\n\n\n'
                  '@task\ndef boom(c: Context) -> None:\n'
                  '    raise ValueError("a bug\\nsecond line")\n')
-    proc = oota(checkout, "boom")
+    proc = oota(checkout, "boom", module="invoke")  # oota runs oota's tasks only
     assert proc.returncode == 1
     assert proc.stderr == ("error: internal error: ValueError: a bug (details: "
                            ".oota-cache/last-error.log); please report it\n")

@@ -551,11 +551,30 @@ def test_the_conclusion_for_the_relay_comes_from_crcr_json(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     assert outputs(out) == {"conclusion": "failure",
                             "test-results": '{"passed":3,"failed":1,"skipped":0,"total":4}'}
+    # With the failed tests and the triage verdict crcr.json holds, both reach the callback.
+    detail = [{"name": "test_op_matches_cpu[tanh-float32]", "classname": "test_ops.py",
+               "message": "differs from the CPU"}]
+    verdict = {"schema_version": 1, "category": "backend", "confidence": "medium",
+               "summary": "tanh (float32) fails since the extension moved"}
+    (tmp_path / "reports" / "crcr.json").write_text(json.dumps({"workflow": {
+        "conclusion": "failure", "test_results": {"passed": 3, "failed": 1, "skipped": 0,
+                                                  "total": 4},
+        "failed_tests_detail": detail, "triage_verdict": verdict}}))
+    out.unlink()
+    proc = run_step("report", "verdict", tmp_path, {"GITHUB_OUTPUT": str(out)},
+                    tmp_path / "bin")
+    assert proc.returncode == 0, proc.stderr
+    found = outputs(out)
+    assert json.loads(found["failed-tests-detail"]) == detail
+    assert json.loads(found["triage-verdict"]) == verdict
     callback = workflow()["jobs"]["callback"]
     assert "vars.OOTA_RELAY_CALLBACK == 'true'" in callback["if"]
     assert callback["permissions"] == {"contents": "read", "id-token": "write"}
     relay = callback["steps"][0]
     assert relay["with"]["conclusion"] == "${{ needs.report.outputs.conclusion }}"
+    assert relay["with"]["failed-tests-detail"] == \
+        "${{ needs.report.outputs.failed-tests-detail }}"
+    assert relay["with"]["triage-verdict"] == "${{ needs.report.outputs.triage-verdict }}"
 
 
 def test_the_comment_is_posted_only_with_a_token_that_may(tmp_path: Path) -> None:

@@ -42,6 +42,25 @@ def test_the_wheel_carries_every_package_and_shipped_folder() -> None:
     assert tool["package-dir"] == {f"oota._shipped.{name}": name for name in resources.SHIPPED}
 
 
+def test_the_wheel_carries_every_file_of_the_shipped_folders() -> None:
+    """Each file git tracks under a shipped folder matches a package-data glob: a glob of one
+    folder does not reach its subfolders (verify/smoke/ was left out once, and an installed
+    oota's build then failed on a bind mount of a file it did not have)."""
+    tool = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    tracked = subprocess.run(["git", "ls-files", *resources.SHIPPED], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    left_out = []
+    for name in tracked:
+        folder, _, rest = name.partition("/")
+        globs = tool["package-data"][f"oota._shipped.{folder}"]
+        if not any(Path(rest).match(glob) and rest.count("/") == glob.count("/")
+                   for glob in globs):
+            left_out.append(name)
+    assert left_out == []
+
+
 def test_init_scaffolds_a_vendor_a_bare_folder_can_use(tmp_path: Path) -> None:
     made = oota(tmp_path, "init", "--vendor", "acme")
     assert made.returncode == 0, made.stderr
@@ -54,6 +73,22 @@ def test_init_scaffolds_a_vendor_a_bare_folder_can_use(tmp_path: Path) -> None:
     cell = tmp_path / "images" / "acme" / "acme-torch2.13.0-py3.11-debian12"
     assert (cell / "Dockerfile").is_file() and (cell / "cell.json").is_file()
     assert oota(tmp_path, "generate", "--check").returncode == 0
+
+
+def test_oota_runs_its_own_tasks_beside_a_vendors_tasks_py(tmp_path: Path) -> None:
+    """A vendor's repository with its own invoke tasks.py (here and in a parent folder): the
+    oota command lists and runs oota's tasks, never the vendor's."""
+    tasks = "from invoke import task\n\n\n@task\ndef lint(c):\n    \"\"\"the vendor's lint\"\"\"\n"
+    (tmp_path / "tasks.py").write_text(tasks, encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    for where in (tmp_path, tmp_path / "sub"):
+        listed = oota(where, "--list")
+        assert listed.returncode == 0, listed.stderr
+        assert "release-check" in listed.stdout and "the vendor's lint" not in listed.stdout
+    assert oota(tmp_path, "init", "--vendor", "acme").returncode == 0
+    shown = oota(tmp_path, "matrix", "--vendor", "acme")
+    assert shown.returncode == 0, shown.stderr
+    assert "acme-torch2.13.0-py3.11-debian12" in shown.stdout
 
 
 def test_init_adds_a_vendor_and_never_overwrites_one(tmp_path: Path) -> None:

@@ -220,3 +220,63 @@ def test_a_cell_verified_on_an_engine_not_reached_is_refused_naming_it(project, 
     assert outcome.reason == ("verified on host e2 (tcp://127.0.0.1:2376), which this command "
                               "does not reach: give the hosts file (--hosts hosts.yaml) or "
                               "that Engine (--host ENDPOINT)")
+
+
+def _signed_build(cell, current, results: Path, key) -> Path:
+    """A cell's result as `build --key` leaves it: result.json and its result.sig."""
+    from oota.results.signed import sign_result
+
+    folder = results / cell.id
+    result = _result(cell, current)
+    save(folder, result)
+    sign_result(folder, result, key)
+    return folder
+
+
+def test_build_sign_publish_then_a_merge_checks_the_signature(project, tmp_path, monkeypatch):
+    """Publishing records the push in result.json; with the lab's key it signs that result
+    again, so a merge with the lab's public key still sees it signed (it used to find it
+    unsigned: saving removes the signature of the result it replaces)."""
+    from oota.execute import publish as publishing
+    from oota.execute.attach import Attached, Signer
+    from oota.supply import signing
+
+    keys = signing.generate(tmp_path / "lab", None)
+    key = signing.load_private(keys.private, None)
+    matrix, cell, current = _cell(project)
+    folder = _signed_build(cell, current, tmp_path / "results", key)
+    tag = "registry.lab:5000/oota/cpu:sha256-" + "ab" * 32
+    monkeypatch.setattr(publishing, "attach", lambda *a, **k: Attached(
+        sbom=f"{tag}.sbom@{DIGEST}", provenance=f"{tag}.att@{DIGEST}",
+        signature=f"{tag}.sig@{DIGEST}"))
+    [outcome] = publish_cells(matrix, [cell], FakeEngine(_labels(current)),
+                              Console(io.StringIO(), live=False),
+                              results_dir=tmp_path / "results", registry="registry.lab:5000",
+                              namespace="oota", local_namespace="oota", auth=None,
+                              signer=Signer(key=key))
+    assert outcome.status == "pushed" and not outcome.unsigned_result
+    assert load(folder / "result.json").image.published  # the push is in the signed result
+    merged = subprocess.run(
+        [sys.executable, "-m", "oota", "report", "--merge", "results", "--key",
+         str(keys.public), "--no-history"], cwd=tmp_path, capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    assert merged.returncode == 0, merged.stderr
+    assert "signatures: 1 result(s) signed by --key, 0 unsigned" in merged.stdout
+
+
+def test_publishing_a_signed_result_without_a_key_says_it_is_no_longer_signed(project,
+                                                                             tmp_path):
+    from oota.supply import signing
+
+    keys = signing.generate(tmp_path / "lab", None)
+    matrix, cell, current = _cell(project)
+    folder = _signed_build(cell, current, tmp_path / "results",
+                           signing.load_private(keys.private, None))
+    shown = io.StringIO()
+    [outcome] = publish_cells(matrix, [cell], FakeEngine(_labels(current)),
+                              Console(shown, live=False), results_dir=tmp_path / "results",
+                              registry="registry.lab:5000", namespace="oota",
+                              local_namespace="oota", auth=None)
+    assert outcome.status == "pushed" and outcome.unsigned_result
+    assert not (folder / "result.sig").exists()
+    assert "its result.json records the push and is no longer signed" in shown.getvalue()

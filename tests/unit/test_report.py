@@ -434,7 +434,8 @@ def test_write_report_writes_every_file(tmp_path, results):
     assert len(report.results) == 5
     assert len(report.problems) == 1 and "broken/result.json: unreadable" in report.problems[0]
     assert sorted(p.name for p in out.iterdir()) == ["cells", "files", "index.html",
-                                                     "matrix.md", "results.json", "start"]
+                                                     "matrix.md", "results.json", "scorecard",
+                                                     "start"]
     assert sorted(p.stem for p in (out / "cells").iterdir()) == sorted(
         r["cell"]["id"] for r in results)
     assert "broken/result.json" in (out / "matrix.md").read_text(encoding="utf-8")

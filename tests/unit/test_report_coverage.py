@@ -132,7 +132,7 @@ def test_the_cell_page_counts_it_in_its_own_column(tmp_path):
     out = tmp_path / "reports"
     write_report(write_results(tmp_path / "results", [make_result("xla", tests=XLA)]), out)
     page = (out / "cells" / "xla-torch2.13.0-py3.11-debian12.html").read_text()
-    assert "<th>passed</th><th>ran on CPU</th><th>skipped</th>" in page
+    assert "<th>passed</th><th>ran on CPU</th><th>not claimed</th><th>skipped</th>" in page
     assert "1 ran on the CPU" in page
     data = json.loads((out / "results.json").read_text())
     assert data["coverage"]["operators"]["nonzero"] == {"xla": {CPU: 1}}

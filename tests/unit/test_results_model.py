@@ -222,3 +222,17 @@ def test_suite_output_that_is_not_json_says_which_file(tmp_path: Path) -> None:
     (tmp_path / "tests.json").write_bytes(b"\xff\xfe garbage")
     with pytest.raises(ResultFormatError, match="tests.json is unreadable"):
         read_suite_output(tmp_path)
+
+
+@pytest.mark.parametrize("value", ["false", "true", 0, 1, None])
+def test_a_boolean_field_takes_true_or_false_only(value: object) -> None:
+    """The string "false" is not true (bool("false") is): anything but a JSON boolean is
+    refused, naming the field."""
+    package = {"version": "2.3.1", "source": "https://pypi.org/simple", "sha256": None,
+               "requested": value}
+    if value is None:  # absent: the field's default
+        assert Package.from_json(package, "packages.numpy").requested is False
+        return
+    with pytest.raises(ResultFormatError, match=r"packages\.numpy\.requested: expected true or "
+                                                r"false"):
+        Package.from_json(package, "packages.numpy")

@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "verify"))
 import oota_autograd  # noqa: E402
-import oota_ops  # noqa: E402
+import oota_budget  # noqa: E402
 import oota_summary  # noqa: E402
 from oota_autograd import GRADIENTS, NONCONTIGUOUS, OUT, Outcome, SharedBudget  # noqa: E402
 
@@ -159,7 +159,7 @@ RUN = [
 
 
 def test_the_pairs_a_budget_left_unrun_fold_per_check():
-    folded = {t["id"]: t for t in oota_ops.fold_unrun(RUN)}
+    folded = {t["id"]: t for t in oota_budget.fold_unrun(RUN)}
     assert folded["test_ops.py::test_op_runs[unrun-by-budget]"]["data"] == {
         "unrun_pairs": 1, "unrun_operators": 1}
     grads = folded["test_autograd.py::test_grad_matches_cpu[unrun-by-budget]"]
@@ -170,7 +170,7 @@ def test_the_pairs_a_budget_left_unrun_fold_per_check():
         "unrun_pairs"] == 1
     assert len(folded) == 6  # three tests ran, one fold per test function
     # Each fold stands where its first unrun pair stood.
-    ids = [t["id"] for t in oota_ops.fold_unrun(RUN)]
+    ids = [t["id"] for t in oota_budget.fold_unrun(RUN)]
     assert ids.index("test_autograd.py::test_grad_matches_cpu[unrun-by-budget]") == 3
 
 
@@ -178,7 +178,7 @@ def test_folded_at_collection_a_check_folds_no_further():
     early = _entry("test_out", "unrun-by-budget", "skipped",
                    "time budget of 0 s spent (OOTA_AUTOGRAD_BUDGET_S): 7 operator×dtype pairs "
                    "of 5 operators not run", unrun_pairs=7, unrun_operators=5)
-    assert oota_ops.fold_unrun([early]) == [early]
+    assert oota_budget.fold_unrun([early]) == [early]
     assert vocab.entry_unrun(early) == 7
 
 
@@ -192,7 +192,7 @@ def test_verify_log_counts_the_autograd_layers_skips_and_fallbacks_apart_from_th
              _entry("test_out", "cat-float32", "skipped",
                     "PyTorch's test_out expects this test to fail"),
              _entry("test_grad_matches_cpu", "sgn-float32", "failed", "killed by SIGSEGV")]
-    text = oota_summary.report({"id": "reference"}, oota_ops.fold_unrun(tests))
+    text = oota_summary.report({"id": "reference"}, oota_budget.fold_unrun(tests))
     assert ("- autograd layer: 1 operator x dtype pairs not compared: 1 expected to fail by "
             "PyTorch's own test (each reason is in tests.json)") in text
     assert ("- autograd layer: 1 operator x dtype pairs ran on the CPU (the backend's "
@@ -221,12 +221,20 @@ def test_why_an_autograd_pair_was_not_compared(message, reason):
 
 def test_the_autograd_layer_is_in_the_report_and_uses_the_device():
     assert vocab.LAYERS.index("autograd") == vocab.LAYERS.index("ops") + 1
-    assert "autograd" in vocab.DEVICE_LAYERS and "autograd" in vocab.PAIR_LAYERS
+    assert "autograd" in vocab.DEVICE_LAYERS and "autograd" in vocab.DATABASE_UNITS
     # A cell whose only device evidence is an autograd pass passes; fallbacks alone do not.
     assert vocab.run_status([("install", "passed"), ("autograd", "passed"),
                              ("autograd", "cpu-fallback")]) == "passed"
     assert vocab.run_status([("install", "passed"), ("autograd", "cpu-fallback")]) == \
         "cpu-fallback"
+
+
+def test_the_layers_that_walk_a_database_are_one_list():
+    # The fold, verify.log's counts and the report's marks all read oota.vocab.DATABASE_UNITS.
+    assert list(oota_budget.UNITS) == list(vocab.DATABASE_UNITS) == list(oota_summary.COUNTED)
+    assert oota_summary.COUNTED["autograd"] == "operator x dtype pairs"
+    assert oota_budget.UNITS["optimizers"].name_of("t.py::t[Adam-foreach-float32]") == "Adam"
+    assert oota_autograd.UNIT.name_of("t.py::test_out[max.binary-float32]") == "max.binary"
 
 
 def test_oota_passes_the_layers_budget_on_into_the_verify_container():

@@ -109,8 +109,22 @@ def test_cpu_fallback_counts_apart_and_never_as_a_pass():
     assert vocab.worst(["cpu-fallback", "skipped"]) == "cpu-fallback"
     assert vocab.FALLBACK not in vocab.BAD
     counts = vocab.layer_counts([("ops", "passed"), ("ops", "cpu-fallback"), ("ops", "skipped")])
-    assert counts["ops"] == {"passed": 1, "cpu-fallback": 1, "skipped": 1,
+    assert counts["ops"] == {"passed": 1, "cpu-fallback": 1, "not-claimed": 0, "skipped": 1,
                              "unsupported-here": 0, "failed": 0}
+
+
+def test_a_capability_not_claimed_counts_apart_and_never_as_a_pass():
+    """A test skipped as 'not claimed: ...' (verify/oota_claims.py) gets its own status:
+    counted apart from skips, outranked by a pass, never a pass."""
+    assert vocab.normalized("skipped", "not claimed: streams ordering work: the vendor does "
+                            "not claim streams") == (vocab.NOT_CLAIMED, "streams ordering work: "
+                                                     "the vendor does not claim streams")
+    assert vocab.worst(["passed", "not-claimed"]) == "passed"
+    assert vocab.worst(["not-claimed", "skipped"]) == "not-claimed"
+    assert vocab.NOT_CLAIMED not in vocab.BAD
+    assert vocab.run_status([("install", "passed"), ("runtime", "not-claimed")]) == "not-claimed"
+    counts = vocab.layer_counts([("runtime", "passed"), ("runtime", "not-claimed")])
+    assert counts["runtime"]["not-claimed"] == 1 and counts["runtime"]["skipped"] == 0
 
 
 def test_verify_log_shows_the_pairs_that_ran_on_the_cpu(tmp_path):

@@ -110,8 +110,8 @@ def test_summary_uses_oota_vocabulary():
 def test_in_an_image_the_copy_beside_the_suite_is_used(tmp_path):
     """The image layout: verify/ files with oota_vocab.py beside them (render.context_files),
     no oota package anywhere."""
-    for name in ("oota_summary.py", "oota_ops.py", "oota_hooks.py", "oota_dispatch.py",
-                 "oota_suite.py", "oota-verify"):
+    for name in ("oota_summary.py", "oota_ops.py", "oota_budget.py", "oota_hooks.py",
+                 "oota_dispatch.py", "oota_suite.py", "oota-verify"):
         shutil.copy(REPO / "verify" / name, tmp_path / name)
     shutil.copy(REPO / "oota" / "vocab.py", tmp_path / "oota_vocab.py")
     code = ("import oota_summary, oota_vocab, oota_suite; "
@@ -123,8 +123,7 @@ def test_in_an_image_the_copy_beside_the_suite_is_used(tmp_path):
     layers = subprocess.run([sys.executable, str(tmp_path / "oota-verify"), "--layer", "bogus"],
                             capture_output=True, text=True, check=False, cwd=tmp_path)
     assert layers.returncode == 2
-    assert ("layers: install, compat, device, ops, autograd, models, workload, vendor, "
-            "skips") in layers.stderr
+    assert f"layers: {', '.join(vocab.LAYERS)}\n" in layers.stderr
 
 
 def test_tests_the_ops_budget_left_unrun_are_not_compared():
@@ -142,8 +141,8 @@ def test_tests_the_ops_budget_left_unrun_are_not_compared():
            {"id": ops.format("sub"), "status": "skipped", "message": budget}]
     text = oota_summary.compare(expected, now)
     assert "every one of the 1 tests ended the same way" in text
-    assert ("the ops layer's time budget left 1 operator x dtype pairs unrun this time and 1 "
-            "then: those are not compared") in text
+    assert ("the layers' time budgets left 1 entries (operator x dtype pairs, module x dtype "
+            "pairs, ...) unrun this time and 1 then: those are not compared") in text
     now[0] = {"id": ops.format("add"), "status": "failed", "message": "mismatch"}
     assert f"- {ops.format('add')}: passed then, failed now (mismatch)" in oota_summary.compare(
         expected, now)
@@ -169,9 +168,9 @@ def test_an_image_verified_before_the_fold_compares_with_a_folded_run():
     now = [{"id": "test_install.py::test_imports", "status": "passed"},
            {"id": ops.format("add"), "status": "passed"}, FOLDED]
     text = oota_summary.compare(expected, now)
-    assert text.endswith("every one of the 2 tests ended the same way (the ops layer's time "
-                         "budget left 3 operator x dtype pairs unrun this time and 3 then: "
-                         "those are not compared).")
+    assert text.endswith("every one of the 2 tests ended the same way (the layers' time "
+                         "budgets left 3 entries (operator x dtype pairs, module x dtype pairs, "
+                         "...) unrun this time and 3 then: those are not compared).")
 
 
 def test_pairs_a_folded_run_holds_are_not_compared_with_those_the_other_run_reached():
@@ -185,8 +184,8 @@ def test_pairs_a_folded_run_holds_are_not_compared_with_those_the_other_run_reac
     now = [{"id": ops.format("add"), "status": "passed"}, FOLDED]
     text = oota_summary.compare(expected, now)
     assert "every one of the 1 tests ended the same way" in text
-    assert "did not run this time" not in text and "3 operator x dtype pairs unrun this " \
-        "time and 2 then" in text
+    assert "did not run this time" not in text and "pairs, ...) unrun this time and 2 then" in \
+        text
     now[0] = {"id": ops.format("add"), "status": "failed", "message": "mismatch"}
     assert "1 test(s) ended differently" in oota_summary.compare(expected, now)
 

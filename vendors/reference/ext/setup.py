@@ -78,6 +78,8 @@ setup(
             sources=[
                 "csrc/module.cpp",
                 "csrc/device.cpp",
+                "csrc/memory.cpp",
+                "csrc/stream.cpp",
                 "csrc/ops.cpp",
                 "csrc/autocast.cpp",
             ],

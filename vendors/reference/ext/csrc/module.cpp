@@ -99,6 +99,8 @@ PyObject* py_memory_stats(PyObject*, PyObject* arg) {
         !set_item(dict, "num_allocs", stats.num_allocs) ||
         !set_item(dict, "num_frees", stats.num_frees) ||
         !set_item(dict, "active_allocs", stats.active_allocs) ||
+        !set_item(dict, "total_allocated_bytes", stats.total_allocated_bytes) ||
+        !set_item(dict, "total_freed_bytes", stats.total_freed_bytes) ||
         !set_item(dict, "limit_bytes", stats.limit_bytes)) {
       Py_DECREF(dict);
       return nullptr;
@@ -162,7 +164,7 @@ PyMethodDef methods[] = {
      "Index of the calling thread's current refdev device."},
     {"set_device", py_set_device, METH_O, "Set the current refdev device."},
     {"synchronize", py_synchronize, METH_O,
-     "Wait for refdev work on a device (-1: current); a no-op."},
+     "Complete the queued work of every stream of a device (-1: current)."},
     {"memory_stats", py_memory_stats, METH_O,
      "Allocator statistics of one device, as a dict."},
     {"reset_peak_memory_stats", py_reset_peak_memory_stats, METH_O,

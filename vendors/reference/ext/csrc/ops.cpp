@@ -168,6 +168,20 @@ at::Tensor host_alias(const at::Tensor& t, bool keep_bits = true) {
   return alias_on(host_storage(t.storage()), t, keep_bits);
 }
 
+// Stores host tensor `source` into refdev tensor `dst` (through `host_dst`, its
+// host view) on dst's device's current stream: now, or queued on a side
+// stream (stream.cpp), with `source` as it is at launch.
+void store(
+    const at::Tensor& dst,
+    const at::Tensor& host_dst,
+    const at::Tensor& source) {
+  const c10::DeviceIndex index = dst.device().index();
+  const at::Tensor taken = stream_defers(index) ? source.clone() : source;
+  stream_write(index, [keep = dst.storage(), host_dst, taken] {
+    host_dst.copy_(taken);
+  });
+}
+
 // A fresh CPU copy of a refdev tensor; other tensors are returned unchanged.
 at::Tensor to_host(const at::Tensor& t) {
   if (!on_refdev(t)) {
@@ -215,8 +229,10 @@ at::Tensor to_device(const at::Tensor& t, c10::Device device) {
         std::nullopt));
   }
   if (out.numel() > 0) {
-    host_alias(out, /*keep_bits=*/false)
-        .copy_(alias_on(t.storage(), t, /*keep_bits=*/false));
+    store(
+        out,
+        host_alias(out, /*keep_bits=*/false),
+        alias_on(t.storage(), t, /*keep_bits=*/false));
   }
   out._set_conj(t.is_conj());
   out._set_neg(t.is_neg());
@@ -280,6 +296,9 @@ at::Tensor refdev_copy_from(
   if (dst.numel() == 0) {
     return dst;
   }
+  if (on_refdev(self)) {
+    stream_read(self.device().index());
+  }
   at::Tensor host_dst;
   at::Tensor host_src;
   if (on_refdev(self) && on_refdev(dst) &&
@@ -294,7 +313,11 @@ at::Tensor refdev_copy_from(
     host_dst = on_refdev(dst) ? host_alias(dst) : dst;
     host_src = on_refdev(self) ? host_alias(self) : self;
   }
-  host_dst.copy_(host_src);
+  if (on_refdev(dst)) {
+    store(dst, host_dst, host_src);
+  } else {
+    host_dst.copy_(host_src);
+  }
   return dst;
 }
 
@@ -346,7 +369,11 @@ at::Tensor refdev_copy_from_and_resize(
 at::Tensor& refdev_fill_scalar_(at::Tensor& self, const at::Scalar& value) {
   expect_refdev(self, "fill_", "self");
   if (self.numel() > 0) {
-    host_alias(self).fill_(value);
+    stream_write(
+        self.device().index(),
+        [keep = self.storage(), host = host_alias(self), value] {
+          host.fill_(value);
+        });
   }
   return self;
 }
@@ -363,6 +390,9 @@ at::Tensor& refdev_fill_tensor_(at::Tensor& self, const at::Tensor& value) {
       "fill_: value tensor on ",
       value.device(),
       " cannot fill a refdev tensor");
+  if (on_refdev(value)) {
+    stream_read(value.device().index());
+  }
   const at::Scalar scalar =
       on_refdev(value) ? host_alias(value).item() : value.item();
   return refdev_fill_scalar_(self, scalar);
@@ -371,7 +401,9 @@ at::Tensor& refdev_fill_tensor_(at::Tensor& self, const at::Tensor& value) {
 at::Tensor& refdev_zero_(at::Tensor& self) {
   expect_refdev(self, "zero_", "self");
   if (self.numel() > 0) {
-    host_alias(self).zero_();
+    stream_write(
+        self.device().index(),
+        [keep = self.storage(), host = host_alias(self)] { host.zero_(); });
   }
   return self;
 }
@@ -380,6 +412,7 @@ at::Scalar refdev_local_scalar_dense(const at::Tensor& self) {
   expect_refdev(self, "_local_scalar_dense", "self");
   TORCH_CHECK(
       self.numel() > 0, "_local_scalar_dense: Empty tensor not supported");
+  stream_read(self.device().index());
   return host_alias(self).item();
 }
 
@@ -611,6 +644,7 @@ at::Tensor refdev_convolution(
     int64_t groups) {
   expect_refdev(input, "convolution", "input");
   expect_same_device(input, weight, "convolution", "weight");
+  stream_read(input.device().index());
   std::optional<at::Tensor> host_bias;
   if (bias.has_value() && bias->defined()) {
     expect_same_device(input, *bias, "convolution", "bias");
@@ -643,6 +677,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> refdev_convolution_backward(
   expect_refdev(grad_output, "convolution_backward", "grad_output");
   expect_same_device(grad_output, input, "convolution_backward", "input");
   expect_same_device(grad_output, weight, "convolution_backward", "weight");
+  stream_read(grad_output.device().index());
   const std::vector<int64_t> bias_sizes{grad_output.size(1)};
   auto grads = at::convolution_backward(
       to_host(grad_output),
@@ -777,13 +812,19 @@ struct MovedTensor {
   size_t arg_index;
   at::Tensor original;
   at::Tensor host;
+  std::vector<int64_t> host_strides; // before the CPU kernel ran
 };
 
 struct MovedList {
   size_t arg_index;
   std::vector<at::Tensor> originals;
   std::vector<at::Tensor> hosts;
+  std::vector<std::vector<int64_t>> host_strides; // before the CPU kernel ran
 };
+
+std::vector<int64_t> strides_of(const at::Tensor& t) {
+  return t.defined() ? t.strides().vec() : std::vector<int64_t>();
+}
 
 void count_fallback(const c10::OperatorHandle& op) {
   auto& counter = fallback_counter();
@@ -792,10 +833,25 @@ void count_fallback(const c10::OperatorHandle& op) {
   counter.counts[std::move(name)] += 1;
 }
 
-void write_back(const at::Tensor& host, const at::Tensor& original) {
-  if (original.defined() && on_refdev(original)) {
-    refdev_copy_from_and_resize(host, original);
+// A CPU kernel may lay its out argument out anew (replication_pad2d's lays its
+// output out as its input is laid out, channels_last included): the refdev
+// tensor takes the same sizes and strides, as the CPU's own out tensor would.
+void write_back(
+    const at::Tensor& host,
+    const at::Tensor& original,
+    const std::vector<int64_t>& host_strides) {
+  if (!original.defined() || !on_refdev(original)) {
+    return;
   }
+  if (host.strides() != IntArrayRef(host_strides) &&
+      host.is_non_overlapping_and_dense()) {
+    if (original.sizes() != host.sizes()) {
+      refdev_resize_(original, host.sizes(), std::nullopt);
+    }
+    original.unsafeGetTensorImpl()->set_sizes_and_strides(
+        host.sizes(), host.strides());
+  }
+  refdev_copy_from_and_resize(host, original);
 }
 
 // Operators that mutate arguments their schema does not mark as mutable
@@ -850,6 +906,9 @@ void refdev_cpu_fallback(
   const bool target_is_refdev = target.type() == kDeviceType;
   const c10::DeviceGuard guard(
       target_is_refdev ? target : c10::Device(kDeviceType, current_device()));
+  if (checker.refdev_device().has_value()) {
+    stream_read(checker.refdev_device()->index());
+  }
 
   // Pass 2: replace refdev tensors with host copies.
   std::vector<MovedTensor> moved_tensors;
@@ -862,25 +921,29 @@ void refdev_cpu_fallback(
       if (on_refdev(original)) {
         at::Tensor host = to_host(original);
         slot = c10::IValue(host);
-        moved_tensors.push_back({i, original, std::move(host)});
+        std::vector<int64_t> strides = strides_of(host);
+        moved_tensors.push_back(
+            {i, original, std::move(host), std::move(strides)});
       }
     } else if (slot.isTensorList()) {
-      MovedList entry{i, slot.toTensorVector(), {}};
+      MovedList entry{i, slot.toTensorVector(), {}, {}};
       entry.hosts.reserve(entry.originals.size());
       for (const at::Tensor& t : entry.originals) {
         entry.hosts.push_back(t.defined() ? to_host(t) : t);
+        entry.host_strides.push_back(strides_of(entry.hosts.back()));
       }
       slot = c10::IValue(c10::List<at::Tensor>(entry.hosts));
       moved_lists.push_back(std::move(entry));
     } else if (slot.isOptionalTensorList()) {
       const auto values = slot.toOptionalTensorVector();
-      MovedList entry{i, {}, {}};
+      MovedList entry{i, {}, {}, {}};
       c10::List<std::optional<at::Tensor>> hosts;
       for (const auto& t : values) {
         const at::Tensor original = t.has_value() ? *t : at::Tensor();
         const at::Tensor host = original.defined() ? to_host(original) : original;
         entry.originals.push_back(original);
         entry.hosts.push_back(host);
+        entry.host_strides.push_back(strides_of(host));
         hosts.push_back(
             host.defined() ? std::optional<at::Tensor>(host) : std::nullopt);
       }
@@ -902,7 +965,7 @@ void refdev_cpu_fallback(
   };
   for (const auto& moved : moved_tensors) {
     if (is_mutated(moved.arg_index)) {
-      write_back(moved.host, moved.original);
+      write_back(moved.host, moved.original, moved.host_strides);
     }
   }
   for (const auto* lists : {&moved_lists, &moved_optional_lists}) {
@@ -912,7 +975,7 @@ void refdev_cpu_fallback(
       }
       for (size_t k = 0; k < moved.originals.size(); ++k) {
         if (moved.hosts[k].defined()) {
-          write_back(moved.hosts[k], moved.originals[k]);
+          write_back(moved.hosts[k], moved.originals[k], moved.host_strides[k]);
         }
       }
     }

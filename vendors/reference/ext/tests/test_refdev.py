@@ -334,6 +334,24 @@ def test_fallback_in_place_and_out():
     assert_close(d.cpu(), expected)
 
 
+def test_fallback_keeps_the_layout_a_cpu_kernel_gives_its_out_argument():
+    # replication_pad2d's CPU kernel lays its output out as its input (channels_last); the
+    # fallback's write-back must carry that layout to the refdev output, as the CPU's has it.
+    x = torch.randn(1, 3, 4, 4).contiguous(memory_format=torch.channels_last)
+    pad = nn.ReplicationPad2d(1)
+    got = pad(x.refdev())
+    assert got.stride() == pad(x).stride()
+    assert got.is_contiguous(memory_format=torch.channels_last)
+    assert_close(got.cpu(), pad(x))
+    out = torch.empty(0, device=DEV)  # resized by the kernel, laid out as it chose
+    torch.mul(x.refdev(), 2, out=out)
+    assert out.stride() == torch.mul(x, 2).stride()
+    view = torch.zeros(4, 8, device=DEV)[:, ::2]  # a strided view keeps its strides
+    torch.add(torch.ones(4, 4, device=DEV), 1, out=view)
+    assert view.stride() == (8, 2)
+    assert_close(view.cpu(), torch.full((4, 4), 2.0))
+
+
 def test_fallback_tensor_lists():
     xs = [torch.randn(3) for _ in range(3)]
     ds = [x.refdev() for x in xs]
@@ -720,9 +738,43 @@ def test_scaled_op_on_purpose_biases_that_operator_by_its_factor():
     assert float(sin_diff) == 0.0
 
 
+def test_a_foreach_path_that_drops_the_last_tensor_on_purpose():
+    code = (
+        "import json, torch, torch_refdev\n"
+        "xs = [torch.zeros(2, device='refdev') for _ in range(3)]\n"
+        "torch._foreach_addcdiv_(xs, [torch.ones(2, device='refdev')] * 3,\n"
+        "                        [torch.ones(2, device='refdev')] * 3, [1.0, 2.0, 3.0])\n"
+        "torch._foreach_add_(xs, 1.0)\n"
+        "print(json.dumps([x.cpu().tolist() for x in xs]))\n"
+    )
+    dropped = run_python(code, REFDEV_FOREACH_DROP_LAST="_foreach_addcdiv_")
+    assert json.loads(dropped) == [[2.0, 2.0], [3.0, 3.0], [1.0, 1.0]]
+    assert json.loads(run_python(code)) == [[2.0, 2.0], [3.0, 3.0], [4.0, 4.0]]
+
+
+def test_an_optimizer_step_that_skips_a_parameter_group_on_purpose():
+    code = (
+        "import json, torch, torch_refdev\n"
+        "def run(groups):\n"
+        "    ps = [torch.nn.Parameter(torch.ones(2, device='refdev')) for _ in range(2)]\n"
+        "    split = [{'params': [p]} for p in ps] if groups == 2 else [{'params': ps}]\n"
+        "    opt = torch.optim.SGD(split, lr=0.5)\n"
+        "    sum(p.sum() for p in ps).backward()\n"
+        "    opt.step()\n"
+        "    return [p.detach().cpu().tolist() for p in ps]\n"
+        "print(json.dumps([run(2), run(1)]))\n"
+    )
+    two, one = json.loads(run_python(code, REFDEV_SKIP_PARAM_GROUP="1"))
+    assert two == [[0.5, 0.5], [1.0, 1.0]]  # the second group kept its values
+    assert one == [[0.5, 0.5], [0.5, 0.5]]  # an optimizer of one group is untouched
+    assert json.loads(run_python(code))[0] == [[0.5, 0.5], [0.5, 0.5]]
+
+
 @pytest.mark.parametrize(("variable", "value", "shape"), [
     ("REFDEV_SLOW_OP", "mm", "NAME:MILLISECONDS"),
     ("REFDEV_SCALE_OP", "mm:big", "NAME:FACTOR"),
+    ("REFDEV_SKIP_PARAM_GROUP", "second", "a parameter group's index"),
+    ("REFDEV_FOREACH_DROP_LAST", "_foreach_add", "in-place foreach operators"),
 ])
 def test_a_malformed_fault_switch_is_refused_with_the_expected_shape(variable, value, shape):
     with tempfile.TemporaryDirectory() as cwd:  # outside the source tree, as run_python

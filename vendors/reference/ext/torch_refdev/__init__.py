@@ -12,6 +12,12 @@ resizing, filling and views have native kernels; every other aten operator is
 computed on the host by a fallback that copies inputs to CPU and results back.
 Tensors of another device (other than 0-dim CPU scalars) are rejected.
 
+Streams are real queues (csrc/stream.cpp): the default stream runs work at
+once; a side stream (``torch.Stream(device="refdev")``) holds its kernels'
+writes until it next runs, so another stream sees them only after waiting
+(``wait_stream``, ``wait_event``) or a synchronize.  Random numbers come from
+the CPU generator: refdev's random kernels run on the host.
+
 The package is compiled against one torch build; ``check_torch_abi()`` (run on
 import, before the C++ library is loaded) raises a clear error when a
 different torch is loaded.
@@ -170,7 +176,7 @@ class device:
 
 
 def synchronize(device=None):
-    """refdev work is synchronous; this only validates the device."""
+    """Complete the queued work of every stream of ``device``."""
     _C.synchronize(_device_index(device))
 
 
@@ -179,7 +185,10 @@ def get_device_name(device=None):
 
 
 def memory_stats(device=None):
-    """Allocator statistics: allocated/peak bytes, allocation counters."""
+    """Allocator statistics: allocated/peak bytes, allocation counters.
+
+    ``torch.accelerator.memory_stats()`` gives the same figures in the shape of
+    CUDA's caching allocator's."""
     return _C.memory_stats(_device_index(device))
 
 
@@ -211,7 +220,10 @@ def reset_accumulated_memory_stats(device=None):
 
 
 def empty_cache():
-    """No caching allocator: freed memory is returned immediately."""
+    """No caching allocator: freed memory is returned immediately.
+
+    (``REFDEV_LEAK_ALLOC=1`` makes the allocator leak on purpose: nothing
+    brings that memory back.)"""
 
 
 def fallback_op_counts():
@@ -224,7 +236,8 @@ def reset_fallback_op_counts():
 
 
 # Random numbers: refdev kernels that draw random numbers run on the host
-# through the fallback and use the CPU generator, so these act on it.
+# through the fallback and use the CPU generator, so these act on it, and
+# torch.Generator(device="refdev") is a CPU generator.
 
 def manual_seed(seed):
     torch.default_generator.manual_seed(int(seed))

@@ -14,6 +14,23 @@ right result on the host and multiplies every floating-point output by FACTOR: a
 in an operator a model uses (its forward and its gradients), which a training curve judged
 against float64 must catch (oota's workload layer is tested this way).
 
+``REFDEV_FOREACH_DROP_LAST``: in-place foreach operators, comma-separated
+(``_foreach_addcdiv_``, every overload). Their refdev kernel computes the right results on the
+host and writes them back to every tensor of the list but the last, which keeps its old value:
+a foreach path that drops the last tensor, which an optimizer's foreach step must not pass
+(oota's optimizers layer is tested this way). torch.optim's default implementation on refdev
+is foreach (PyTorch's foreach device list holds the PrivateUse1 backend's name): an operator
+the default SGD step uses (``_foreach_add_``) breaks every training step on refdev, while
+``_foreach_addcdiv_`` (Adam's update) breaks only the steps that call it.
+
+``REFDEV_SKIP_PARAM_GROUP``: an index (``1``). Every ``torch.optim`` step leaves the refdev
+parameters of that parameter group as they were before the step (a global step hook puts their
+values back; the optimizer's state still moves), as a vendor's patched optimizer that forgets a
+group would. An optimizer with fewer groups (the models layer's SGD has one) is untouched.
+
+A wrong gradient needs no switch of its own: ``REFDEV_WRONG_OP=tanh_backward`` makes the
+backward pass of ``tanh`` wrong and its forward right (autograd calls that operator on refdev).
+
 All are read once, when torch_refdev is imported. Unset (the default), nothing is registered.
 """
 
@@ -26,10 +43,13 @@ from torch.utils._pytree import tree_map
 WRONG_VARIABLE = "REFDEV_WRONG_OP"
 SLOW_VARIABLE = "REFDEV_SLOW_OP"
 SCALE_VARIABLE = "REFDEV_SCALE_OP"
+DROP_LAST_VARIABLE = "REFDEV_FOREACH_DROP_LAST"
+SKIP_GROUP_VARIABLE = "REFDEV_SKIP_PARAM_GROUP"
 VARIABLE = WRONG_VARIABLE  # the first fault's name, kept for callers that use it
 
-# The registrations live as long as these library objects: kept for the process's lifetime.
+# The registrations (and hooks) live as long as these objects: kept for the process's lifetime.
 _libraries = []
+_hooks = []
 
 
 def _to_host(value):
@@ -73,12 +93,67 @@ def _scaled_kernel(op, factor):
     return kernel
 
 
+def _drop_last_kernel(op):
+    def kernel(tensors, *args, **kwargs):
+        host = [t.cpu() for t in tensors]
+        host_args, host_kwargs = tree_map(_to_host, (args, kwargs))
+        op(host, *host_args, **host_kwargs)
+        for tensor, value in zip(tensors[:-1], host[:-1], strict=True):
+            tensor.copy_(value)
+
+    return kernel
+
+
 def _register(name, make_kernel):
     packet, _, overload = name.partition(".")
     op = getattr(getattr(torch.ops.aten, packet), overload or "default")
     library = torch.library.Library("aten", "IMPL")
     library.impl(name, make_kernel(op), "PrivateUse1")
     _libraries.append(library)
+
+
+def install_drop_last(name):
+    """Make every overload of the in-place foreach operator ``name`` (``_foreach_add_``) leave
+    the last tensor of its list unchanged on refdev."""
+    if not (name.startswith("_foreach_") and name.endswith("_")):
+        raise ValueError(f"{DROP_LAST_VARIABLE}={name!r}: expected in-place foreach operators, "
+                         "e.g. _foreach_add_")
+    packet = getattr(torch.ops.aten, name)
+    for overload in packet.overloads():
+        _register(name if overload == "default" else f"{name}.{overload}", _drop_last_kernel)
+
+
+def install_skip_group(index):
+    """Make every torch.optim step leave the refdev parameters of group ``index`` unchanged."""
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
+
+    held = {}
+
+    def before(optimizer, args, kwargs):
+        groups = optimizer.param_groups
+        device = torch._C._get_privateuse1_backend_name()
+        held[id(optimizer)] = [(p, p.detach().clone()) for p in
+                               (groups[index]["params"] if index < len(groups) else [])
+                               if p.device.type == device]
+
+    def after(optimizer, args, kwargs):
+        with torch.no_grad():
+            for param, value in held.pop(id(optimizer), []):
+                param.copy_(value)
+
+    _hooks.extend([register_optimizer_step_pre_hook(before),
+                   register_optimizer_step_post_hook(after)])
+
+
+def parse_group(text):
+    """``INDEX`` as a whole number >= 0; a ValueError says what is wrong."""
+    if not text.strip().isdigit():
+        raise ValueError(f"{SKIP_GROUP_VARIABLE}={text!r}: expected a parameter group's index, "
+                         "e.g. 1")
+    return int(text)
 
 
 def install(name):
@@ -128,3 +203,9 @@ def install_from_environment(environ=os.environ):
     scale = environ.get(SCALE_VARIABLE, "").strip()
     if scale:
         install_scaled(*parse_scale(scale))
+    for name in environ.get(DROP_LAST_VARIABLE, "").split(","):
+        if name.strip():
+            install_drop_last(name.strip())
+    group = environ.get(SKIP_GROUP_VARIABLE, "")
+    if group.strip():
+        install_skip_group(parse_group(group))

@@ -1,0 +1,124 @@
+"""Benchmark: what each layer of the in-image suite costs, in built images, side by side.
+
+For each IMAGE (default: the CPU vendor's and the reference vendor's default cells, as
+``./oota.sh build`` tags them) and each layer of the suite (``oota/vocab.py`` LAYERS, the
+``skips`` check aside: it runs with every layer), a fresh container runs
+``oota-verify --layer LAYER`` with this checkout's ``verify/`` mounted over the image's, on one
+worker process and on two (``OOTA_OPS_WORKERS``; only the ops layer has workers, the others
+run once). The layers' budgets are those of a default verification (each layer's own default)
+unless ``--budget 0`` asks for the must-run sets only, as the Docker tests run them. Each
+figure is the median of ``--runs`` runs, runs interleaved layer by layer, with the container's
+whole life counted (starting Python and importing torch included), and the whole suite
+(every layer at once) beside them: a layer's share of a verification is its run less the
+import a whole run shares.
+
+    .venv/bin/python benchmarks/bench_layers.py [--runs 3] [--budget 0] [--image IMAGE ...]
+        [--record]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from bench_ops_layer import docker_cli, suite  # noqa: E402 - beside this file
+
+from oota.vocab import LAYERS  # noqa: E402
+
+IMAGES = ("oota/cpu:cpu-torch2.13.0-py3.11-debian12",
+          "oota/reference:reference-torch2.13.0-py3.11-debian12")
+BUDGETS = ("OOTA_OPS_BUDGET_S", "OOTA_MODULES_BUDGET_S", "OOTA_OPTIMIZERS_BUDGET_S",
+           "OOTA_AUTOGRAD_BUDGET_S")
+ALL = "all"
+
+
+def run_once(image: str, verify: Path, layer: str, workers: int, budget: str | None,
+             out: Path) -> tuple[float, dict[str, int]]:
+    """Seconds one ``oota-verify --layer LAYER`` takes, and its tests' statuses counted."""
+    out.mkdir(parents=True, exist_ok=True)
+    out.chmod(0o777)
+    env = ["-e", f"OOTA_OPS_WORKERS={workers}", "-e", "OOTA_RECORD_EVERY=0"]
+    if budget is not None:
+        env += [x for name in BUDGETS for x in ("-e", f"{name}={budget}")]
+    chosen = [] if layer == ALL else ["--layer", layer]
+    argv = [docker_cli(), "run", "--rm", "--init", "-v", f"{verify}:/opt/oota/verify:ro",
+            "-v", f"{out}:/results", *env, image, "oota-verify", *chosen, "--out",
+            "/results", "-q"]
+    started = time.perf_counter()
+    subprocess.run(argv, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seconds = time.perf_counter() - started
+    counts: dict[str, int] = {}
+    try:
+        tests = json.loads((out / "tests.json").read_text())["tests"]
+    except (OSError, ValueError, KeyError):
+        return seconds, {"no results": 1}
+    for test in tests:
+        if layer == ALL or test["layer"] == layer:
+            counts[test["status"]] = counts.get(test["status"], 0) + 1
+    return seconds, counts
+
+
+def measure(image: str, verify: Path, layers: list[str], runs: int, budget: str | None,
+            tmp: Path) -> list[list[object]]:
+    """One row per layer × workers: image, layer, workers, median seconds, runs, tests."""
+    times: dict[tuple[str, int], list[float]] = {}
+    counts: dict[tuple[str, int], dict[str, int]] = {}
+    plan = [(layer, workers) for layer in [*layers, ALL]
+            for workers in ((1, 2) if layer in ("ops", ALL) else (1,))]
+    for i in range(runs):
+        for layer, workers in plan:
+            seconds, found = run_once(image, verify, layer, workers, budget,
+                                      tmp / f"{layer}-{workers}-{i}")
+            times.setdefault((layer, workers), []).append(seconds)
+            counts[(layer, workers)] = found
+            print(f"{image} {layer} x{workers}: {seconds:.1f} s {found}", file=sys.stderr)
+    return [[image.split(":")[-1], layer, workers, round(statistics.median(times[layer, workers]),
+                                                        1), runs,
+             ", ".join(f"{n} {s}" for s, n in sorted(counts[layer, workers].items()))]
+            for layer, workers in plan]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--image", action="append", help="an image to measure (repeatable)")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--budget", default=None,
+                        help="every layer's budget in seconds (0: the must-run sets only)")
+    parser.add_argument("--record", action="store_true",
+                        help="write the table into benchmarks/results/ for the docs")
+    args = parser.parse_args()
+    layers = [layer for layer in LAYERS if layer != "skips"]
+    rows: list[list[object]] = []
+    with tempfile.TemporaryDirectory(prefix="oota-bench-layers-") as tmp:
+        verify = suite(REPO, Path(tmp) / "verify")
+        for image in args.image or IMAGES:
+            rows += measure(image, verify, layers, args.runs, args.budget, Path(tmp) / "out")
+    for row in rows:
+        print("  ".join(str(c) for c in row))
+    if args.record:
+        import record
+
+        record.write("bench_layers.py", title="What each layer of the suite costs",
+                     what=("oota-verify --layer LAYER in a fresh container of each image "
+                           "(the container's whole life: Python, torch and the layer), "
+                           "median of the runs; 'all' is a whole verification; budgets: "
+                           + (f"{args.budget} s each" if args.budget is not None
+                              else "each layer's default")),
+                     columns=[("image", ""), ("layer", ""), ("workers", ""), ("median", "s"),
+                              ("runs", ""), ("tests", "")],
+                     rows=rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
