@@ -26,6 +26,8 @@ repository's root (the CPU image has one)::
 its table. ``--record`` writes the rows to benchmarks/results/ (the performance page shows
 them); ``--before OLD.json`` records an earlier run's ``--json`` beside them, under its
 ``--label`` (an older judge, run from a copy of its checkout on the same machine).
+The bug classes no single kernel shows (a gradient, an optimizer's step, a stream, the
+allocator) are refdev's faults run through the suite's layers: ``bench_detection_layers.py``.
 """
 
 from __future__ import annotations

@@ -6,14 +6,15 @@ For each IMAGE (default: the CPU vendor's and the reference vendor's default cel
 ``oota-verify --layer LAYER`` with this checkout's ``verify/`` mounted over the image's, on one
 worker process and on two (``OOTA_OPS_WORKERS``; only the ops layer has workers, the others
 run once). The layers' budgets are those of a default verification (each layer's own default)
-unless ``--budget 0`` asks for the must-run sets only, as the Docker tests run them. Each
+unless ``--budget 0`` asks for the must-run sets only, as the Docker tests run them; given once
+per image (``--budget default --budget 0``), each applies to the image in the same place. Each
 figure is the median of ``--runs`` runs, runs interleaved layer by layer, with the container's
 whole life counted (starting Python and importing torch included), and the whole suite
 (every layer at once) beside them: a layer's share of a verification is its run less the
 import a whole run shares.
 
-    .venv/bin/python benchmarks/bench_layers.py [--runs 3] [--budget 0] [--image IMAGE ...]
-        [--layer compile,all] [--record]
+    .venv/bin/python benchmarks/bench_layers.py [--runs 3] [--budget 0|default ...]
+        [--image IMAGE ...] [--layer compile,all] [--record]
 """
 
 from __future__ import annotations
@@ -88,12 +89,24 @@ def measure(image: str, verify: Path, layers: list[str], runs: int, budget: str 
             for layer, workers in plan]
 
 
+def budgets(images: list[str], given: list[str]) -> list[tuple[str, str | None]]:
+    """Each image with its budget (None: each layer's default): one ``--budget`` for all, or
+    one per image in order."""
+    if len(given) not in (0, 1, len(images)):
+        raise SystemExit(f"--budget: give one, or one per image ({len(images)}), not "
+                         f"{len(given)}")
+    chosen = given * len(images) if len(given) == 1 else given or ["default"] * len(images)
+    return [(image, None if budget == "default" else budget)
+            for image, budget in zip(images, chosen, strict=True)]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--image", action="append", help="an image to measure (repeatable)")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--budget", default=None,
-                        help="every layer's budget in seconds (0: the must-run sets only)")
+    parser.add_argument("--budget", action="append", default=[],
+                        help="every layer's budget in seconds (0: the must-run sets only; "
+                        "'default': each layer's own), once for all images or once per image")
     parser.add_argument("--layer", default="",
                         help="comma list of layers to measure, 'all' a whole verification "
                              "(default: every layer and 'all')")
@@ -105,8 +118,8 @@ def main() -> int:
     rows: list[list[object]] = []
     with tempfile.TemporaryDirectory(prefix="oota-bench-layers-") as tmp:
         verify = suite(REPO, Path(tmp) / "verify")
-        for image in args.image or IMAGES:
-            rows += measure(image, verify, layers, args.runs, args.budget, Path(tmp) / "out")
+        for image, budget in budgets(args.image or list(IMAGES), args.budget):
+            rows += measure(image, verify, layers, args.runs, budget, Path(tmp) / "out")
     for row in rows:
         print("  ".join(str(c) for c in row))
     if args.record:
@@ -116,8 +129,10 @@ def main() -> int:
                      what=("oota-verify --layer LAYER in a fresh container of each image "
                            "(the container's whole life: Python, torch and the layer), "
                            "median of the runs; 'all' is a whole verification; budgets: "
-                           + (f"{args.budget} s each" if args.budget is not None
-                              else "each layer's default")),
+                           + "; ".join(f"{image.split(':')[-1]}: " + (
+                               f"{budget} s each" if budget is not None else
+                               "each layer's default") for image, budget in budgets(
+                                   args.image or list(IMAGES), args.budget))),
                      columns=[("image", ""), ("layer", ""), ("workers", ""), ("median", "s"),
                               ("runs", ""), ("tests", "")],
                      rows=rows)

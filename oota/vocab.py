@@ -47,13 +47,23 @@ COMPILE_LAYER: Final = "compile"
 METRICS_LAYERS: Final[tuple[str, ...]] = (WORKLOAD_LAYER, COMPILE_LAYER)
 # The in-image suite's layers, in report order (verify/oota_suite.py, oota-verify).
 LAYERS: Final[tuple[str, ...]] = (
-    "install", "compat", "smoke", "device", "runtime", "ops", "modules", "optimizers", "models",
-    WORKLOAD_LAYER, COMPILE_LAYER, "vendor", "skips")
+    "install", "compat", "smoke", "device", "runtime", "ops", "autograd", "modules", "optimizers",
+    "models", WORKLOAD_LAYER, COMPILE_LAYER, "vendor", "skips")
+
+# The layers that walk one of PyTorch's test databases (the ops and autograd layers: OpInfo; the
+# modules layer: ModuleInfo; the optimizers layer: OptimizerInfo), each with what one entry of
+# one of its test functions is. Their hundreds of skips are counted by why, not listed; their
+# must-run lists always run and a time budget the rest, whose unrun entries are folded into one
+# entry per test function (verify/oota_budget.py). The autograd layer's test functions are its
+# checks: an entry is an operator × dtype of one check.
+DATABASE_UNITS: Final[Mapping[str, str]] = {
+    "ops": "operator×dtype pairs", "autograd": "operator×dtype pairs",
+    "modules": "module×dtype pairs", "optimizers": "optimizer tests"}
 
 # The layers whose tests use the vendor's device: a run passes only where one of their tests
 # passed (positive evidence that the device ran), whenever any of them is in the run.
-DEVICE_LAYERS: Final[tuple[str, ...]] = ("device", "runtime", "ops", "modules", "optimizers",
-                                          "models", WORKLOAD_LAYER, COMPILE_LAYER)
+DEVICE_LAYERS: Final[tuple[str, ...]] = ("device", "runtime", "ops", "autograd", "modules",
+                                          "optimizers", "models", WORKLOAD_LAYER, COMPILE_LAYER)
 # The layers a run of which brings the device layer's evidence (test_device_visible) along:
 # the device layers, and the smoke layer, which is not one (most of its checks are PyTorch's
 # release validation on the CPU, and must never stand as evidence that the device ran) but
@@ -184,16 +194,18 @@ def budget_blind(before: Mapping[str, int], after: Mapping[str, int]) -> frozens
     return frozenset(unrun | {test_id for test_id in one_side if test_id.startswith(folded)})
 
 
-# Why an entry of a layer that walks one of PyTorch's test databases (the ops layer's operator ×
-# dtype, the modules layer's module × dtype, the optimizers layer's optimizer × implementation
-# × dtype) was not compared, from the words its skip begins with (verify/test_ops.py,
-# oota_opinfo.py, oota_ops.py, oota_suite.py, test_modules.py, test_optimizers.py,
-# oota_claims.py): a reader of "N not run" needs to tell PyTorch's own skips and dtypes the
-# database lacks from a budget cut. (pattern, reason), the first that matches wins.
+# Why an entry of a layer that walks one of PyTorch's test databases (DATABASE_UNITS: the ops
+# layer's operator × dtype, the autograd layer's operator × dtype of one check, the modules
+# layer's module × dtype, the optimizers layer's optimizer × implementation × dtype) was not
+# compared, from the words its skip begins with (verify/test_ops.py, test_autograd.py,
+# oota_opinfo.py, oota_ops.py, oota_autograd.py, oota_suite.py, test_modules.py,
+# test_optimizers.py, oota_claims.py): a reader of "N not run" needs to tell PyTorch's own skips
+# and dtypes the database lacks from a budget cut. (pattern, reason), the first that matches wins.
 NOT_COMPARED: Final[tuple[tuple[str, str], ...]] = (
     (re.escape(BUDGET_PREFIX), "time budget spent"),
     (r"the OpInfo of .* does not support \S+ on the CPU", "dtype the OpInfo lacks on the CPU"),
     (r"the OpInfo of .* does not declare \S+ for ", "dtype the OpInfo lacks on the device"),
+    (r"the OpInfo of .* does not differentiate \S+ for ", "dtype the OpInfo lacks on the device"),
     (r"the ModuleInfo of .* declares none of ", "dtypes the ModuleInfo lacks"),
     (r"PyTorch's test_\w+ skips", "skipped by PyTorch's own test"),
     (r"PyTorch's test_\w+ expects", "expected to fail by PyTorch's own test"),
@@ -208,7 +220,8 @@ NOT_COMPARED: Final[tuple[tuple[str, str], ...]] = (
     (r"none of the \d+ configurations .* ran", "every configuration refused on the CPU"),
     (re.escape(UNSUPPORTED_PREFIX) + "|no \\S+ device visible|torch has no torch\\.",
      "no device here"),
-    (r"the (ops|modules|optimizers) layer is not selected", "layer not selected"),
+    (r"none of the \d+ samples of .* has anything to check", "nothing to check"),
+    (f"the ({'|'.join(DATABASE_UNITS)}) layer is not selected", "layer not selected"),
 )
 
 

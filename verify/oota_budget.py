@@ -1,7 +1,7 @@
-"""What the layers that walk one of PyTorch's test databases share (ops: OpInfo, modules:
-ModuleInfo, optimizers: OptimizerInfo): a must-run list that always runs, in its file's order,
-and a time budget for the rest, whose unrun entries become one folded entry per test in
-tests.json.
+"""What the layers that walk one of PyTorch's test databases share (ops and autograd: OpInfo,
+modules: ModuleInfo, optimizers: OptimizerInfo): a must-run list that always runs, in its
+file's order, and a time budget for the rest, whose unrun entries become one folded entry per
+test in tests.json.
 
 Standard library only, like ``oota_summary.py``: the list files are read by a small parser of
 their one documented shape (``- KEY: NAME`` then ``  reason: TEXT``), because not every image
@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import oota_summary  # noqa: F401 - first: it makes oota_vocab importable in a checkout too
-from oota_vocab import BUDGET_PREFIX, UNRUN_KEY, UNRUN_PARAM, entry_unrun
+from oota_vocab import (
+    BUDGET_PREFIX,
+    DATABASE_UNITS,
+    UNRUN_KEY,
+    UNRUN_PARAM,
+    entry_unrun,
+)
 
 REASON = "reason"
 
@@ -174,10 +180,14 @@ class Unit:
         return param.partition("-")[0] if self.first_part else param.rpartition("-")[0]
 
 
-UNITS = {"ops": Unit(entries="operator×dtype pairs", names="operators"),
-         "modules": Unit(entries="module×dtype pairs", names="modules"),
-         "optimizers": Unit(entries="optimizer tests", names="optimizers", first_part=True),
-         "compile": Unit(entries="compiled cases", names="cases")}
+# Per layer that walks a database (oota_vocab.DATABASE_UNITS says what one entry is): what its
+# entries are of. The autograd layer folds each check's (test function's) pairs on their own.
+NAMES = {"ops": "operators", "autograd": "operators", "modules": "modules",
+         "optimizers": "optimizers"}
+UNITS = {layer: Unit(entries=entries, names=NAMES[layer], first_part=layer == "optimizers")
+         for layer, entries in DATABASE_UNITS.items()}
+# The compile layer is no database, but its budget leaves cases unrun the same way.
+UNITS["compile"] = Unit(entries="compiled cases", names="cases")
 DEFAULT_UNIT = UNITS["ops"]
 
 

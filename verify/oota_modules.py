@@ -155,7 +155,7 @@ def not_implemented(exc: BaseException) -> bool:
 
 def rule_for(dtype_name: str, spec: dict[str, Any]) -> oota_rules.Rule:
     """The float64 rule for a composed result, with the numbers of oota's float64 check beside
-    PyTorch's rule (``oota_rules.ADDON_*``: 10x the CPU's error + 16 ulp), where the vendor's
+    PyTorch's rule (``oota_rules.ADDON_*``: 10x the CPU's error + 8 ulp), where the vendor's
     ``verify.judge`` has no override for the dtype: a module's forward and backward are many
     operators, whose algorithms may rightly differ from the CPU's (refdev's math attention
     against the CPU's flash attention used 18x the CPU's own error in a Transformer's gradient,

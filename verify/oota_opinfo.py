@@ -36,7 +36,35 @@ def import_op_db() -> list[Any]:
         sys.modules["expecttest"] = stand_in
     from torch.testing._internal.common_methods_invocations import op_db
 
+    _find_test_cheaply()
     return list(op_db)
+
+
+def _find_test_cheaply() -> None:
+    """PyTorch's sample iterators look for the unittest test that runs them (to seed each
+    sample from its name) with ``inspect.stack()``, which also finds every frame's source file
+    and line, scanning all of torch's thousands of modules per frame: about 20 ms per
+    ``sample_inputs`` call in the autograd layer's thread, the largest part of that layer's
+    time on the CPU cell. The same search over the frames without their source gives the same
+    answer (a pytest test is no unittest.TestCase: None)."""
+    from torch.testing._internal import common_utils
+
+    def extract_test_fn() -> Any:
+        frame = sys._getframe(1)
+        while frame is not None:
+            found = frame.f_locals.get("self")
+            if isinstance(found, unittest.TestCase):
+                *_, cls_name, test_name = found.id().rsplit(".", 2)
+                if cls_name == type(found).__name__ and test_name.startswith("test"):
+                    return getattr(found, test_name).__func__
+            frame = frame.f_back
+        return None
+
+    original = getattr(common_utils, "extract_test_fn", None)
+    for name, module in list(sys.modules.items()):  # and where it was imported by name
+        if name.startswith("torch.testing._internal") and original is not None and \
+                getattr(module, "extract_test_fn", None) is original:
+            module.extract_test_fn = extract_test_fn  # type: ignore[attr-defined]
 
 
 def full_name(op: Any) -> str:
@@ -67,30 +95,37 @@ class Decisions:
                 "rtol": self.rtol, "device_dtypes": self.device_dtypes}
 
 
-def compare_decorators(op: Any, device_type: str, dtype: Any) -> list[Any]:
-    """The decorators op_db gives PyTorch's test_compare_cpu for this device and dtype."""
+def test_decorators(op: Any, test: tuple[str, str], device_type: str, dtype: Any) -> list[Any]:
+    """The decorators op_db gives PyTorch's test ``test`` (class, method: ``("TestCommon",
+    "test_out")``) of ``op`` for this device type and dtype."""
     from torch.testing._internal.opinfo.core import DecorateInfo
 
     found = []
     for info in op.decorators:
         if isinstance(info, DecorateInfo):
-            if info.is_active(*COMPARE_TEST, device_type, dtype, {}):
+            if info.is_active(*test, device_type, dtype, {}):
                 found += list(info.decorators)
         else:
             found.append(info)  # a bare decorator applies to every test of the op
     return found
 
 
-def pytorch_skip(decorators: list[Any]) -> str:
-    """Why PyTorch's own comparison skips (or expects to fail) this op ('' when it does not)."""
+def compare_decorators(op: Any, device_type: str, dtype: Any) -> list[Any]:
+    """The decorators op_db gives PyTorch's test_compare_cpu for this device and dtype."""
+    return test_decorators(op, COMPARE_TEST, device_type, dtype)
+
+
+def pytorch_skip(decorators: list[Any], test: str = COMPARE_TEST[1],
+                 what: str = "comparison") -> str:
+    """Why PyTorch's own ``test`` skips (or expects to fail) this op ('' when it does not)."""
     for decorator in decorators:
         name = getattr(decorator, "__name__", "")
         if name == "expectedFailure":
-            return "PyTorch's test_compare_cpu expects this comparison to fail"
+            return f"PyTorch's {test} expects this {what} to fail"
         if name == "decorator":  # what unittest.skip(reason) returns; the reason is in it
             cells = [c.cell_contents for c in getattr(decorator, "__closure__", None) or ()]
             reason = next((c for c in cells if isinstance(c, str)), "no reason given")
-            return f"PyTorch's test_compare_cpu skips this comparison: {reason}"
+            return f"PyTorch's {test} skips this {what}: {reason}"
     return ""
 
 
@@ -145,11 +180,13 @@ def decisions(op: Any, device_type: str, dtype: Any, compare_as: str = "") -> De
 
 
 def samples(op: Any, device: Any, dtype: Any, *, reference: bool,
-            limit: int | None = None) -> list[Any]:
+            limit: int | None = None, requires_grad: bool = False) -> list[Any]:
     """The operator's sample inputs on ``device``, made there as PyTorch's tests make them:
     ``reference_inputs`` (a superset) where PyTorch's comparison uses them; the first
-    ``limit`` only when given (max_pool2d has 1,440)."""
-    made = op.reference_inputs(device, dtype) if reference else op.sample_inputs(device, dtype)
+    ``limit`` only when given (max_pool2d has 1,440); with ``requires_grad``, the tensors
+    PyTorch's gradient tests differentiate require it."""
+    made = op.reference_inputs(device, dtype, requires_grad=requires_grad) if reference \
+        else op.sample_inputs(device, dtype, requires_grad=requires_grad)
     return list(itertools.islice(made, limit))
 
 

@@ -42,17 +42,19 @@ POLL_S = 0.01
 HERE = Path(__file__).resolve().parent
 
 
-def workers_wanted(environ: Any = os.environ) -> int:
-    """``OOTA_OPS_WORKERS``, else the cores this process may run on; 0: none, the pytest
-    process judges (a ValueError names the variable when it holds something else than a
-    whole number)."""
-    text = str(environ.get(WORKERS_VARIABLE, "")).strip()
-    if text:
-        if not text.isdigit():
-            raise ValueError(f"{WORKERS_VARIABLE}={text!r} is not a whole number (0: judge in "
-                             "the pytest process)")
-        return int(text)
-    return _cores()
+def workers_wanted(environ: Any = os.environ, variables: tuple[str, ...] = (WORKERS_VARIABLE,),
+                   default: int | None = None) -> int:
+    """``OOTA_OPS_WORKERS`` (the first of ``variables`` set), else ``default``, else the cores
+    this process may run on; 0: none, the pytest process judges (a ValueError names the
+    variable when it holds something else than a whole number)."""
+    for variable in variables:
+        text = str(environ.get(variable, "")).strip()
+        if text:
+            if not text.isdigit():
+                raise ValueError(f"{variable}={text!r} is not a whole number (0: judge in "
+                                 "the pytest process)")
+            return int(text)
+    return _cores() if default is None else default
 
 
 def ended(code: int) -> str:
@@ -132,13 +134,17 @@ class Pool:
     must: frozenset[str] = frozenset()
     # A worker's command line (default: this interpreter running oota_opsworker.py).
     command: tuple[str, ...] = ()
+    # Where the number of workers comes from (another layer's variable first, then the ops
+    # layer's), and how many without any (None: one per core).
+    variables: tuple[str, ...] = (WORKERS_VARIABLE,)
+    default: int | None = None
 
     def wanted(self) -> int:
         """How many workers to run (0: none, the pytest process judges every pair); a bad
         ``OOTA_OPS_WORKERS`` is kept in :attr:`problem` and runs none."""
         if self._wanted is None:
             try:
-                self._wanted = workers_wanted()
+                self._wanted = workers_wanted(variables=self.variables, default=self.default)
             except ValueError as exc:
                 self.problem, self._wanted = str(exc), 0
         return self._wanted

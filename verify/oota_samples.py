@@ -25,16 +25,26 @@ def synchronize(device: Any) -> None:
         wait()
 
 
-def make(op: Any, device: Any, dtype: Any, reference: bool) -> list[Any]:
-    """The operator's samples on the device: made there, or made on the CPU and copied there
-    where the vendor's hook asks so (``oota_hooks.samples_on_cpu``)."""
+def make(op: Any, device: Any, dtype: Any, reference: bool, *,
+         requires_grad: bool = False, limit: int | None = None) -> list[Any]:
+    """The operator's samples on the device (the first ``limit`` where given): made there, or
+    made on the CPU and copied there where the vendor's hook asks so
+    (``oota_hooks.samples_on_cpu``); with ``requires_grad`` the copies are leaves of the device
+    that require grad as the CPU's did."""
     import torch
 
     if not oota_hooks.samples_on_cpu(oota_hooks.vendor_hook()):
-        return oota_opinfo.samples(op, device, dtype, reference=reference)
-    made = oota_opinfo.samples(op, torch.device("cpu"), dtype, reference=reference)
-    return [s.transform(lambda t: t.to(device) if isinstance(t, torch.Tensor) else t)
-            for s in made]
+        return oota_opinfo.samples(op, device, dtype, reference=reference,
+                                   requires_grad=requires_grad, limit=limit)
+    made = oota_opinfo.samples(op, torch.device("cpu"), dtype, reference=reference,
+                               requires_grad=requires_grad, limit=limit)
+
+    def move(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        return t.detach().to(device).requires_grad_(t.requires_grad) if requires_grad \
+            else t.to(device)
+    return [s.transform(move) for s in made]
 
 
 def run_on_device(op: Any, sample: Any, device: Any) -> Any:

@@ -44,6 +44,7 @@ _load_vocab()
 import oota_vocab  # noqa: E402 - found by _load_vocab
 from oota_vocab import (  # noqa: E402
     COUNT_COLUMNS,
+    DATABASE_UNITS,
     FALLBACK,
     FLAKY,
     NOT_CLAIMED,
@@ -135,43 +136,54 @@ def _workload(tests: list[dict[str, Any]]) -> list[str]:
 
 
 # The layers that walk one of PyTorch's test databases skip hundreds of entries: counted by
-# why, not listed; each with what one of its tests is.
-COUNTED = {"ops": "operator x dtype pairs", "modules": "module x dtype pairs",
-           "optimizers": "optimizer tests"}
+# why, not listed; each with what one of its tests is (oota_vocab.DATABASE_UNITS, in ASCII).
+COUNTED = {layer: unit.replace("×", " x ") for layer, unit in DATABASE_UNITS.items()}
 
 
 def _not_passed(tests: list[dict[str, Any]]) -> list[str]:
     out = []
     skipped: dict[str, dict[str, int]] = {}  # layer -> reason -> entries
-    fell_back: dict[str, int] = {}  # aten operator -> pairs whose samples called it
+    fell_back: dict[str, dict[str, int]] = {}  # layer -> aten operator -> pairs that called it
     for test in tests:
         status, message = normalized(test)
-        layer = str(test.get("layer"))
+        layer = str(test.get("layer") or "vendor")
         if status == FALLBACK:
+            names = fell_back.setdefault(layer, {})
             for name in (test.get("data") or {}).get("fallback_ops") or ["?"]:
-                fell_back[name] = fell_back.get(name, 0) + 1
+                names[name] = names.get(name, 0) + 1
             continue
         # The entries the time budget left unrun are one entry already, listed with its count.
         if status == "skipped" and layer in COUNTED and UNRUN_KEY not in (
                 test.get("data") or {}):
+            reasons = skipped.setdefault(layer, {})
             reason = not_compared_reason(message)
-            counts = skipped.setdefault(layer, {})
-            counts[reason] = counts.get(reason, 0) + 1
+            reasons[reason] = reasons.get(reason, 0) + 1
         elif status != "passed":
             out.append(f"- {test['id']}: {status}" + (f": {message.splitlines()[0]}"
                                                       if message else ""))
-    for layer, counts in skipped.items():
-        shown = ", ".join(f"{n} {why}" for why, n in sorted(counts.items(),
-                                                            key=lambda kv: (-kv[1], kv[0])))
-        out.append(f"- {layer} layer: {sum(counts.values())} {COUNTED[layer]} not compared: "
-                   f"{shown} (each reason is in tests.json)")
-    if fell_back:
-        pairs = sum(1 for t in tests if normalized(t)[0] == FALLBACK)
-        names = ", ".join(f"aten::{name} ({n})" for name, n in
-                          sorted(fell_back.items(), key=lambda kv: (-kv[1], kv[0])))
-        out.append(f"- ops layer: {pairs} operator x dtype pairs ran on the CPU (the backend's "
-                   f"fallback), not on the device: {names}")
+    out += _counted(tests, skipped, fell_back)
     return ["", "Not passed:"] + out if out else []
+
+
+def _counted(tests: list[dict[str, Any]], skipped: dict[str, dict[str, int]],
+             fell_back: dict[str, dict[str, int]]) -> list[str]:
+    """The lines of the entries counted by why (per layer) and of the pairs that ran on the
+    backend's CPU fallback (per layer, by aten operator)."""
+    out = []
+    for layer, reasons in skipped.items():
+        counts = ", ".join(f"{n} {why}" for why, n in _most_first(reasons))
+        out.append(f"- {layer} layer: {sum(reasons.values())} {COUNTED[layer]} not compared: "
+                   f"{counts} (each reason is in tests.json)")
+    for layer, names in fell_back.items():
+        pairs = sum(1 for t in tests if normalized(t)[0] == FALLBACK and t.get("layer") == layer)
+        shown = ", ".join(f"aten::{name} ({n})" for name, n in _most_first(names))
+        out.append(f"- {layer} layer: {pairs} operator x dtype pairs ran on the CPU (the "
+                   f"backend's fallback), not on the device: {shown}")
+    return out
+
+
+def _most_first(counts: dict[str, int]) -> list[tuple[str, int]]:
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
 def _outcome(status: str) -> str:

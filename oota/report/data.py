@@ -28,8 +28,10 @@ from oota.report.databases import LayerSummary, vendor_summaries
 from oota.report.gonogo import CandidateRow, candidate_rows
 from oota.report.parity import ParityTable
 from oota.report.rows import (
+    AUTOGRAD_LAYER,
     CELL_FILES,
     COLUMNS,
+    OPS_LAYER,
     OPS_REASONS_SHOWN,
     WORD,
     CellGroup,
@@ -49,7 +51,7 @@ from oota.results.jsonfields import ResultFormatError
 from oota.results.model import CellRef, Image, Result, host_key
 from oota.results.software import TorchInfo
 from oota.results.store import RESULT_FILE, load, load_found
-from oota.vocab import MaybeStatus, worst
+from oota.vocab import DATABASE_UNITS, MaybeStatus, worst
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -65,6 +67,7 @@ class Report:
     groups: tuple[CellGroup, ...] = ()
     sources: tuple[str, ...] = ()  # the folders merged (--merge); empty for one folder
     ops: tuple[OpsSummary, ...] = ()  # per vendor that ran the ops layer
+    autograd: tuple[OpsSummary, ...] = ()  # per vendor that ran the autograd layer
     # the modules and optimizers layers, per layer and vendor that ran it (report.databases)
     databases: tuple[LayerSummary, ...] = ()
     coverage: CoverageTable | None = None  # operators × vendors: where each pair computed
@@ -127,17 +130,14 @@ def _mark(items: Sequence[tuple[MaybeStatus, str]], most: int | None = None) -> 
     return Mark(status=status, reason="; ".join(reasons))
 
 
-MANY_TESTS = frozenset({"ops", "modules", "optimizers"})
-
-
 def layer_mark(result: Result, layer: str) -> Mark:
     if layer == "build":
         stage = result.stages.get("build")
         return _mark([(stage.status, stage.message)]) if stage else Mark()
-    # The layers with a test per operator, module or optimizer × dtype: their failures are
-    # listed on their own.
+    # The layers with a test per operator, module or optimizer × dtype (those that walk a
+    # PyTorch test database): their failures are listed on their own.
     return _mark([(t.status, t.message) for t in result.tests if t.layer == layer],
-                 OPS_REASONS_SHOWN if layer in MANY_TESTS else None)
+                 OPS_REASONS_SHOWN if layer in DATABASE_UNITS else None)
 
 
 def _vendor_mark(per_cell: dict[str, Mark], noun: str = "cells") -> Mark:
@@ -281,6 +281,7 @@ def build_from(loaded: Sequence[Loaded], problems: Sequence[str], *,
         rows=rows, groups=groups,
         models=_model_rows(results, vendors), comparison=comparison, counts=counts,
         sources=tuple(sources), ops=_vendor_ops(groups, vendors),
+        autograd=_vendor_ops(groups, vendors, AUTOGRAD_LAYER),
         databases=vendor_summaries([(v, [g.worst_copy for g in groups if g.vendor == v])
                                     for v in vendors]),
         coverage=coverage_table(groups, vendors),
@@ -313,9 +314,11 @@ def _release(cell: CellRef) -> Version:
         return Version("0")
 
 
-def _vendor_ops(groups: Sequence[CellGroup], vendors: Sequence[str]) -> tuple[OpsSummary, ...]:
+def _vendor_ops(groups: Sequence[CellGroup], vendors: Sequence[str],
+                layer: str = OPS_LAYER) -> tuple[OpsSummary, ...]:
     """Per vendor, over the worst copy of each cell (copies from several hosts count once)."""
-    found = (ops_summary(v, [g.worst_copy for g in groups if g.vendor == v]) for v in vendors)
+    found = (ops_summary(v, [g.worst_copy for g in groups if g.vendor == v], layer)
+             for v in vendors)
     return tuple(summary for summary in found if summary is not None)
 
 

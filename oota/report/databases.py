@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from oota.report.rows import CellRow, TestRow
+from oota.report.rows import CellRow, TestRow, not_compared_counts
 from oota.results.jsonfields import JSONObject
-from oota.vocab import BAD, budget_unrun, not_compared_reason
+from oota.vocab import BAD, DATABASE_UNITS
 
-# The layers summed up here, each with what one of its entries is.
-UNITS = {"modules": "module×dtype pairs", "optimizers": "optimizer tests"}
+# The layers summed up here, each with what one of its entries is (the ops and autograd layers,
+# which walk PyTorch's OpInfo database, have their own summary: oota.report.rows.OpsSummary).
+UNITS = {layer: DATABASE_UNITS[layer] for layer in ("modules", "optimizers")}
 FAILURES_SHOWN = 3
 
 
@@ -70,15 +71,6 @@ def _entry(test: TestRow) -> bool:
     return "[" in test.id
 
 
-def _not_run(skipped: Sequence[TestRow]) -> tuple[tuple[str, int], ...]:
-    counts: dict[str, int] = {}
-    for test in skipped:
-        reason = not_compared_reason(test.message)
-        counts[reason] = counts.get(reason, 0) + (
-            budget_unrun(test.status, test.message, test.data) or 1)
-    return tuple(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
-
-
 def layer_summary(layer: str, label: str, rows: Sequence[CellRow]) -> LayerSummary | None:
     """``layer`` over ``rows`` (None when none of them ran it)."""
     ran = [(row.id, t) for row in rows for t in row.tests if t.layer == layer and _entry(t)]
@@ -89,7 +81,8 @@ def layer_summary(layer: str, label: str, rows: Sequence[CellRow]) -> LayerSumma
         layer=layer, label=label, cells=len({cell for cell, _ in ran}),
         passed=sum(t.status == "passed" for _, t in ran), failed=len(bad),
         fell_back=sum(t.status == "passed" and t.data.get("ran_on") == "cpu" for _, t in ran),
-        not_run=_not_run([t for _, t in ran if t.status not in BAD and t.status != "passed"]),
+        not_run=not_compared_counts([t for _, t in ran
+                                     if t.status not in BAD and t.status != "passed"]),
         failures=tuple(Failure(cell=cell, test=t.id.partition("[")[2].removesuffix("]"),
                                message=t.message.strip().removeprefix("Failed: "))
                        for cell, t in bad))

@@ -64,6 +64,7 @@ def to_json(report: Report, results_href: str | Links = "../results") -> JSONObj
         "skip_debt": [d.to_json() for d in report.skip_debt],
         "flaky": [share.to_json() for share in flaky_shares(report)],
         "ops": [summary.to_json() for summary in report.ops],
+        "autograd": [summary.to_json() for summary in report.autograd],
         "databases": [summary.to_json() for summary in report.databases],
         "coverage": report.coverage.to_json() if report.coverage else None,
         "parity": report.parity.to_json() if report.parity else None,

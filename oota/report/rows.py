@@ -17,6 +17,7 @@ from oota.results.store import RESULT_FILE
 from oota.vocab import (
     BAD,
     COMPILE_LAYER,
+    DATABASE_UNITS,
     FALLBACK,
     LAYERS,
     WORKLOAD_LAYER,
@@ -39,6 +40,10 @@ WORD = {"passed": "passed", "failed": "failed", "error": "error", "interrupted":
         "not-claimed": "not claimed", "flaky": "flaky (passed on a retry)", "": "not run"}
 CELL_FILES = (RESULT_FILE, "junit.xml", "build.log", "verify.log")
 OPS_REASONS_SHOWN = 3  # the ops layer's reasons in its table entry
+OPS_LAYER, AUTOGRAD_LAYER = "ops", "autograd"
+# What one test of each layer of operator pairs counts: the ops layer's as oota.vocab's
+# DATABASE_UNITS says; the autograd layer's summed over its checks, so a pair of each.
+PAIRS = {OPS_LAYER: DATABASE_UNITS[OPS_LAYER], AUTOGRAD_LAYER: "operator×dtype×check pairs"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -129,6 +134,10 @@ class CellRow:
     @property
     def ops(self) -> OpsSummary | None:
         return ops_summary(self.id, [self])
+
+    @property
+    def autograd(self) -> OpsSummary | None:
+        return ops_summary(self.id, [self], AUTOGRAD_LAYER)
 
     @property
     def databases(self) -> tuple[LayerSummary, ...]:
@@ -281,6 +290,7 @@ class OpsSummary:
     # The pairs tried that did not pass, by why ('failed', or the skip's reason: 'not
     # implemented on the device', 'every sample refused by the CPU'...), most first.
     not_passed: tuple[tuple[str, int], ...] = ()
+    layer: str = OPS_LAYER  # or the autograd layer's, whose pairs are per check too
 
     @property
     def not_run(self) -> int:
@@ -291,11 +301,12 @@ class OpsSummary:
         cells = f"; {self.cells} cells" if self.cells > 1 else ""
         reasons = ", ".join(f"{count} {reason}" for reason, count in self.not_compared)
         others = "".join(f", {count} {reason}" for reason, count in self.not_passed)
-        return (f"ops: {self.passed} of {self.tried} operator×dtype pairs pass{others} "
+        return (f"{self.layer}: {self.passed} of {self.tried} {PAIRS[self.layer]} pass{others} "
                 f"(not compared: {reasons or 'none'}{cells})")
 
     def to_json(self) -> JSONObject:
-        return {"label": self.label, "cells": self.cells, "passed": self.passed,
+        return {"label": self.label, "layer": self.layer, "cells": self.cells,
+                "passed": self.passed,
                 "tried": self.tried, "not_run": self.not_run,
                 "not_compared": dict(self.not_compared),
                 "not_passed": dict(self.not_passed),
@@ -304,11 +315,14 @@ class OpsSummary:
 
 
 def _ops_pair(test: TestRow) -> str:
-    op, dtype = test.data.get("op"), test.data.get("dtype")
-    return f"{op}-{dtype}" if op and dtype else test.id
+    op, dtype, check = test.data.get("op"), test.data.get("dtype"), test.data.get("check")
+    pair = f"{op}-{dtype}" if op and dtype else test.id
+    return f"{check} {pair}" if check and op and dtype else pair
 
 
-def _not_compared(pairs: Sequence[TestRow]) -> tuple[tuple[str, int], ...]:
+def not_compared_counts(pairs: Sequence[TestRow]) -> tuple[tuple[str, int], ...]:
+    """The tests skipped before running (operator pairs, modules...), counted by why, most
+    first; a test the time budget folded counts as the entries it holds."""
     counts: dict[str, int] = {}
     for test in pairs:
         reason = not_compared_reason(test.message)
@@ -354,9 +368,11 @@ def _built_on(failed: Sequence[tuple[str, TestRow]]) -> dict[int, str]:
     return found
 
 
-def ops_summary(label: str, rows: Sequence[CellRow]) -> OpsSummary | None:
-    """The ops layer's counts and failures over ``rows`` (None when none of them ran it)."""
-    ran = [(row.id, t) for row in rows for t in row.tests if t.layer == "ops"]
+def ops_summary(label: str, rows: Sequence[CellRow],
+                layer: str = OPS_LAYER) -> OpsSummary | None:
+    """The ops layer's counts and failures over ``rows`` (None when none of them ran it), or
+    those of the other layer of operator pairs (the autograd layer)."""
+    ran = [(row.id, t) for row in rows for t in row.tests if t.layer == layer]
     if not ran:
         return None
     # Pairs: the tests that ran an operator, and those skipped before running one; a passing
@@ -367,8 +383,8 @@ def ops_summary(label: str, rows: Sequence[CellRow]) -> OpsSummary | None:
     skipped = [t for t in pairs if not (t.data.get("tried") or t.status in BAD)]
     roots = _built_on(bad)
     return OpsSummary(
-        label=label, cells=len({cell for cell, _ in ran}), tried=len(tried),
-        passed=sum(t.status == "passed" for t in tried), not_compared=_not_compared(skipped),
+        label=label, layer=layer, cells=len({cell for cell, _ in ran}), tried=len(tried),
+        passed=sum(t.status == "passed" for t in tried), not_compared=not_compared_counts(skipped),
         not_passed=_not_passed(tried),
         failures=tuple(OpsFailure(cell=cell, test=_ops_pair(t), built_on=roots.get(i, ""),
                                   message=t.message.strip().removeprefix("Failed: "))

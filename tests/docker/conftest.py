@@ -65,8 +65,9 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # the Ryuk image 
 # by hand (docs/reference/verify-suite.md). oota passes the variable into each verify container
 # (verify.FORWARDED).
 os.environ.setdefault("OOTA_OPS_BUDGET_S", "0")
-# The modules and optimizers layers likewise run their must-run entries only (their budgets
-# are tested in test_layers.py).
+# The autograd, modules and optimizers layers likewise run their must-run entries only (the
+# autograd layer's default; the others' budgets are tested in test_layers.py).
+os.environ.setdefault("OOTA_AUTOGRAD_BUDGET_S", "0")
 os.environ.setdefault("OOTA_MODULES_BUDGET_S", "0")
 os.environ.setdefault("OOTA_OPTIMIZERS_BUDGET_S", "0")
 # The compile layer likewise: the backend's registration and one fused chain in float32 (on the
@@ -100,7 +101,8 @@ os.environ.setdefault("OOTA_OPS_WORKERS", "1")
 SHARES = {
     "reference": frozenset({"test_history_runs.py", "test_judge.py", "test_reference.py",
                             "test_workload.py", "test_cuda_cell.py", "test_getstarted_install.py",
-                            "test_vendor_from_folder.py", "test_installed_wheel.py"}),
+                            "test_vendor_from_folder.py", "test_installed_wheel.py",
+                            "test_autograd_reference.py"}),
     "own": frozenset({"test_fleet.py", "test_nightly.py", "test_release_candidate.py"}),
 }
 if _WORKER.startswith("gw") and _WORKER[2:].isdigit():

@@ -109,7 +109,8 @@ def test_cell_page_and_json_carry_the_ops_summary(tmp_path):
            "on the CPU, 1 time budget spent)" in page
     assert "<code>add-float16</code>" in page and "max abs diff 0.25" in page
     data = json.loads((out / "results.json").read_text())
-    assert data["ops"] == [{"label": "reference", "cells": 1, "passed": 2, "tried": 4,
+    assert data["ops"] == [{"label": "reference", "layer": "ops", "cells": 1, "passed": 2,
+                            "tried": 4,
                             "not_run": 2, "not_compared": {
                                 "dtype the OpInfo lacks on the CPU": 1, "time budget spent": 1},
                             "not_passed": {"failed": 1, "not implemented on the device": 1},
@@ -207,3 +208,42 @@ def test_the_sentence_accounts_for_every_pair_it_counts_naming_each_reason():
     assert ops.text == ("ops: 3 of 28 operator×dtype pairs pass, 25 every sample refused by "
                         "the CPU (not compared: none)")
     assert ops.passed + sum(n for _, n in ops.not_passed) == ops.tried
+
+
+def autograd_test(check: str, op: str, dtype: str, status: str = "passed",
+                  message: str = "") -> dict[str, Any]:
+    """An autograd-layer test, as verify/test_autograd.py writes it."""
+    name = {"gradients": "test_grad_matches_cpu", "noncontiguous": "test_noncontiguous",
+            "out": "test_out"}[check]
+    return case(f"test_autograd.py::{name}[{op}-{dtype}]", "autograd", status, message,
+                {"check": check, "op": op, "dtype": dtype, "tried": True})
+
+
+WRONG_GRADIENT = ("tanh (float32): sample 0 (Tensor[20, 20] float32): the gradient of input on "
+                  "refdev differs from the CPU: max abs diff 1")
+
+
+def test_the_autograd_layer_is_counted_in_pairs_beside_the_ops_layer(tmp_path):
+    tests = [*OPS, autograd_test("gradients", "tanh", "float32", "failed", WRONG_GRADIENT),
+             autograd_test("gradients", "add", "float32"),
+             autograd_test("noncontiguous", "add", "float32", "cpu-fallback", "2 of 2 samples "
+                           "called the CPU fallback (aten::add.out): ..."),
+             case("test_autograd.py::test_out[unrun-by-budget]", "autograd", "skipped",
+                  "time budget of 0 s spent (OOTA_AUTOGRAD_BUDGET_S): 9 operator×dtype pairs "
+                  "of 9 operators not run", {"unrun_pairs": 9, "unrun_operators": 9})]
+    report = build_report(typed([reference(*tests)]), [], generated_at=NOW)
+    (autograd,) = report.autograd
+    assert autograd.text == (
+        "autograd: 1 of 3 operator×dtype×check pairs pass, 1 failed, 1 ran on the CPU (not "
+        "compared: 9 time budget spent)")
+    assert [(f.test, f.message) for f in autograd.failures] == [
+        ("gradients tanh-float32", WRONG_GRADIENT)]
+    text = to_markdown(report)
+    assert f"- reference: {md_text(autograd.text)}.\n" in text
+    assert f"  - `gradients tanh-float32`: {md_text(WRONG_GRADIENT)}\n" in text
+    out = tmp_path / "report"
+    write_report(write_results(tmp_path / "results", [reference(*tests)]), out)
+    data = json.loads((out / "results.json").read_text())
+    assert data["autograd"][0]["layer"] == "autograd" and data["autograd"][0]["passed"] == 1
+    (page,) = (out / "cells").glob("reference-*.html")
+    assert "Autograd (PyTorch's gradient, non-contiguous and out= checks)" in page.read_text()

@@ -743,7 +743,9 @@ class DeviceChecker {
   explicit DeviceChecker(const c10::FunctionSchema& schema) : schema_(schema) {}
 
   // `lenient`: CPU tensors are tolerated (indices of index/index_put, like on
-  // CUDA).  0-dim CPU tensors are tolerated everywhere (CPU scalars).
+  // CUDA).  0-dim CPU tensors are tolerated as inputs (CPU scalars), never as
+  // an argument the operator writes (an out= or self of an in-place op): CUDA's
+  // TensorIterator allows CPU scalars only among the inputs.
   void note(const at::Tensor& t, size_t arg_index, bool lenient) {
     if (!t.defined()) {
       return;
@@ -766,7 +768,7 @@ class DeviceChecker {
       }
       return;
     }
-    if (device.is_cpu() && (lenient || t.dim() == 0)) {
+    if (device.is_cpu() && (lenient || (t.dim() == 0 && !written(arg_index)))) {
       return;
     }
     if (!foreign_.has_value()) {
@@ -796,6 +798,11 @@ class DeviceChecker {
   }
 
  private:
+  bool written(size_t arg_index) const {
+    const c10::AliasInfo* info = schema_.arguments()[arg_index].alias_info();
+    return info != nullptr && info->isWrite();
+  }
+
   const c10::FunctionSchema& schema_;
   std::optional<c10::Device> refdev_device_;
   std::optional<std::pair<c10::Device, size_t>> foreign_;
