@@ -212,6 +212,7 @@ def _verify_manifest(cell: Cell, spec: VerifySpec) -> dict[str, Any]:
         "capabilities": dict(spec.capabilities),
         # Only where the vendor asks for it: the other vendors' cell.json stay as they were.
         **({"workload": spec.workload.to_json()} if spec.workload else {}),
+        **({"distributed": spec.distributed.to_json()} if spec.distributed else {}),
     }
 
 

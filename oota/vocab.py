@@ -38,12 +38,12 @@ WORKLOAD_LAYER: Final = "workload"
 # The in-image suite's layers, in report order (verify/oota_suite.py, oota-verify).
 LAYERS: Final[tuple[str, ...]] = (
     "install", "compat", "smoke", "device", "runtime", "ops", "modules", "optimizers", "models",
-    WORKLOAD_LAYER, "vendor", "skips")
+    WORKLOAD_LAYER, "distributed", "vendor", "skips")
 
 # The layers whose tests use the vendor's device: a run passes only where one of their tests
 # passed (positive evidence that the device ran), whenever any of them is in the run.
 DEVICE_LAYERS: Final[tuple[str, ...]] = ("device", "runtime", "ops", "modules", "optimizers",
-                                          "models", WORKLOAD_LAYER)
+                                          "models", WORKLOAD_LAYER, "distributed")
 # The layers a run of which brings the device layer's evidence (test_device_visible) along:
 # the device layers, and the smoke layer, which is not one (most of its checks are PyTorch's
 # release validation on the CPU, and must never stand as evidence that the device ran) but

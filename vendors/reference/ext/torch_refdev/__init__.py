@@ -305,3 +305,8 @@ _register()
 from . import _faults  # noqa: E402
 
 _faults.install_from_environment()
+
+# refccl, refdev's c10d backend: torch.distributed's collectives on refdev tensors.
+from . import _distributed  # noqa: E402
+
+_distributed.register()
