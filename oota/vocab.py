@@ -188,6 +188,7 @@ NOT_COMPARED: Final[tuple[tuple[str, str], ...]] = (
     (r"PyTorch's OptimizerInfo of .* declares its fused implementation on ",
      "fused not declared for the device"),
     (r"not claimed: ", "not claimed by the vendor"),
+    (r"not reached: the run on \d+ ranks ended", "not reached: the distributed run ended"),
     (r"skip list: ", "on the vendor's skip list"),
     (r"\S.* is not implemented on ", "not implemented on the device"),
     (r"the (OpInfo|ModuleInfo) of .* has no sample", "no sample inputs"),

@@ -1,8 +1,10 @@
-"""The modules and optimizers layers (PyTorch's ModuleInfo and OptimizerInfo tests,
-verify/test_modules.py and test_optimizers.py) of one cell or one vendor, counted in what
-their tests are: module × dtype pairs, optimizer tests (an optimizer × implementation × dtype,
-or its state dict moved between the device and the CPU). A test the time budget folded counts
-as the entries it holds; the layer's check of its must-run list is no entry.
+"""The modules, optimizers and distributed layers (PyTorch's ModuleInfo and OptimizerInfo
+tests, verify/test_modules.py and test_optimizers.py; torch.distributed's collectives,
+verify/test_distributed.py) of one cell or one vendor, counted in what their tests are: module
+× dtype pairs, optimizer tests (an optimizer × implementation × dtype, or its state dict moved
+between the device and the CPU), collectives (a collective × dtype on a world size, the
+barrier, the DDP training). A test the time budget folded counts as the entries it holds; the
+layer's check of its must-run list is no entry.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from oota.results.jsonfields import JSONObject
 from oota.vocab import BAD, budget_unrun, not_compared_reason
 
 # The layers summed up here, each with what one of its entries is.
-UNITS = {"modules": "module×dtype pairs", "optimizers": "optimizer tests"}
+UNITS = {"modules": "module×dtype pairs", "optimizers": "optimizer tests",
+         "distributed": "collectives (with the DDP training)"}
 FAILURES_SHOWN = 3
 
 
