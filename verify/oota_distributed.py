@@ -35,6 +35,8 @@ SEED = 20261128
 CHUNK = 3                      # elements each rank's share of a tensor holds: keep it small
 SENTINEL = -7                  # what an output holds before its collective writes it
 DEADLINE_VARIABLE = "OOTA_DISTRIBUTED_TIMEOUT_S"
+# A comma list that narrows the dtypes of one run (the Docker tests' smallest set: float32).
+DTYPES_VARIABLE = "OOTA_DISTRIBUTED_DTYPES"
 FOLDER_VARIABLE = "OOTA_DISTRIBUTED_FOLDER"
 DEFAULT_TIMEOUT_S = 60.0
 POLL_S = 0.05
@@ -67,6 +69,15 @@ def collectives(spec: Mapping[str, Any]) -> tuple[str, ...]:
     """The collectives a vendor's ``verify.distributed`` asks for: the four every backend has,
     all_to_all where claimed."""
     return BASE + (("all_to_all",) if spec.get("all_to_all") else ())
+
+
+def dtypes_of(verify: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The dtypes of the collectives: ``OOTA_DISTRIBUTED_DTYPES`` (those of the vendor's it
+    names), else ``verify.distributed.dtypes``, else ``verify.dtypes``."""
+    claim = verify.get("distributed") or {}
+    dtypes = list(claim.get("dtypes") or verify.get("dtypes") or ["float32"])
+    wanted = [d.strip() for d in str(environ.get(DTYPES_VARIABLE, "")).split(",") if d.strip()]
+    return [d for d in dtypes if d in wanted] if wanted else dtypes
 
 
 def plan(spec: Mapping[str, Any], dtypes: Sequence[str]) -> list[Case]:

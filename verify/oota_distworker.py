@@ -20,6 +20,7 @@ from oota_distributed import (
     FOLDER_VARIABLE,
     SENTINEL,
     Case,
+    dtypes_of,
     plan,
     rank_input,
 )
@@ -97,8 +98,7 @@ def _run(cell: dict[str, Any], device: Any, folder: Path) -> int:
     deadline = float(os.environ.get(DEADLINE_VARIABLE) or 60)
     dist.init_process_group(dist_spec.get("backend"), rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=2 * deadline + 60))
-    dtypes = list(dist_spec.get("dtypes") or spec.get("dtypes") or ["float32"])
-    for case in plan(dist_spec, dtypes):
+    for case in plan(dist_spec, dtypes_of(spec)):
         (folder / f"rank{rank}.progress.tmp").write_text(str(case.index))
         (folder / f"rank{rank}.progress.tmp").replace(folder / f"rank{rank}.progress")
         try:

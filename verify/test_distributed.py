@@ -20,7 +20,6 @@ world_size, backend}.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +28,17 @@ import oota_judge
 import oota_rules
 import pytest
 from oota_claims import NOT_CLAIMED
-from oota_distributed import REDUCTIONS, Case, Ending, Launch, deadline_s, expected, mismatch, plan
+from oota_distributed import (
+    REDUCTIONS,
+    Case,
+    Ending,
+    Launch,
+    deadline_s,
+    dtypes_of,
+    expected,
+    mismatch,
+    plan,
+)
 from oota_suite import verify_spec
 
 LAYER = "distributed"
@@ -41,10 +50,6 @@ def _dist_spec() -> dict[str, Any]:
     return verify_spec().get("distributed") or {}
 
 
-def _dtypes(spec: Mapping[str, Any]) -> list[str]:
-    return list(_dist_spec().get("dtypes") or spec.get("dtypes") or ["float32"])
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """One test per world size × case of the plan; one not-claimed skip without a claim."""
     if "dist_case" not in metafunc.fixturenames:
@@ -54,7 +59,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("world_size,dist_case", [pytest.param(
             0, None, id="none", marks=pytest.mark.skip(reason=UNCLAIMED))])
         return
-    cases = plan(claim, _dtypes(verify_spec()))
+    cases = plan(claim, dtypes_of(verify_spec()))
     metafunc.parametrize("world_size,dist_case", [
         pytest.param(int(w), case, id=f"world{w}-{case.id}")
         for w in claim.get("world_sizes") or [2] for case in cases
@@ -91,7 +96,7 @@ def dist_run(world_size: int, device: Any, device_module: Any, spec: dict[str, A
             deadline = deadline_s(claim)
         except ValueError as exc:
             pytest.fail(str(exc), pytrace=False)
-        launch = Launch(world=world_size, cases=plan(claim, _dtypes(spec)), deadline=deadline)
+        launch = Launch(world=world_size, cases=plan(claim, dtypes_of(spec)), deadline=deadline)
         launch.start(os.environ)
         _RUNS[world_size] = Run(launch=launch, ending=launch.wait())
     return _RUNS[world_size]

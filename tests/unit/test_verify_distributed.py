@@ -104,3 +104,12 @@ def test_cell_json_carries_the_vendors_claim_with_every_default_filled_in():
     gaudi = load_vendor(REPO / "vendors" / "gaudi").verify.distributed
     assert gaudi is not None and gaudi.imports == ("habana_frameworks.torch.distributed.hccl",)
     assert load_vendor(REPO / "vendors" / "xla").verify.distributed is None
+
+
+def test_the_dtypes_are_the_layers_own_else_the_vendors_narrowed_by_the_environment():
+    verify = {"dtypes": ["float32", "float16", "int64"]}
+    assert oota_distributed.dtypes_of(verify, {}) == ["float32", "float16", "int64"]
+    assert oota_distributed.dtypes_of({**verify, "distributed": {"dtypes": ["int64"]}},
+                                      {}) == ["int64"]
+    narrowed = {"OOTA_DISTRIBUTED_DTYPES": "float32, bfloat16"}
+    assert oota_distributed.dtypes_of(verify, narrowed) == ["float32"]
