@@ -136,7 +136,7 @@ def _workload(tests: list[dict[str, Any]]) -> list[str]:
 # The layers that walk one of PyTorch's test databases skip hundreds of entries: counted by
 # why, not listed; each with what one of its tests is.
 COUNTED = {"ops": "operator x dtype pairs", "modules": "module x dtype pairs",
-           "optimizers": "optimizer tests"}
+           "optimizers": "optimizer tests", "distributed": "collectives"}
 
 
 def _not_passed(tests: list[dict[str, Any]]) -> list[str]:

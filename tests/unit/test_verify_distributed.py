@@ -113,3 +113,19 @@ def test_the_dtypes_are_the_layers_own_else_the_vendors_narrowed_by_the_environm
                                       {}) == ["int64"]
     narrowed = {"OOTA_DISTRIBUTED_DTYPES": "float32, bfloat16"}
     assert oota_distributed.dtypes_of(verify, narrowed) == ["float32"]
+
+
+def test_oota_verify_counts_the_cases_a_hang_left_unreached_instead_of_listing_them():
+    import oota_summary
+
+    reached = "test_distributed.py::test_collective[world2-all_gather-float32]"
+    tests = [{"id": reached, "layer": "distributed", "status": "failed",
+              "message": "all_gather (float32) never completed"},
+             *({"id": f"test_distributed.py::test_collective[world2-{c}-float32]",
+                "layer": "distributed", "status": "skipped",
+                "message": "not reached: the run on 2 ranks ended in all_gather (float32), "
+                           "which fails"} for c in ("reduce_scatter", "broadcast"))]
+    text = oota_summary.report({"id": "cpu", "verify": {}}, tests)
+    assert f"- {reached}: failed: all_gather (float32) never completed" in text
+    assert ("- distributed layer: 2 collectives not compared: 2 not reached: the distributed "
+            "run ended (each reason is in tests.json)") in text
