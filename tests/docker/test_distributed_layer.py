@@ -40,7 +40,7 @@ def test_refdevs_collectives_and_ddp_pass_over_its_own_backend(reference_built, 
 def test_a_wrong_reduction_and_stale_data_each_fail_exactly_their_collective(
         reference_built, docker_client, tmp_path):
     """refccl broken on purpose in one run: all_reduce adds 1 to every element
-    (REFDEV_COLLECTIVE_WRONG) and the last rank keeps its own data in a broadcast
+    (REFDEV_COLLECTIVE_WRONG) and rank 0 keeps its own data in a broadcast from rank 1
     (REFDEV_COLLECTIVE_STALE). Each fails its own collective naming the rank and the element;
     DDP, whose gradients go through all_reduce, fails too; the device layer still passes."""
     tests = _verify_refdev(docker_client, reference_built, tmp_path,
@@ -53,7 +53,7 @@ def test_a_wrong_reduction_and_stale_data_each_fail_exactly_their_collective(
     assert ("all_reduce (float32) on 2 ranks (refccl): rank 0 received wrong data in output 0: "
             "6 of 6 elements differ from the same collective computed on the CPU") in failed[
                 COLLECTIVE.format("all_reduce-float32")]
-    assert "broadcast (float32) on 2 ranks (refccl): rank 1 received wrong data" in failed[
+    assert "broadcast (float32) on 2 ranks (refccl): rank 0 received wrong data" in failed[
         COLLECTIVE.format("broadcast-float32")]
     assert {t["status"] for t in tests if t["layer"] == "device"} == {"passed"}
 

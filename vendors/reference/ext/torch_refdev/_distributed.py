@@ -22,9 +22,10 @@ each names a collective as torch.distributed names it: ``all_reduce``,
 ``REFDEV_COLLECTIVE_WRONG``: that collective's results are right on the host,
 then 1 is added to every element on every rank: a wrong reduction.
 
-``REFDEV_COLLECTIVE_STALE``: on the last rank, that collective's results are
-never copied back: its output tensors keep the data they held before the call,
-a rank that receives stale data.
+``REFDEV_COLLECTIVE_STALE``: on rank 0, that collective's results are never
+copied back: its output tensors keep the data they held before the call, a rank
+that receives stale data (rank 0, not the last rank, which a broadcast from the
+last rank would leave right).
 
 ``REFDEV_COLLECTIVE_HANG``: the last rank never joins that collective (it
 sleeps for ever before it), so the others wait in it until their timeout: a
@@ -80,7 +81,7 @@ class RefcclProcessGroup(dist.ProcessGroup):
         super().__init__(rank, size)
         self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("refccl", store), rank, size,
                                            timeout)
-        self._last = rank == size - 1
+        self._last, self._first = rank == size - 1, rank == 0
         self._faults = {kind: os.environ.get(variable, "").strip()
                         for kind, variable in (("wrong", WRONG_VARIABLE),
                                                ("stale", STALE_VARIABLE),
@@ -96,7 +97,7 @@ class RefcclProcessGroup(dist.ProcessGroup):
                 time.sleep(3600)
         hosts = [_host(t) for t in outputs]
         inner = call(hosts)
-        stale = self._faults["stale"] == collective and self._last
+        stale = self._faults["stale"] == collective and self._first
         pairs = [] if stale else list(zip(outputs, hosts, strict=True))
         return _Work(inner, pairs, outputs if result is None else result,
                      self._faults["wrong"] == collective)
