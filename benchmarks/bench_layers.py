@@ -14,7 +14,11 @@ whole life counted (starting Python and importing torch included), and the whole
 import a whole run shares.
 
     .venv/bin/python benchmarks/bench_layers.py [--runs 3] [--budget 0|default ...]
-        [--image IMAGE ...] [--layer compile,all] [--record]
+        [--image IMAGE ...] [--layer compile,all] [--checkout-cell] [--record]
+
+``--checkout-cell`` mounts this checkout's cell.json of the image's cell
+(``images/<vendor>/<cell>/cell.json``) over the image's, so that a layer the vendor's data
+claims since the image was built runs as claimed.
 """
 
 from __future__ import annotations
@@ -43,8 +47,14 @@ BUDGETS = ("OOTA_OPS_BUDGET_S", "OOTA_MODULES_BUDGET_S", "OOTA_OPTIMIZERS_BUDGET
 ALL = "all"
 
 
+def checkout_cell(image: str) -> Path:
+    """This checkout's cell.json of ``image`` (``oota/cpu:cpu-torch...`` -> images/cpu/...)."""
+    repository, _, cell = image.rpartition(":")
+    return REPO / "images" / repository.rpartition("/")[2] / cell / "cell.json"
+
+
 def run_once(image: str, verify: Path, layer: str, workers: int, budget: str | None,
-             out: Path) -> tuple[float, dict[str, int]]:
+             out: Path, cell: Path | None = None) -> tuple[float, dict[str, int]]:
     """Seconds one ``oota-verify --layer LAYER`` takes, and its tests' statuses counted."""
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o777)
@@ -52,6 +62,8 @@ def run_once(image: str, verify: Path, layer: str, workers: int, budget: str | N
     if budget is not None:
         env += [x for name in BUDGETS for x in ("-e", f"{name}={budget}")]
     chosen = [] if layer == ALL else ["--layer", layer]
+    if cell is not None:
+        env += ["-v", f"{cell}:/opt/oota/cell.json:ro"]
     argv = [docker_cli(), "run", "--rm", "--init", "-v", f"{verify}:/opt/oota/verify:ro",
             "-v", f"{out}:/results", *env, image, "oota-verify", *chosen, "--out",
             "/results", "-q"]
@@ -70,7 +82,7 @@ def run_once(image: str, verify: Path, layer: str, workers: int, budget: str | N
 
 
 def measure(image: str, verify: Path, layers: list[str], runs: int, budget: str | None,
-            tmp: Path) -> list[list[object]]:
+            tmp: Path, cell: Path | None = None) -> list[list[object]]:
     """One row per layer × workers: image, layer, workers, median seconds, runs, tests."""
     times: dict[tuple[str, int], list[float]] = {}
     counts: dict[tuple[str, int], dict[str, int]] = {}
@@ -79,7 +91,7 @@ def measure(image: str, verify: Path, layers: list[str], runs: int, budget: str 
     for i in range(runs):
         for layer, workers in plan:
             seconds, found = run_once(image, verify, layer, workers, budget,
-                                      tmp / f"{layer}-{workers}-{i}")
+                                      tmp / f"{layer}-{workers}-{i}", cell)
             times.setdefault((layer, workers), []).append(seconds)
             counts[(layer, workers)] = found
             print(f"{image} {layer} x{workers}: {seconds:.1f} s {found}", file=sys.stderr)
@@ -110,6 +122,8 @@ def main() -> int:
     parser.add_argument("--layer", default="",
                         help="comma list of layers to measure, 'all' a whole verification "
                              "(default: every layer and 'all')")
+    parser.add_argument("--checkout-cell", action="store_true",
+                        help="run with this checkout's cell.json of each image's cell")
     parser.add_argument("--record", action="store_true",
                         help="write the table into benchmarks/results/ for the docs")
     args = parser.parse_args()
@@ -119,7 +133,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="oota-bench-layers-") as tmp:
         verify = suite(REPO, Path(tmp) / "verify")
         for image, budget in budgets(args.image or list(IMAGES), args.budget):
-            rows += measure(image, verify, layers, args.runs, budget, Path(tmp) / "out")
+            cell = checkout_cell(image) if args.checkout_cell else None
+            rows += measure(image, verify, layers, args.runs, budget, Path(tmp) / "out", cell)
     for row in rows:
         print("  ".join(str(c) for c in row))
     if args.record:

@@ -213,6 +213,7 @@ def _verify_manifest(cell: Cell, spec: VerifySpec) -> dict[str, Any]:
         # Only where the vendor asks for it: the other vendors' cell.json stay as they were.
         **({"workload": spec.workload.to_json()} if spec.workload else {}),
         **({"compile": spec.torch_compile.to_json(spec.models)} if spec.torch_compile else {}),
+        **({"distributed": spec.distributed.to_json()} if spec.distributed else {}),
     }
 
 

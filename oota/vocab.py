@@ -48,7 +48,7 @@ METRICS_LAYERS: Final[tuple[str, ...]] = (WORKLOAD_LAYER, COMPILE_LAYER)
 # The in-image suite's layers, in report order (verify/oota_suite.py, oota-verify).
 LAYERS: Final[tuple[str, ...]] = (
     "install", "compat", "smoke", "device", "runtime", "ops", "autograd", "modules", "optimizers",
-    "models", WORKLOAD_LAYER, COMPILE_LAYER, "vendor", "skips")
+    "models", WORKLOAD_LAYER, COMPILE_LAYER, "distributed", "vendor", "skips")
 
 # The layers that walk one of PyTorch's test databases (the ops and autograd layers: OpInfo; the
 # modules layer: ModuleInfo; the optimizers layer: OptimizerInfo), each with what one entry of
@@ -63,7 +63,8 @@ DATABASE_UNITS: Final[Mapping[str, str]] = {
 # The layers whose tests use the vendor's device: a run passes only where one of their tests
 # passed (positive evidence that the device ran), whenever any of them is in the run.
 DEVICE_LAYERS: Final[tuple[str, ...]] = ("device", "runtime", "ops", "autograd", "modules",
-                                          "optimizers", "models", WORKLOAD_LAYER, COMPILE_LAYER)
+                                          "optimizers", "models", WORKLOAD_LAYER, COMPILE_LAYER,
+                                          "distributed")
 # The layers a run of which brings the device layer's evidence (test_device_visible) along:
 # the device layers, and the smoke layer, which is not one (most of its checks are PyTorch's
 # release validation on the CPU, and must never stand as evidence that the device ran) but
@@ -213,6 +214,7 @@ NOT_COMPARED: Final[tuple[tuple[str, str], ...]] = (
     (r"PyTorch's OptimizerInfo of .* declares its fused implementation on ",
      "fused not declared for the device"),
     (r"not claimed: ", "not claimed by the vendor"),
+    (r"not reached: the run on \d+ ranks ended", "not reached: the distributed run ended"),
     (r"skip list: ", "on the vendor's skip list"),
     (r"\S.* is not implemented on ", "not implemented on the device"),
     (r"the (OpInfo|ModuleInfo) of .* has no sample", "no sample inputs"),

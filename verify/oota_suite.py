@@ -101,14 +101,17 @@ def _names_of(item: pytest.Item) -> set[str]:
     name with parameters, the model a models-layer or workload-layer test runs (an entry
     'llama' skips both), the operator an ops-layer test runs (an entry
     'nn.functional.conv2d' skips it in every dtype), the module a modules-layer test runs
-    ('nn.LSTM') and the optimizer an optimizers-layer test runs ('LBFGS', every
-    implementation and dtype)."""
+    ('nn.LSTM'), the optimizer an optimizers-layer test runs ('LBFGS', every
+    implementation and dtype) and the collective a distributed-layer test judges
+    ('all_to_all', every dtype; 'ddp'; its ranks still run it)."""
     names = {item.nodeid, item.nodeid.rsplit("/", 1)[-1], item.name}
     params = getattr(getattr(item, "callspec", None), "params", {})
     for key in ("model_name", "workload_model", "op_name", "module_name", "optim_name",
                 "compile_model", "compile_op"):
         if key in params:
             names.add(str(params[key]))
+    if params.get("dist_case") is not None:
+        names.add(str(params["dist_case"].collective))
     return names
 
 

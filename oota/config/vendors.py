@@ -109,6 +109,26 @@ class WorkloadSpec:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class DistributedSpec:
+    """The distributed layer (``verify.distributed``; not claimed when absent): the vendor's
+    c10d backend, the world sizes its host runs, its dtypes (empty: ``verify.dtypes``) and
+    whether all_to_all is claimed (verify/test_distributed.py)."""
+
+    backend: str
+    world_sizes: tuple[int, ...] = (2,)
+    dtypes: tuple[str, ...] = ()
+    all_to_all: bool = False
+    timeout_s: float = 60.0   # how long one case may take on every rank before it is a hang
+    imports: tuple[str, ...] = ()  # modules that register the backend (beyond smoke_imports)
+
+    def to_json(self) -> dict[str, Any]:
+        """The cell.json form, every default filled in."""
+        return {"backend": self.backend, "world_sizes": list(self.world_sizes),
+                "dtypes": list(self.dtypes), "all_to_all": self.all_to_all,
+                "timeout_s": self.timeout_s, "imports": list(self.imports)}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class VerifySpec:
     """What the in-image suite checks (``verify:``), shipped in each image's cell.json."""
 
@@ -126,6 +146,7 @@ class VerifySpec:
     # What the device claims of the runtime contract (streams, events, fused optimizers, ...):
     # a claim is tested, anything else is "not claimed" (schema: verify.capabilities).
     capabilities: Mapping[str, bool | str] = field(default_factory=_empty)
+    distributed: DistributedSpec | None = None  # None: the distributed layer is not claimed
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -366,7 +387,23 @@ def _verify(data: dict[str, Any]) -> VerifySpec:
         toolkit_version=data.get("toolkit_version"), workload=_workload(data.get("workload")),
         torch_compile=compile_spec(data.get("compile")),
         compare_as=data.get("compare_as"), subnormals=data.get("subnormals", "note"),
-        capabilities=MappingProxyType(dict(data.get("capabilities", {}))))
+        capabilities=MappingProxyType(dict(data.get("capabilities", {}))),
+        distributed=_distributed(data.get("distributed")))
+
+
+def _distributed(data: dict[str, Any] | None) -> DistributedSpec | None:
+    if data is None:
+        return None
+    # The defaults are DistributedSpec's own: only the keys the file gives are passed.
+    given: dict[str, Any] = {k: data[k] for k in ("all_to_all",) if k in data}
+    if "world_sizes" in data:
+        given["world_sizes"] = tuple(int(w) for w in data["world_sizes"])
+    for key in ("dtypes", "imports"):
+        if key in data:
+            given[key] = tuple(data[key])
+    if "timeout_s" in data:
+        given["timeout_s"] = float(data["timeout_s"])
+    return DistributedSpec(backend=str(data["backend"]), **given)
 
 
 def _workload(data: dict[str, Any] | None) -> WorkloadSpec | None:

@@ -44,7 +44,7 @@ class VerifyOutcome:
 # Settings of the suite a user may give oota's own environment for the verify container.
 FORWARDED = ("OOTA_OPS_BUDGET_S", "OOTA_OPS_WORKERS", "OOTA_AUTOGRAD_BUDGET_S",
              "OOTA_AUTOGRAD_WORKERS", "OOTA_MODULES_BUDGET_S", "OOTA_OPTIMIZERS_BUDGET_S",
-             "OOTA_COMPILE_BUDGET_S")
+             "OOTA_COMPILE_BUDGET_S", "OOTA_DISTRIBUTED_TIMEOUT_S", "OOTA_DISTRIBUTED_DTYPES")
 
 
 def forwarded_env(environ: Mapping[str, str] = os.environ) -> dict[str, str]:

@@ -1,8 +1,10 @@
-"""The modules and optimizers layers (PyTorch's ModuleInfo and OptimizerInfo tests,
-verify/test_modules.py and test_optimizers.py) of one cell or one vendor, counted in what
-their tests are: module × dtype pairs, optimizer tests (an optimizer × implementation × dtype,
-or its state dict moved between the device and the CPU). A test the time budget folded counts
-as the entries it holds; the layer's check of its must-run list is no entry.
+"""The modules, optimizers and distributed layers (PyTorch's ModuleInfo and OptimizerInfo
+tests, verify/test_modules.py and test_optimizers.py; torch.distributed's collectives,
+verify/test_distributed.py) of one cell or one vendor, counted in what their tests are: module
+× dtype pairs, optimizer tests (an optimizer × implementation × dtype, or its state dict moved
+between the device and the CPU), collectives (a collective × dtype on a world size, the
+barrier, the DDP training). A test the time budget folded counts as the entries it holds; the
+layer's check of its must-run list is no entry.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from oota.vocab import BAD, DATABASE_UNITS
 
 # The layers summed up here, each with what one of its entries is (the ops and autograd layers,
 # which walk PyTorch's OpInfo database, have their own summary: oota.report.rows.OpsSummary).
-UNITS = {layer: DATABASE_UNITS[layer] for layer in ("modules", "optimizers")}
+UNITS = {**{layer: DATABASE_UNITS[layer] for layer in ("modules", "optimizers")},
+         "distributed": "collectives (with the DDP training)"}
 FAILURES_SHOWN = 3
 
 

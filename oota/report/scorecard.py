@@ -23,6 +23,7 @@ from oota.history.timeline import Timeline
 from oota.report import rubric
 from oota.report.data import Report
 from oota.report.rows import CellGroup
+from oota.report.scoredistributed import MEASURES as DISTRIBUTED
 from oota.report.scorehistory import recovery, same_day
 from oota.report.scoremodel import (
     Evidence,
@@ -32,7 +33,7 @@ from oota.report.scoremodel import (
     VendorScores,
     not_measured,
 )
-from oota.report.scoreresults import MEASURES, Release, flaky
+from oota.report.scoreresults import MEASURES as RESULTS, Release, flaky
 from oota.vocab import STATUSES
 
 _PERF = ("oota times the device alone (the workload layer's latency and training steps per "
@@ -53,9 +54,7 @@ WHY_NOT: Mapping[str, str] = {
     "software.maintainability": "the stack's release cadence and its targeted fixes are in no "
                                 "result",
     "features.modes": _PERF, "features.workloads": _PERF,
-    "features.distributed": "the suite runs no distributed backend (torch.distributed) yet",
     "features.profiling": "the suite does not run PyTorch's profiler",
-    "testing.distributed": "the suite runs no distributed test yet",
     "ux.binaries.package": "which package kinds the vendor publishes (PyPI, Conda, offline) "
                            "is its fact: oota installs what vendor.yaml names",
     "ux.binaries.size": "oota does not compare the vendor's package size with PyTorch's "
@@ -74,6 +73,7 @@ WHY_NOT: Mapping[str, str] = {
 }
 
 
+MEASURES = {**RESULTS, **DISTRIBUTED}
 # What oota has a measure for, as 'item' (every part) or 'item/part' (the rest is "not measured
 # here" whatever the results): the dynamo benchmarks item shows the models layer's coverage but
 # is never scored from it; graph mode reads the compile layer (scoreresults._graph).

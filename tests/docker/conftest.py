@@ -74,6 +74,10 @@ os.environ.setdefault("OOTA_OPTIMIZERS_BUDGET_S", "0")
 # CPU cell, Inductor's first compile of a process, about 14 s; test_compile_layer.py runs the
 # layer whole on refdev).
 os.environ.setdefault("OOTA_COMPILE_BUDGET_S", "0")
+# The distributed layer runs its collectives in float32 only (with the barrier and the DDP
+# training): its cost is two ranks' start more than the collectives; the vendor's other dtypes
+# are tested in test_layers.py.
+os.environ.setdefault("OOTA_DISTRIBUTED_DTYPES", "float32")
 # One worker process judges the pairs (OOTA_OPS_WORKERS=1, not one per core): with three tests
 # verifying at once on two cores, each verification's extra workers (each importing torch and
 # PyTorch's op_db) would cost CPU time and gain no wall time. test_reference.py compares one
@@ -102,7 +106,7 @@ SHARES = {
     "reference": frozenset({"test_history_runs.py", "test_judge.py", "test_reference.py",
                             "test_workload.py", "test_cuda_cell.py", "test_getstarted_install.py",
                             "test_vendor_from_folder.py", "test_installed_wheel.py",
-                            "test_autograd_reference.py"}),
+                            "test_autograd_reference.py", "test_distributed_layer.py"}),
     "own": frozenset({"test_fleet.py", "test_nightly.py", "test_release_candidate.py"}),
 }
 if _WORKER.startswith("gw") and _WORKER[2:].isdigit():

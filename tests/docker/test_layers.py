@@ -265,3 +265,19 @@ def test_runtime_layer_alone_shows_what_the_cpu_does_not_claim(image, docker_cli
     assert "runtime" in log and "not claimed: work on a side stream ordered by wait_stream" in log
     outcomes = [suite_test(t, f"tests[{i}]") for i, t in enumerate(data["tests"])]
     assert overall_status(outcomes, {}) == "passed"
+
+
+def test_the_distributed_layer_runs_gloo_in_every_dtype_the_cpu_claims(image, docker_client,
+                                                                       run_id, cell_json):
+    """The CPU vendor claims gloo on two ranks with all_to_all: alone, in every one of its
+    dtypes (the session's other verifications run float32 only), barrier, each collective and
+    the DDP training pass on two processes, each test naming its backend and world size."""
+    code, data, log = run_verify(docker_client, image, run_id, "--layer", "distributed")
+    assert code == 0, log
+    tests = {t["id"]: t for t in data["tests"] if t["layer"] == "distributed"}
+    dtypes = cell_json["verify"]["dtypes"]
+    assert len(tests) == 1 + 5 * len(dtypes) + 1, sorted(tests)
+    assert {t["status"] for t in tests.values()} == {"passed"}, tests
+    assert {(t["data"]["backend"], t["data"]["world_size"]) for t in tests.values()} == {
+        ("gloo", 2)}
+    assert "test_distributed.py::test_collective[world2-all_to_all-int64]" in tests

@@ -63,7 +63,8 @@ def test_each_vendor_line_counts_the_layers_entries_and_lists_their_failures():
     assert optimizers.text == ("optimizers: 2 of 4 optimizer tests pass, 1 failed (not run: 1 "
                                "fused not declared for the device)")
     text = to_markdown(report)
-    assert "## Modules and optimizers: PyTorch's ModuleInfo and OptimizerInfo tests" in text
+    assert ("## Modules, optimizers and distributed: PyTorch's ModuleInfo and OptimizerInfo "
+            "tests") in text
     assert f"- reference: {md_text(modules.text)}." in text
     assert f"  - `SGD-forloop-float32`: {md_text(SKIPPED_GROUP)}" in text
     assert f"| cell | {' | '.join(COLUMNS)} | overall |" in text  # a column per layer
@@ -83,8 +84,9 @@ def test_the_pages_and_results_json_show_both_layers(tmp_path):
     assert cell["layers"]["modules"]["status"] == cell["layers"]["optimizers"]["status"] == \
         "failed"
     index = (tmp_path / "reports" / "index.html").read_text()
-    assert '<a href="#databases">Modules and optimizers</a>' in index
+    assert '<a href="#databases">Modules, optimizers and distributed</a>' in index
     assert "reference: optimizers: 2 of 4 optimizer tests pass, 1 failed" in index
     page = next((tmp_path / "reports" / "cells").glob("reference-*.html")).read_text()
-    assert "Modules and optimizers (PyTorch's ModuleInfo and OptimizerInfo tests)</h2>" in page
+    assert ("Modules, optimizers and distributed (PyTorch's ModuleInfo and OptimizerInfo tests, "
+            "torch.distributed's collectives)</h2>") in page
     assert "<tr><td><code>nn.Tanh-float32</code></td>" in page

@@ -254,7 +254,8 @@ def test_the_items_that_raise_the_score_most() -> None:
         ("prereq.stability", [""]),
         ("features.dtypes", ["float64", "float8", "float4", "int64", "int32", "int16", "int8",
                              "int4"]),
-        ("features.cpp_extension", [""]), ("testing.unit", [""]), ("testing.modes", ["graph"]),
+        ("features.distributed", [""]), ("features.cpp_extension", [""]),
+        ("testing.unit", [""]), ("testing.modes", ["graph"]), ("testing.distributed", [""]),
         ("ux.binaries", ["same_day"]), ("ci.public", [""]), ("ci.recovery", [""])]
     assert card.level == "Engineering" and card.p0 is None and card.best == "Stable"
 

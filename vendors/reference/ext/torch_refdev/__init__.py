@@ -310,3 +310,8 @@ _faults.install_from_environment()
 from . import _compile  # noqa: E402
 
 _compile.register()
+
+# refccl, refdev's c10d backend: torch.distributed's collectives on refdev tensors.
+from . import _distributed  # noqa: E402
+
+_distributed.register()
