@@ -27,6 +27,7 @@ from oota.config.matrix import Matrix
 from oota.errors import InputError
 from oota.files import DATA_LIMIT, read_text, write_atomic
 from oota.plan import Cell
+from oota.project import command_name
 
 LOCKS_DIR = "locks"
 INPUTS_LINE = "# oota-lock-inputs: "
@@ -59,7 +60,7 @@ def recorded_digest(path: Path) -> str | None:
     (it was edited or damaged by hand: oota only ever writes pip-compile's UTF-8 output)."""
     if not path.exists() and not path.is_symlink():
         return None
-    fix = "regenerate it with `./oota.sh lock` (or delete it)"
+    fix = f"regenerate it with `{command_name()} lock` (or delete it)"
     shown = path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
     try:
         text = read_text(path, DATA_LIMIT)
@@ -90,7 +91,8 @@ def header(cell: Cell) -> str:
         f"({cell.base_image}), resolved inside the cell's builder stage.",
         f"{INPUTS_LINE}{inputs_digest(cell)}",
         "# inputs: " + "; ".join(cell_requirements(cell)),
-        f"# regenerate: ./oota.sh lock --vendor={cell.vendor.name} --cell={cell.id}",
+        f"# regenerate: {command_name(cell.vendor.folder.parents[1])} lock "
+        f"--vendor={cell.vendor.name} --cell={cell.id}",
         "#",
     ]) + "\n"
 

@@ -21,6 +21,7 @@ from oota.config.torchaxis import CHANNELS, Channel
 from oota.config.vendors import Vendor
 from oota.config.yamlsrc import did_you_mean
 from oota.errors import InputError
+from oota.project import command_name
 
 Combo = dict[str, str]
 PYTORCH_WHEELS = "https://download.pytorch.org/whl/"
@@ -105,7 +106,7 @@ class Cell:
             if name in self.vendor.companions:
                 raise InputError(f"{where}: no {name} paired with torch {self.torch} in "
                                  f"vendors/companions.yaml or companions.{name}: run "
-                                 "./oota.sh release-check --update") from None
+                                 f"{command_name()} release-check --update") from None
             raise InputError(f"{where}: unknown name {{{name}}}; known: "
                              + ", ".join(sorted(variables))) from None
         except (IndexError, ValueError) as exc:

@@ -46,6 +46,7 @@ from oota.files import write_atomic
 from oota.lockfile import lock_path
 from oota.net import secret_query, without_credentials
 from oota.plan import Cell
+from oota.project import command_name
 
 CHANNEL_DAY_FILE = "nightly-day.txt"
 _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -259,7 +260,7 @@ def render_cell(matrix: Matrix, cell: Cell) -> Rendered:
         "os": cell.os,
         "python": str(cell.python),
         **requirements,
-        "regenerate": f"./oota.sh generate --vendor={vendor.name}",
+        "regenerate": f"{command_name(matrix.root)} generate --vendor={vendor.name}",
         # A channel's build changes daily: a lock of yesterday's would refuse today's wheel.
         "lock": channel is None and lock_path(matrix, cell).is_file(),
         "channel": channel,

@@ -19,6 +19,7 @@ from oota.engine.cli import POINTING_VARIABLES, cli_flags, host_name, is_local, 
 from oota.engine.deadline import Deadlines, NoAnswer
 from oota.errors import EnvironmentProblem
 from oota.net import redact
+from oota.project import command_name
 
 if TYPE_CHECKING:  # the SDK itself is imported when an engine is made (it is slow to import)
     from docker import APIClient, DockerClient
@@ -118,7 +119,8 @@ def connect(endpoint: Endpoint) -> Reached:
             f" at {endpoint.where()}" + host_name(endpoint)
         raise EnvironmentProblem(
             f"cannot reach a Docker Engine{where} ({exc}). Start one (`dockerd &` as root, "
-            "or `systemctl start docker`) or set DOCKER_HOST; `./oota.sh` installs and "
-            "starts it on Debian.") from exc
+            "or `systemctl start docker`) or set DOCKER_HOST"
+            + ("; `./oota.sh` installs and starts it on Debian." if command_name() == "./oota.sh"
+               else ".")) from exc
     return Reached(client=client, pinger=pinger, deadlines=deadlines, flags=flags, env=env,
                    local=is_local(base_url or os.environ.get("DOCKER_HOST", "")))

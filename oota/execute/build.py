@@ -38,6 +38,7 @@ from oota.execute.verify import (
 )
 from oota.lockfile import lock_path, lock_status
 from oota.plan import Cell
+from oota.project import command_name
 from oota.results.assemble import assemble, cell_ref, now
 from oota.results.jsonfields import JSONObject, ResultFormatError, json_object
 from oota.results.model import (
@@ -340,9 +341,9 @@ class CellRun:
     def _check_lock(self) -> None:
         if lock_status(self.matrix, self.cell) == "stale":
             rel = lock_path(self.matrix, self.cell).relative_to(self.matrix.root)
-            raise InputError(f"{rel} is stale (the cell's requirements changed); run `./oota.sh "
-                             f"lock --vendor={self.cell.vendor.name} --cell={self.cell.id}` or "
-                             "delete it to build unlocked")
+            raise InputError(f"{rel} is stale (the cell's requirements changed); run "
+                             f"`{command_name()} lock --vendor={self.cell.vendor.name} "
+                             f"--cell={self.cell.id}` or delete it to build unlocked")
 
     def _up_to_date(self) -> tuple[Built, JSONObject] | None:
         """For an image built from today's inputs (no ``--rebuild``): what it was built from,
@@ -411,7 +412,7 @@ class CellRun:
         if built_from and built_from != self.inputs.fingerprint:
             self.console.warn(f"{self.cell.id}: {tag} was built from other inputs than the "
                               "current ones (matrix, vendor folder or verify/ changed); "
-                              "`./oota.sh build` rebuilds it")
+                              f"`{command_name()} build` rebuilds it")
         outcome = verify_image(self.engine, self.cell, tag, self.folder,
                                run_id=self.options.run_id, layers=self.options.layers,
                                timeout_s=self.options.verify_timeout_s,

@@ -32,6 +32,7 @@ from oota.execute.sources import PipSources, fill_wheelhouse, resolve_sources
 from oota.lockfile import CHANNEL_NOT_LOCKED, cell_requirements, header, lock_path, write_lock
 from oota.net import find_ca_bundle
 from oota.plan import Cell
+from oota.project import command_name
 from oota.render import context_files, render_cell
 
 # The stage pip-compile runs in: it has the cell's Python, OS and venv. (A stage holding only
@@ -138,7 +139,8 @@ def compile_lock(engine: Engine, cell: Cell, builder: str, options: LockOptions,
         shutil.copyfile(existing, job / "out.txt")
     env = {"OOTA_PIP": f"pip=={dist_version('pip')}",
            "OOTA_PIP_TOOLS": f"pip-tools=={dist_version('pip-tools')}",
-           "CUSTOM_COMPILE_COMMAND": f"./oota.sh lock --vendor={cell.vendor.name} --cell={cell.id}"}
+           "CUSTOM_COMPILE_COMMAND": f"{command_name(cell.vendor.folder.parents[1])} lock "
+                                     f"--vendor={cell.vendor.name} --cell={cell.id}"}
     outcome = engine.run(RunRequest(image=builder, command=["bash", "-c", _COMPILE], env=env,
                                     mounts=mounts(cell, options, folder)
                                     + (Mount(source=job, target="/lock", read_only=False),),

@@ -40,6 +40,7 @@ from oota.engine.base import Engine, RegistryAuth
 from oota.errors import OotaError
 from oota.execute.attach import Attached, Signer, attach
 from oota.plan import Cell
+from oota.project import command_name
 from oota.render import cell_fingerprint
 from oota.results.assemble import now
 from oota.results.jsonfields import ResultFormatError
@@ -75,12 +76,13 @@ def refusal(result: Result | None, labels: dict[str, str] | None, image_id: str 
         return (f"verified on {elsewhere}, which this command does not reach: give the "
                 "hosts file (--hosts hosts.yaml) or that Engine (--host ENDPOINT)")
     if labels is None or image_id is None:
-        return "no image: build and verify it first (`./oota.sh build`)"
+        return f"no image: build and verify it first (`{command_name()} build`)"
     if labels.get("oota.fingerprint") != current:
         return ("stale: the image was built from other inputs than today's (matrix, vendor "
                 "folder, templates, verify/ or lock changed); build and verify it again")
     if result is None:
-        return "never verified: no result.json for it (`./oota.sh verify` or `./oota.sh build`)"
+        return (f"never verified: no result.json for it (`{command_name()} verify` or "
+                f"`{command_name()} build`)")
     if result.cell.fingerprint != current:
         return "stale: its last verification was of other inputs; verify it again"
     if result.status not in PUBLISHABLE:
@@ -88,7 +90,7 @@ def refusal(result: Result | None, labels: dict[str, str] | None, image_id: str 
             f": {result.message}" if result.message else "")
     if sealed is None or sealed.id is None or "oota.verified" not in labels:
         return ("unsealed: the image does not carry its verification (only a run of every "
-                "layer is sealed); `./oota.sh verify` it")
+                f"layer is sealed); `{command_name()} verify` it")
     if sealed.id != image_id:
         return "the image changed since its verification (a build took the tag); verify it again"
     return ""

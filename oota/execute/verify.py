@@ -16,6 +16,7 @@ from oota import __version__
 from oota.config.vendors import Vendor
 from oota.engine.base import RUN_LABEL, DeviceAccess, Engine, Mount, RunRequest
 from oota.plan import Cell
+from oota.project import command_name
 from oota.results.assemble import now, overall_status, read_suite_output, summarize
 from oota.results.jsonfields import JSONObject, ResultFormatError
 from oota.results.model import Host, Image, Layer, Skips, TestOutcome
@@ -66,7 +67,7 @@ def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id
     flags, which would stop the container from starting, and tells the suite why."""
     if engine.image_labels(image) is None:
         return VerifyOutcome(image=Image(tag=image), problem=f"image {image} not found; build "
-                             f"it first (./oota.sh build --cell {cell.id})")
+                             f"it first ({command_name()} build --cell {cell.id})")
     found = Image(tag=image, digest=engine.image_digest(image), id=engine.build_output(image),
                   layers=layers_of(engine, image))
     command = ["oota-verify", "--out", RESULTS_IN_CONTAINER]

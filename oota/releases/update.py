@@ -127,7 +127,7 @@ def update_companions(vendors_dir: Path, cache: CompanionCache,
     shown = f"{vendors_dir.name}/{file.name}"
     old = read_text(file, DATA_LIMIT) if file.is_file() else ""
     # No pair to keep and no file yet (a companion that declares nothing): nothing to write.
-    text = dump_cache(cache) if changed and (old or cache.companions) else old
+    text = dump_cache(cache, file) if changed and (old or cache.companions) else old
     if text != old:
         try:
             write_atomic(file, text)

@@ -27,6 +27,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from oota import __version__
+from oota.project import command_name
 from oota.report.data import Report, channel_order
 from oota.report.rows import CellGroup, CellRow
 from oota.report.templating import html_environment
@@ -197,7 +198,7 @@ def start_cell(row: CellRow, result: Result, current: Mapping[str, str] | None,
     # `verify --here` records a placeholder in parentheses, which no image reference can be.
     in_place = not published and (not image or image.startswith("("))
     publish = "" if published or in_place else (
-        f"./oota.sh publish --vendor {row.vendor} --cell {row.id} --registry {REGISTRY}")
+        f"{command_name()} publish --vendor {row.vendor} --cell {row.id} --registry {REGISTRY}")
     sealed = row.image.sealed
     return StartCell(
         id=row.id, vendor=row.vendor, status=row.status,
@@ -233,9 +234,11 @@ def _ordered(groups: Sequence[CellGroup], cells: Mapping[str, CellRef]) -> list[
 
 
 def make_commands(vendor: str) -> tuple[str, ...]:
-    return (f"./oota.sh build --vendor {vendor}",
-            f"./oota.sh publish --vendor {vendor} --registry {REGISTRY}",
-            "./oota.sh report")
+    """How the lab makes the page's images, as the project's user types oota (the report runs in
+    the project's folder)."""
+    oota = command_name()
+    return (f"{oota} build --vendor {vendor}", f"{oota} publish --vendor {vendor} --registry "
+            f"{REGISTRY}", f"{oota} report")
 
 
 def start_page(report: Report, vendor: str,

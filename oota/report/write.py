@@ -24,6 +24,7 @@ from pathlib import Path
 
 from oota.errors import InputError
 from oota.files import REPORT_LIMIT, exclusive, read_bytes, write_atomic, write_json
+from oota.project import command_name
 from oota.report import crcr, getstarted, hud, scorepages
 from oota.report.data import Accept, Report, collect, collect_merged
 from oota.report.failures import failed_tests
@@ -70,8 +71,9 @@ def check_folders(results_dir: Path, out_dir: Path) -> None:
     """Refuse, before anything is read or written, what would lose files or write nonsense."""
     if not results_dir.is_dir():
         what = "is not a folder" if results_dir.exists() else "no such results folder"
-        raise InputError(f"--results {results_dir}: {what} (run `./oota.sh build` or `./oota.sh "
-                         "verify` first, or name the folder that holds the result files)")
+        raise InputError(f"--results {results_dir}: {what} (run `{command_name()} build` or "
+                         f"`{command_name()} verify` first, or name the folder that holds the "
+                         "result files)")
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"--out {out_dir}: is a file, not a folder; name a folder for the "
                          "report (default: reports)")

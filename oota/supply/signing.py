@@ -27,6 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from oota.errors import InputError
 from oota.files import SMALL_LIMIT, read_bytes, write_atomic
+from oota.project import command_name
 
 PASSWORD_ENV = "OOTA_SIGNING_PASSWORD"
 PrivateKey = ec.EllipticCurvePrivateKey
@@ -91,8 +92,8 @@ def load_private(path: Path, password: bytes | None) -> ec.EllipticCurvePrivateK
         raise InputError(f"--key {path}: not a PEM private key, or {PASSWORD_ENV} is not its "
                          "password") from None
     if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp256r1":
-        raise InputError(f"--key {path}: expected an ECDSA P-256 key (`./oota.sh keygen` makes "
-                         "one)")
+        raise InputError(f"--key {path}: expected an ECDSA P-256 key (`{command_name()} keygen` "
+                         "makes one)")
     return key
 
 

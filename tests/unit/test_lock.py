@@ -74,7 +74,7 @@ def test_a_damaged_lock_is_an_input_error_and_a_new_lock_replaces_it(project):
     assert info.value.exit_code == 2
     assert str(info.value) == (f"locks/cpu/{CELL}.txt: not UTF-8 text (invalid start byte at "
                                "byte 20), so not a lock oota wrote; regenerate it with "
-                               "`./oota.sh lock` (or delete it)")
+                               "`oota lock` (or delete it)")  # a project without oota.sh
     assert write_lock(path, header(cell) + LOCKED) is True
     assert lock_status(matrix, cell) == "fresh"
 
@@ -127,7 +127,8 @@ def test_compile_lock_runs_pip_compile_in_the_builder(project, tmp_path):
     assert request.labels == {"oota.run": "r1"}
     read_only = {m.target for m in request.mounts if m.read_only}
     assert {"/run/secrets/pipconf", "/wheelhouse"} <= read_only
-    assert request.env["CUSTOM_COMPILE_COMMAND"] == "./oota.sh lock --vendor=cpu --cell=" + CELL
+    # The lock's header names the command of its project, which has no oota.sh here.
+    assert request.env["CUSTOM_COMPILE_COMMAND"] == "oota lock --vendor=cpu --cell=" + CELL
 
 
 @pytest.mark.parametrize("upgrade", [False, True])
