@@ -122,4 +122,5 @@ def test_a_wrong_gradient_and_a_stride_bug_each_fail_their_own_check(
     mul = [t for t in tests if "[mul-" in t["id"]]
     assert mul and all(t["status"] == "skipped" and t["message"].startswith(
         "skip list: an operator's entry") for t in mul)
-    assert data["skips"]["entries"][0]["matched"] == len(mul)
+    # The entry matches these and the compile layer's mul cases, which this run did not select.
+    assert data["skips"]["entries"][0]["matched"] >= len(mul)

@@ -55,7 +55,10 @@ def test_a_wrong_reduction_and_stale_data_each_fail_exactly_their_collective(
                 COLLECTIVE.format("all_reduce-float32")]
     assert "broadcast (float32) on 2 ranks (refccl): rank 0 received wrong data" in failed[
         COLLECTIVE.format("broadcast-float32")]
-    assert {t["status"] for t in tests if t["layer"] == "device"} == {"passed"}
+    # The device layer keeps its results: its evidence passed and nothing of it failed.
+    device = {t["id"]: t["status"] for t in tests if t["layer"] == "device"}
+    assert device["test_device.py::test_device_visible"] == "passed"
+    assert "failed" not in device.values() and "error" not in device.values(), device
 
 
 def test_a_collective_that_never_completes_ends_the_layer_at_its_deadline(
@@ -78,4 +81,7 @@ def test_a_collective_that_never_completes_ends_the_layer_at_its_deadline(
     assert {t["status"] for t in later} == {"skipped"}
     assert all(t["message"].startswith("not reached: the run on 2 ranks ended in all_gather "
                                        "(float32)") for t in later), later
-    assert {t["status"] for t in tests if t["layer"] == "device"} == {"passed"}
+    # The device layer keeps its results: its evidence passed and nothing of it failed.
+    device = {t["id"]: t["status"] for t in tests if t["layer"] == "device"}
+    assert device["test_device.py::test_device_visible"] == "passed"
+    assert "failed" not in device.values() and "error" not in device.values(), device
