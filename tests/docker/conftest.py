@@ -243,11 +243,16 @@ class Built:
 
 
 def copy_project(dest: Path) -> Path:
-    """A throw-away copy of the project's inputs (matrix, vendors, templates, verify suite)."""
+    """A throw-away copy of the project's inputs (matrix, vendors, templates, verify suite,
+    oota.sh)."""
     for name in ("vendors", "verify", "templates/dockerfile", "locks"):
         shutil.copytree(REPO / name, dest / name,
                         ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
     shutil.copy(REPO / "matrix.yaml", dest / "matrix.yaml")
+    # The checkout's own command too: generated files name the command of their project
+    # (./oota.sh where it has one), so a copy without it would render other Dockerfile bytes,
+    # another fingerprint, and the session's verifications would not hold there.
+    shutil.copy2(REPO / "oota.sh", dest / "oota.sh")
     return dest / "matrix.yaml"
 
 
