@@ -24,7 +24,7 @@ OPS = ("mul", "sum", "matmul", "nn.functional.gelu", "softmax", "nn.functional.l
        "nn.functional.silu", "add")
 FUSED = "fused.mlp"  # layer_norm(gelu(x @ w + b)) * x: one graph Inductor fuses
 BUDGET_VARIABLE = "OOTA_COMPILE_BUDGET_S"
-DEFAULT_BUDGET_S = 120.0
+DEFAULT_BUDGET_S = 30.0
 HALF = ("float16", "bfloat16")
 SPEC_KEY = "verify.compile in vendor.yaml"
 

@@ -24,6 +24,7 @@ from typing import TypeVar
 
 import docker
 import pytest
+import yaml
 
 from oota.config.matrix import load_matrix
 from oota.console import Console
@@ -56,6 +57,8 @@ NAMESPACE = os.environ.get("OOTA_TEST_NAMESPACE", "oota-test") + (f"-{_WORKER}" 
 SHARED_RUN = os.environ.setdefault("OOTA_TEST_SHARED_RUN", f"test-{uuid.uuid4().hex[:10]}")
 SHARED_NAMESPACE = os.environ.get("OOTA_TEST_NAMESPACE", "oota-test") + "-shared"
 T = TypeVar("T")
+# The ``shared`` values that are images of the shared run (removed by pytest_sessionfinish).
+SHARED_IMAGES = ("built", "reference")
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # the Ryuk image cannot be pulled
 # Every verification here runs the ops layer, on its must-pass operators only (a budget of 0 s):
@@ -88,26 +91,22 @@ os.environ.setdefault("OOTA_OPS_WORKERS", "1")
 # ``./oota.sh test`` runs this folder on three pytest-xdist workers (``-n 3 --dist loadscope``,
 # scheduled by :func:`pytest_xdist_make_scheduler`), each taking one share of the files (SHARES):
 # a build, a push or a verification mostly keeps one CPU busy and often waits on the network,
-# so three at once keep the 2-core machine busy. "cpu": the tests on the run's CPU image
-# (``built``). "reference": the tests on the reference and CUDA images, which are built at once
-# (``reference_built``, ``cuda_built``: refdev compiles while the CUDA wheels download). "own":
-# files that build their own images (the fleet on Engines of its own, the nightly). Two files
-# sit where they even the shares out: the daily loop (a tiny image on its own two Engines, e4
-# and e5) in "cpu", and a vendor from a folder (its own image) in "reference", the shortest
-# share once ``built`` was made once per run (fresh-clone run: own 591 s, cpu 565 s,
-# reference 494 s, with the vendor in "own"). The release candidate's test (its own two cells)
-# is in "own" since the fleet's share shrank (2026-11-27: own 361 s, cpu 576 s with it, reference
-# 489 s). A file missing
-# here goes to "cpu"; a file in the wrong share still passes, it only makes its worker build
-# that share's images too. Each worker's extra Engines take their own slices of the bridge
-# (OOTA_TEST_ENGINE_BASE, 8 apart).
+# so three at once keep the 2-core machine busy. The CPU and reference cells every share reads
+# (``built``, ``reference_built``) are made once per run by whichever worker asks first, so a
+# file may sit in any share: the shares are cut by measured time alone. Measured (a fresh
+# clone, the whole folder, 2026-11-28, 2-core AMD host): the files of "reference" 957 s, "cpu"
+# 834 s, "own" 820 s with the history runs in "reference", before the nightly and release
+# candidate cells were made lean (lean_cpu_vendor, about 110 s less); the history runs moved to
+# "own". A file missing here goes to "cpu". Each worker's extra Engines take their own slices
+# of the bridge (OOTA_TEST_ENGINE_BASE, 8 apart).
 # tasks.py's test task starts one worker per share ("-n 3"): SHARES and "cpu".
 SHARES = {
-    "reference": frozenset({"test_history_runs.py", "test_judge.py", "test_reference.py",
-                            "test_workload.py", "test_cuda_cell.py", "test_getstarted_install.py",
+    "reference": frozenset({"test_judge.py", "test_reference.py", "test_workload.py",
+                            "test_cuda_cell.py", "test_getstarted_install.py",
                             "test_vendor_from_folder.py", "test_installed_wheel.py",
                             "test_autograd_reference.py", "test_distributed_layer.py"}),
-    "own": frozenset({"test_fleet.py", "test_nightly.py", "test_release_candidate.py"}),
+    "own": frozenset({"test_fleet.py", "test_nightly.py", "test_release_candidate.py",
+                      "test_history_runs.py"}),
 }
 if _WORKER.startswith("gw") and _WORKER[2:].isdigit():
     os.environ["OOTA_TEST_ENGINE_BASE"] = str(
@@ -204,7 +203,8 @@ def pytest_sessionfinish(session) -> None:
     the shared images go. Nothing to do when no test made them."""
     if _WORKER or os.environ.get("OOTA_KEEP") or not session.config.option.basetemp:
         return
-    if not (shared_root(Path(session.config.option.basetemp)) / "built" / "value.pickle").exists():
+    root = shared_root(Path(session.config.option.basetemp))
+    if not any((root / name / "value.pickle").exists() for name in SHARED_IMAGES):
         return
     try:
         DockerEngine().cleanup(SHARED_RUN, images=True)
@@ -256,6 +256,25 @@ def copy_project(dest: Path) -> Path:
     return dest / "matrix.yaml"
 
 
+def lean_cpu_vendor(project: Path) -> None:
+    """The copied project's CPU vendor without what only the layers after install, compat and
+    device use: no model library (transformers), no models, no C++ extension for the smoke
+    layer. For the tests that build cells of their own torch and verify those three layers
+    only (the nightly, the release candidate): such an image builds without transformers'
+    install and the extension's compiler and build, about 80 s less each on a loaded 2-core
+    host (tests/docker CI run, 2026-11-28)."""
+    path = project / "vendors" / "cpu" / "vendor.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["test_requirements"] = [r for r in data["test_requirements"]
+                                 if not r.startswith("transformers")]
+    verify = data["verify"]
+    verify["models"] = []
+    verify.pop("workload", None)
+    verify.get("compile", {}).pop("models", None)
+    verify["capabilities"]["cpp_extension"] = False
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
 @pytest.fixture(scope="session")
 def built(engine, marker_ca, tmp_path_factory) -> Built:
     """The default CPU cell, built and verified once for the whole run (``shared``): under the
@@ -277,11 +296,14 @@ def built(engine, marker_ca, tmp_path_factory) -> Built:
     return shared(tmp_path_factory, "built", make)
 
 
-def build_defaults(engine, run_id, tmp_path_factory, vendors: list[str]) -> dict[str, Built]:
+def build_defaults(engine, tmp_path_factory, vendors: list[str], run_id: str,
+                   namespace: str = NAMESPACE, results_dir: Path | None = None,
+                   rebuild: bool = False) -> dict[str, Built]:
     """Build and verify each vendor's default cell of the repository's matrix, for real, all at
-    once (one job each)."""
-    results_dir = tmp_path_factory.mktemp("results-" + "-".join(vendors))
-    options = BuildOptions(results_dir=results_dir, run_id=run_id, namespace=NAMESPACE,
+    once (one job each), under ``namespace`` and ``run_id``."""
+    results_dir = results_dir or tmp_path_factory.mktemp("results-" + "-".join(vendors))
+    options = BuildOptions(results_dir=results_dir, run_id=run_id, namespace=namespace,
+                           rebuild=rebuild,
                            extra_labels=(("oota.test", "true"), (RUN_LABEL, run_id)))
     matrix = load_matrix(REPO / "matrix.yaml")
     cells = [cell for vendor in vendors for cell in select(matrix, plan(matrix, [vendor]))]
@@ -293,30 +315,20 @@ def build_defaults(engine, run_id, tmp_path_factory, vendors: list[str]) -> dict
             for cell in cells}
 
 
-def _wanted(request, fixture: str) -> bool:
-    """Whether a test of the session that will run (not skipped: an opt-in cell) uses it."""
-    return any(fixture in item.fixturenames and not item.get_closest_marker("skip")
-               for item in request.session.items)
+@pytest.fixture(scope="session")
+def reference_built(engine, tmp_path_factory) -> Built:
+    """The reference vendor's default cell, built and verified once for the whole run
+    (``shared``, like ``built``): any worker's share may hold the files that use it. Forced
+    (``rebuild=True``) for the same reason as ``built``: test_reference.py reads its build log."""
+    return shared(tmp_path_factory, "reference", lambda folder: build_defaults(
+        engine, tmp_path_factory, ["reference"], SHARED_RUN, SHARED_NAMESPACE,
+        folder / "results", rebuild=True)["reference"])
 
 
 @pytest.fixture(scope="session")
-def _reference_and_cuda(request, engine, run_id, tmp_path_factory) -> dict[str, Built]:
-    """The reference and CUDA vendors' default cells, each built and verified once for the
-    session, both at once when the session's tests need both (two jobs of one run: with a cold
-    cache refdev compiles while the CUDA cell's 6 GB of wheels download). The CUDA cell is
-    opt-in (-m cuda): a run without it builds the reference cell alone."""
-    vendors = [vendor for vendor in ("reference", "cuda") if _wanted(request, f"{vendor}_built")]
-    return build_defaults(engine, run_id, tmp_path_factory, vendors)
-
-
-@pytest.fixture(scope="session")
-def reference_built(_reference_and_cuda) -> Built:
-    return _reference_and_cuda["reference"]
-
-
-@pytest.fixture(scope="session")
-def cuda_built(_reference_and_cuda) -> Built:
-    return _reference_and_cuda["cuda"]
+def cuda_built(engine, run_id, tmp_path_factory) -> Built:
+    """The CUDA vendor's default cell, opt-in (-m cuda): about 6 GB of wheels."""
+    return build_defaults(engine, tmp_path_factory, ["cuda"], run_id)["cuda"]
 
 
 @pytest.fixture(scope="session")

@@ -50,7 +50,7 @@ from tests.conftest import skip_for_host
 from tests.engines import host_address
 from tests.runs import build_cells
 
-from .conftest import NAMESPACE, copy_project
+from .conftest import NAMESPACE, copy_project, lean_cpu_vendor
 
 WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 MIRROR = Path("/opt/pypi/simple")
@@ -207,6 +207,7 @@ def build_nightly(engine: Any, run_id: str, root: Path, index: str,
     """Build and verify (install and compat layers) the CPU nightly cell from ``index``, with
     the channel's ``max_age_days`` when given (else the default, 3 days)."""
     matrix_file = copy_project(root)
+    lean_cpu_vendor(root)
     vendor = root / "vendors/cpu/vendor.yaml"  # the vendor's own index, with the password
     vendor.write_text(vendor.read_text().replace("https://download.pytorch.org/whl/cpu", index))
     data = yaml.safe_load(matrix_file.read_text())

@@ -33,7 +33,7 @@ from tests.conftest import skip_for_host
 from tests.engines import host_address
 from tests.runs import build_cells
 
-from .conftest import NAMESPACE, copy_project
+from .conftest import NAMESPACE, copy_project, lean_cpu_vendor
 from .test_nightly import CANARY, MIRROR, WHEEL, _PasswordIndex, make_index, renamed_wheel
 
 CANDIDATE = "cpu-torchtest-py3.11-debian12"
@@ -64,6 +64,7 @@ def test_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def build_and_report(engine: Any, run_id: str, root: Path, index: str,
                      release: str) -> tuple[dict[str, dict[str, Any]], str]:
     matrix_file = copy_project(root)
+    lean_cpu_vendor(root)
     data = yaml.safe_load(matrix_file.read_text())
     data["vendors"] = {"cpu": {"os": ["debian12"], "python": ["3.11"], "torch": [
         "2.13.0", {"channel": "test", "index": index, "version": release}]}}
