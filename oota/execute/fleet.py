@@ -238,23 +238,36 @@ class FleetRun:
         return [schedule.results[i] for i in sorted(schedule.results)]
 
     def _in_parallel(self, workers: list[Station], schedule: _Schedule) -> None:
-        threads = [threading.Thread(target=self._work, args=(station,), daemon=True,
+        # Each thread's end is an Event the main thread waits on, not Thread.join: a signal
+        # that interrupts CPython 3.11's join while the thread still runs makes that thread
+        # look ended (threading's bpo-45274 clean-up releases the lock the running thread
+        # holds), so a join after it returns at once and the run would end before the cell
+        # wrote its result. Event.wait is interrupted without such damage.
+        ended = [threading.Event() for _ in workers]
+        threads = [threading.Thread(target=self._work_then, args=(station, end), daemon=True,
                                     name=f"oota-{station.name}-{n}")
-                   for n, station in enumerate(workers)]
-        for thread in threads:
-            thread.start()
+                   for n, (station, end) in enumerate(zip(workers, ended, strict=True))]
         try:
-            for thread in threads:
-                while thread.is_alive():
-                    thread.join(0.2)
+            with deferred():  # a signal is taken once every thread has started
+                for thread in threads:
+                    thread.start()
+            for end in ended:
+                while not end.wait(0.2):
+                    pass
         except KeyboardInterrupt as exc:
             with deferred():  # the running cells' results are written before the run ends
                 schedule.stop(signal_name(exc))
                 for station in self.stations:
                     station.engine.abort()
-                for thread in threads:
-                    thread.join()
+                for end in ended:
+                    end.wait()
             raise
+
+    def _work_then(self, station: Station, end: threading.Event) -> None:
+        try:
+            self._work(station)
+        finally:
+            end.set()
 
     def _work(self, station: Station, *, inline: bool = False) -> None:
         assert self._schedule is not None
