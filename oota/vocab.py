@@ -98,6 +98,8 @@ NOT_CLAIMED: Final = "not-claimed"
 # A test that failed and then passed when run once more in a fresh process (verify/oota_rerun.py):
 # its entry keeps both attempts (data 'attempts'). Never a pass, never a failure of the cell.
 FLAKY: Final = "flaky"
+# The statuses of a test that ran: a layer's flaky share (report, HUD) is of these.
+RAN: Final[frozenset[str]] = frozenset({"passed", *BAD, FLAKY})
 # How a test the ops layer's time budget left unrun begins its skip reason. Which operators a
 # budget reaches depends on the host's speed, so two runs are not compared on those tests.
 BUDGET_PREFIX: Final = "time budget of "

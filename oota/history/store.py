@@ -39,6 +39,7 @@ from oota.history.location import Location
 from oota.history.records import CellRecord, Figure, Inputs, RunRecord
 from oota.history.timeline import (
     CellSeries,
+    LayerCount,
     MetricPoint,
     MetricSeries,
     Outcome,
@@ -48,7 +49,7 @@ from oota.history.timeline import (
 )
 from oota.results.jsonfields import status_of
 from oota.results.model import CellRef, TestOutcome
-from oota.vocab import BAD, METRICS_LAYERS, Status
+from oota.vocab import BAD, FLAKY, METRICS_LAYERS, RAN, Status
 
 T = TypeVar("T")
 # SQLite's busy timeout (seconds): how long a writer waits for another's transaction.
@@ -420,6 +421,14 @@ def read_timeline(store: Store, *, metrics_layers: tuple[str, ...] = METRICS_LAY
                 select(t.tests.c.result_id, t.tests.c.test_id)
                 .where(t.tests.c.status.in_(sorted(BAD))).order_by(t.tests.c.test_id)):
             failed.setdefault(result_id, []).append(test_id)
+        ran: dict[int, dict[str, LayerCount]] = {}  # per result: the flaky share per layer
+        for result_id, layer, status, n in conn.execute(
+                select(t.tests.c.result_id, t.tests.c.layer, t.tests.c.status, func.count())
+                .where(t.tests.c.status.in_(sorted(RAN)))
+                .group_by(t.tests.c.result_id, t.tests.c.layer, t.tests.c.status)):
+            had = ran.setdefault(result_id, {}).get(layer, LayerCount(layer, 0, 0))
+            ran[result_id][layer] = LayerCount(layer, had.flaky + (n if status == FLAKY else 0),
+                                               had.ran + n)
         figures = [f for f in conn.execute(
             select(t.results.c.cell_id, t.results.c.host, t.results.c.engine_id,
                    t.results.c.run_id, t.figures.c.test_id, t.figures.c.name,
@@ -431,7 +440,7 @@ def read_timeline(store: Store, *, metrics_layers: tuple[str, ...] = METRICS_LAY
             if f.run_id in heads]
     order = sorted(heads.values(), key=lambda h: (h[0].started_at, h[0].id))
     return Timeline(runs=tuple(h for h, _ in order),
-                    cells=_series(rows, heads, packages, failed),
+                    cells=_series(rows, heads, packages, failed, ran),
                     metrics=_metric_series(figures, heads), left_out=tuple(left_out))
 
 
@@ -446,8 +455,8 @@ def _when(run_key: str, origin: str, started_at: object) -> tuple[str, str]:
 
 
 def _series(rows: Sequence[Row[Any]], heads: dict[int, tuple[RunHead, str]],
-            packages: dict[int, _Packages], failed: dict[int, list[str]]
-            ) -> tuple[CellSeries, ...]:
+            packages: dict[int, _Packages], failed: dict[int, list[str]],
+            ran: dict[int, dict[str, LayerCount]]) -> tuple[CellSeries, ...]:
     newest: dict[str, Row[Any]] = {}
     by_cell: dict[str, dict[int, list[Outcome]]] = {}
     for r in rows:
@@ -456,7 +465,8 @@ def _series(rows: Sequence[Row[Any]], heads: dict[int, tuple[RunHead, str]],
         by_cell.setdefault(r.cell_id, {}).setdefault(r.run_id, []).append(Outcome(
             run=head, status=_status(r.status), message=r.message,
             inputs=_inputs(r, suite, packages.get(r.id, NO_PACKAGES)),
-            failed_tests=tuple(failed.get(r.id, ()))))
+            failed_tests=tuple(failed.get(r.id, ())),
+            layers=tuple(ran.get(r.id, {}).values())))
     series = [CellSeries(cell=cell_ref(newest[cell]), outcomes=tuple(sorted(
         (found[0] if len(found) == 1 else deciding(found) for found in runs.values()),
         key=lambda o: (o.run.started_at, o.run.id)))) for cell, runs in by_cell.items()]

@@ -42,6 +42,15 @@ class RunHead:
         return moment(self.started_at)
 
 
+@dataclass(frozen=True, slots=True)
+class LayerCount:
+    """Of one layer's tests that ran (oota.vocab.RAN), how many were flaky."""
+
+    layer: str
+    flaky: int
+    ran: int
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Outcome:
     """A cell's outcome in one run (the worst of its hosts', when it ran on several)."""
@@ -51,6 +60,7 @@ class Outcome:
     message: str
     inputs: Inputs
     failed_tests: tuple[str, ...] = ()  # the tests that failed, errored or were interrupted
+    layers: tuple[LayerCount, ...] = ()  # per layer whose tests ran, in the result's order
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

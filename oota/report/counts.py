@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from oota.report.data import Report
 from oota.report.rows import WORD, CellRow, OpsSummary, ops_summary
 from oota.results.jsonfields import JSONObject
-from oota.vocab import COUNT_COLUMNS, FLAKY, LAYERS, MaybeStatus, layer_counts, worst
+from oota.vocab import COUNT_COLUMNS, FLAKY, LAYERS, RAN, MaybeStatus, layer_counts, worst
 
 OPS = "ops"
 
@@ -90,10 +90,6 @@ class FlakyShare:
 
     def to_json(self) -> JSONObject:
         return {"vendor": self.vendor, "layer": self.layer, "flaky": self.flaky, "ran": self.ran}
-
-
-# The statuses of a test that ran: the share of flaky tests is of these.
-RAN = frozenset({"passed", "failed", "error", "interrupted", FLAKY})
 
 
 def flaky_shares(report: Report) -> list[FlakyShare]:

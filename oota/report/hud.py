@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from oota import __version__
@@ -21,6 +21,7 @@ from oota.history.timeline import (
     CellSeries,
     CellState,
     Digest,
+    LayerCount,
     MetricSeries,
     RunHead,
     Timeline,
@@ -29,7 +30,7 @@ from oota.history.timeline import (
     shown,
 )
 from oota.report.templating import html_environment, markdown_environment
-from oota.vocab import FLAKY, MaybeStatus
+from oota.vocab import FLAKY, LAYERS, MaybeStatus
 
 DEFAULT_RUNS = 50
 DEFAULT_SINCE = dt.timedelta(hours=24)
@@ -119,6 +120,7 @@ class HudRow:
     steady: str = ""  # figures that never changed (settings, mostly): one line of text
     failing_tests: tuple[str, ...] = ()  # of the failure the cell is in now
     more_failing: int = 0
+    layers: tuple[LayerCount, ...] = ()  # its tests that ran in the shown runs, per layer
 
     @property
     def id(self) -> str:
@@ -141,6 +143,12 @@ class HudSection:
         marks = [m for r in self.rows for m in r.marks if m.status]
         flaky = sum(m.flaky for m in marks)
         return f"{flaky} of {len(marks)} ({flaky / len(marks):.0%})" if marks else "–"
+
+    @property
+    def flaky_by_layer(self) -> tuple[LayerCount, ...]:
+        """Of the vendor's tests that ran in the shown runs, how many were flaky, per layer (in
+        the suite's order of layers): the HUD's line under the vendor's table."""
+        return summed(count for row in self.rows for count in row.layers)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -206,6 +214,16 @@ def build(source: HudInput, current: Mapping[str, str | None]) -> HudPage:
                                      if t.verdict == "regression"))
 
 
+def summed(counts: Iterable[LayerCount]) -> tuple[LayerCount, ...]:
+    """Counts of one layer added up, one per layer, in the suite's order of layers."""
+    found: dict[str, LayerCount] = {}
+    for c in counts:
+        had = found.get(c.layer, LayerCount(c.layer, 0, 0))
+        found[c.layer] = LayerCount(c.layer, had.flaky + c.flaky, had.ran + c.ran)
+    order = {layer: i for i, layer in enumerate(LAYERS)}
+    return tuple(sorted(found.values(), key=lambda c: (order.get(c.layer, len(order)), c.layer)))
+
+
 def _row(series: CellSeries, state: CellState, runs: Sequence[RunHead], source: HudInput,
          current: str | None, metrics: list[MetricSeries]) -> HudRow:
     outcomes = {o.run.id: o for o in series.outcomes}
@@ -234,7 +252,8 @@ def _row(series: CellSeries, state: CellState, runs: Sequence[RunHead], source: 
         blame=failing.blame.line() if failing else "",
         flaky=len(flaky | {o.run.id for o in series.outcomes if o.status == FLAKY}),
         trends=figures[0], readings=figures[1], steady=figures[2],
-        failing_tests=broken[:FAILING_SHOWN], more_failing=max(len(broken) - FAILING_SHOWN, 0))
+        failing_tests=broken[:FAILING_SHOWN], more_failing=max(len(broken) - FAILING_SHOWN, 0),
+        layers=summed(c for run in runs if run.id in outcomes for c in outcomes[run.id].layers))
 
 
 def _figures(metrics: Sequence[MetricSeries], policy: Policy, runs: int

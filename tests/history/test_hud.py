@@ -11,8 +11,11 @@ from typing import Any
 import pytest
 
 from oota.history.location import locate
+from oota.history.policy import Policy
 from oota.history.records import run_record
 from oota.history.store import append, open_store, read_timeline
+from oota.history.timeline import LayerCount
+from oota.report import hud
 from tests.history.helpers import MATMUL, invoke, typed
 from tests.history.synthetic import result_at
 from tests.history.test_commands import closed_port
@@ -209,3 +212,25 @@ def test_report_and_history_take_matrix_and_find_its_history(tmp_path: Path) -> 
                  "--matrix", str(project / "matrix.yaml"), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "reports" / "hud.html").is_file()
+
+
+def test_the_hud_gives_each_vendors_flaky_share_per_layer(history_url: str) -> None:
+    """Of a vendor's tests that ran in the shown runs, the flaky ones per layer (issue: the flaky
+    share per vendor and per layer in the HUD), read from the store in one query: a device test
+    flaky in one run of three is 1 of 3 in the device layer, the install layer's 0 of 3."""
+    for i, hours in enumerate((72, 48, 24)):
+        add(history_url, result_at(f"run-{i}", ago(hours),
+                                   matmul="flaky" if hours == 48 else "passed"))
+    page = hud.build(hud.HudInput(timeline=read_timeline(open_store(
+        locate(history_url, {}, Path.cwd()))), policy=Policy(file=None), now=NOW), {})
+    (section,) = page.sections
+    assert section.flaky_by_layer == (LayerCount("install", 0, 3), LayerCount("device", 1, 3),
+                                      LayerCount("models", 0, 3))
+    shown = hud.build(hud.HudInput(timeline=read_timeline(open_store(
+        locate(history_url, {}, Path.cwd()))), policy=Policy(file=None), now=NOW, runs=1), {})
+    assert shown.sections[0].flaky_by_layer == (  # the shown run only
+        LayerCount("install", 0, 1), LayerCount("device", 0, 1), LayerCount("models", 0, 1))
+    html = hud.to_html(page)
+    assert ('Flaky per layer, of its tests that ran in these runs: <span>install 0 of 3</span> · '
+            '<span class="flaky">device 1 of 3 (33.3%)</span> · <span>models 0 of 3</span>'
+            ) in html
