@@ -57,8 +57,11 @@ NAMESPACE = os.environ.get("OOTA_TEST_NAMESPACE", "oota-test") + (f"-{_WORKER}" 
 SHARED_RUN = os.environ.setdefault("OOTA_TEST_SHARED_RUN", f"test-{uuid.uuid4().hex[:10]}")
 SHARED_NAMESPACE = os.environ.get("OOTA_TEST_NAMESPACE", "oota-test") + "-shared"
 T = TypeVar("T")
-# The ``shared`` values that are images of the shared run (removed by pytest_sessionfinish).
-SHARED_IMAGES = ("built", "reference")
+# The ``shared`` values that are images, each under a run id of its own (a test that
+# interrupts a verification of ``built`` removes the containers of built's run id: the
+# reference cell's verification, made meanwhile by another worker, must not be among them);
+# pytest_sessionfinish removes them all.
+SHARED_IMAGES = {"built": SHARED_RUN, "reference": f"{SHARED_RUN}-reference"}
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # the Ryuk image cannot be pulled
 # Every verification here runs the ops layer, on its must-pass operators only (a budget of 0 s):
@@ -204,10 +207,13 @@ def pytest_sessionfinish(session) -> None:
     if _WORKER or os.environ.get("OOTA_KEEP") or not session.config.option.basetemp:
         return
     root = shared_root(Path(session.config.option.basetemp))
-    if not any((root / name / "value.pickle").exists() for name in SHARED_IMAGES):
+    made = [run for name, run in SHARED_IMAGES.items() if (root / name / "value.pickle").exists()]
+    if not made:
         return
     try:
-        DockerEngine().cleanup(SHARED_RUN, images=True)
+        engine = DockerEngine()
+        for run in made:
+            engine.cleanup(run, images=True)
     except Exception:  # noqa: BLE001 - no Engine left to clean: nothing of ours remains
         pass
 
@@ -273,6 +279,8 @@ def lean_cpu_vendor(project: Path) -> None:
     verify.get("compile", {}).pop("models", None)
     verify["capabilities"]["cpp_extension"] = False
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    # The repository's locks pin the full requirements: with fewer, a cell builds unlocked.
+    shutil.rmtree(project / "locks" / "cpu", ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -321,7 +329,7 @@ def reference_built(engine, tmp_path_factory) -> Built:
     (``shared``, like ``built``): any worker's share may hold the files that use it. Forced
     (``rebuild=True``) for the same reason as ``built``: test_reference.py reads its build log."""
     return shared(tmp_path_factory, "reference", lambda folder: build_defaults(
-        engine, tmp_path_factory, ["reference"], SHARED_RUN, SHARED_NAMESPACE,
+        engine, tmp_path_factory, ["reference"], SHARED_IMAGES["reference"], SHARED_NAMESPACE,
         folder / "results", rebuild=True)["reference"])
 
 
