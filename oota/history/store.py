@@ -46,6 +46,7 @@ from oota.history.timeline import (
     RunHead,
     Timeline,
     deciding,
+    summed,
 )
 from oota.results.jsonfields import status_of
 from oota.results.model import CellRef, TestOutcome
@@ -421,14 +422,14 @@ def read_timeline(store: Store, *, metrics_layers: tuple[str, ...] = METRICS_LAY
                 select(t.tests.c.result_id, t.tests.c.test_id)
                 .where(t.tests.c.status.in_(sorted(BAD))).order_by(t.tests.c.test_id)):
             failed.setdefault(result_id, []).append(test_id)
-        ran: dict[int, dict[str, LayerCount]] = {}  # per result: the flaky share per layer
+        counted: dict[int, list[LayerCount]] = {}  # per result: the flaky share per layer
         for result_id, layer, status, n in conn.execute(
                 select(t.tests.c.result_id, t.tests.c.layer, t.tests.c.status, func.count())
                 .where(t.tests.c.status.in_(sorted(RAN)))
                 .group_by(t.tests.c.result_id, t.tests.c.layer, t.tests.c.status)):
-            had = ran.setdefault(result_id, {}).get(layer, LayerCount(layer, 0, 0))
-            ran[result_id][layer] = LayerCount(layer, had.flaky + (n if status == FLAKY else 0),
-                                               had.ran + n)
+            counted.setdefault(result_id, []).append(
+                LayerCount(layer, n if status == FLAKY else 0, n))
+        ran = {result_id: summed(counts) for result_id, counts in counted.items()}
         figures = [f for f in conn.execute(
             select(t.results.c.cell_id, t.results.c.host, t.results.c.engine_id,
                    t.results.c.run_id, t.figures.c.test_id, t.figures.c.name,
@@ -456,7 +457,7 @@ def _when(run_key: str, origin: str, started_at: object) -> tuple[str, str]:
 
 def _series(rows: Sequence[Row[Any]], heads: dict[int, tuple[RunHead, str]],
             packages: dict[int, _Packages], failed: dict[int, list[str]],
-            ran: dict[int, dict[str, LayerCount]]) -> tuple[CellSeries, ...]:
+            ran: dict[int, tuple[LayerCount, ...]]) -> tuple[CellSeries, ...]:
     newest: dict[str, Row[Any]] = {}
     by_cell: dict[str, dict[int, list[Outcome]]] = {}
     for r in rows:
@@ -466,7 +467,7 @@ def _series(rows: Sequence[Row[Any]], heads: dict[int, tuple[RunHead, str]],
             run=head, status=_status(r.status), message=r.message,
             inputs=_inputs(r, suite, packages.get(r.id, NO_PACKAGES)),
             failed_tests=tuple(failed.get(r.id, ())),
-            layers=tuple(ran.get(r.id, {}).values())))
+            layers=ran.get(r.id, ())))
     series = [CellSeries(cell=cell_ref(newest[cell]), outcomes=tuple(sorted(
         (found[0] if len(found) == 1 else deciding(found) for found in runs.values()),
         key=lambda o: (o.run.started_at, o.run.id)))) for cell, runs in by_cell.items()]

@@ -12,13 +12,13 @@ starts a failure, and no one is blamed for it.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from oota import times
 from oota.history.records import Inputs
 from oota.results.model import CellRef
-from oota.vocab import BAD, Status, worst
+from oota.vocab import BAD, LAYERS, Status, worst
 
 # The bad outcomes that are the stack's: an error is the environment's (or oota's).
 JUDGED_BAD = BAD - {"error"}
@@ -51,6 +51,16 @@ class LayerCount:
     ran: int
 
 
+def summed(counts: Iterable[LayerCount]) -> tuple[LayerCount, ...]:
+    """Counts of one layer added up, one per layer, in the suite's order of layers."""
+    found: dict[str, LayerCount] = {}
+    for c in counts:
+        had = found.get(c.layer, LayerCount(c.layer, 0, 0))
+        found[c.layer] = LayerCount(c.layer, had.flaky + c.flaky, had.ran + c.ran)
+    order = {layer: i for i, layer in enumerate(LAYERS)}
+    return tuple(sorted(found.values(), key=lambda c: (order.get(c.layer, len(order)), c.layer)))
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Outcome:
     """A cell's outcome in one run (the worst of its hosts', when it ran on several)."""
@@ -60,7 +70,7 @@ class Outcome:
     message: str
     inputs: Inputs
     failed_tests: tuple[str, ...] = ()  # the tests that failed, errored or were interrupted
-    layers: tuple[LayerCount, ...] = ()  # per layer whose tests ran, in the result's order
+    layers: tuple[LayerCount, ...] = ()  # per layer whose tests ran, in the suite's order
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from oota import __version__
@@ -28,9 +28,10 @@ from oota.history.timeline import (
     digest,
     judge as judge_cell,
     shown,
+    summed,
 )
 from oota.report.templating import html_environment, markdown_environment
-from oota.vocab import FLAKY, LAYERS, MaybeStatus
+from oota.vocab import FLAKY, MaybeStatus
 
 DEFAULT_RUNS = 50
 DEFAULT_SINCE = dt.timedelta(hours=24)
@@ -212,16 +213,6 @@ def build(source: HudInput, current: Mapping[str, str | None]) -> HudPage:
                    now=_utc(source.now), digest=digest(judged, source.now, source.since),
                    regressions=tuple((r.id, t) for r in rows for t in r.trends
                                      if t.verdict == "regression"))
-
-
-def summed(counts: Iterable[LayerCount]) -> tuple[LayerCount, ...]:
-    """Counts of one layer added up, one per layer, in the suite's order of layers."""
-    found: dict[str, LayerCount] = {}
-    for c in counts:
-        had = found.get(c.layer, LayerCount(c.layer, 0, 0))
-        found[c.layer] = LayerCount(c.layer, had.flaky + c.flaky, had.ran + c.ran)
-    order = {layer: i for i, layer in enumerate(LAYERS)}
-    return tuple(sorted(found.values(), key=lambda c: (order.get(c.layer, len(order)), c.layer)))
 
 
 def _row(series: CellSeries, state: CellState, runs: Sequence[RunHead], source: HudInput,

@@ -306,23 +306,20 @@ def built(engine, marker_ca, tmp_path_factory) -> Built:
     return shared(tmp_path_factory, "built", make)
 
 
-def build_defaults(engine, tmp_path_factory, vendors: list[str], run_id: str,
-                   namespace: str = NAMESPACE, results_dir: Path | None = None,
-                   rebuild: bool = False) -> dict[str, Built]:
-    """Build and verify each vendor's default cell of the repository's matrix, for real, all at
-    once (one job each), under ``namespace`` and ``run_id``."""
-    results_dir = results_dir or tmp_path_factory.mktemp("results-" + "-".join(vendors))
+def build_default(engine, tmp_path_factory, vendor: str, run_id: str,
+                  namespace: str = NAMESPACE, results_dir: Path | None = None,
+                  rebuild: bool = False) -> Built:
+    """Build and verify the vendor's default cell of the repository's matrix, for real, under
+    ``namespace`` and ``run_id``."""
+    results_dir = results_dir or tmp_path_factory.mktemp(f"results-{vendor}")
     options = BuildOptions(results_dir=results_dir, run_id=run_id, namespace=namespace,
                            rebuild=rebuild,
                            extra_labels=(("oota.test", "true"), (RUN_LABEL, run_id)))
     matrix = load_matrix(REPO / "matrix.yaml")
-    cells = [cell for vendor in vendors for cell in select(matrix, plan(matrix, [vendor]))]
-    assert len(cells) == len(vendors), [c.id for c in cells]
-    results = build_cells(matrix, cells, engine, Console(), options, jobs=len(cells))
-    by_cell = {result.cell.id: result.to_json() for result in results}
-    return {cell.vendor.name: Built(results=[by_cell[cell.id]], results_dir=results_dir,
-                                    tag=options.tag_for(cell), options=options)
-            for cell in cells}
+    [cell] = select(matrix, plan(matrix, [vendor]))
+    [result] = build_cells(matrix, [cell], engine, Console(), options)
+    return Built(results=[result.to_json()], results_dir=results_dir,
+                 tag=options.tag_for(cell), options=options)
 
 
 @pytest.fixture(scope="session")
@@ -330,15 +327,15 @@ def reference_built(engine, tmp_path_factory) -> Built:
     """The reference vendor's default cell, built and verified once for the whole run
     (``shared``, like ``built``): any worker's share may hold the files that use it. Forced
     (``rebuild=True``) for the same reason as ``built``: test_reference.py reads its build log."""
-    return shared(tmp_path_factory, "reference", lambda folder: build_defaults(
-        engine, tmp_path_factory, ["reference"], SHARED_IMAGES["reference"], SHARED_NAMESPACE,
-        folder / "results", rebuild=True)["reference"])
+    return shared(tmp_path_factory, "reference", lambda folder: build_default(
+        engine, tmp_path_factory, "reference", SHARED_IMAGES["reference"], SHARED_NAMESPACE,
+        folder / "results", rebuild=True))
 
 
 @pytest.fixture(scope="session")
 def cuda_built(engine, run_id, tmp_path_factory) -> Built:
     """The CUDA vendor's default cell, opt-in (-m cuda): about 6 GB of wheels."""
-    return build_defaults(engine, tmp_path_factory, ["cuda"], run_id)["cuda"]
+    return build_default(engine, tmp_path_factory, "cuda", run_id)
 
 
 @pytest.fixture(scope="session")

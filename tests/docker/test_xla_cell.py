@@ -14,7 +14,7 @@ import json
 import pytest
 
 from oota.vocab import CPU_PREFIX
-from tests.docker.conftest import Built, build_defaults
+from tests.docker.conftest import Built, build_default
 from tests.docker.test_reference import must_pass_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.xla]
@@ -26,7 +26,7 @@ BESIDE_TANH = frozenset({"add", "mul", "exp", "sigmoid", "mm"})
 
 @pytest.fixture(scope="module")
 def xla_built(engine, run_id, tmp_path_factory) -> Built:
-    return build_defaults(engine, run_id, tmp_path_factory, ["xla"])["xla"]
+    return build_default(engine, tmp_path_factory, "xla", run_id)
 
 
 def _tests(built: Built) -> dict[str, dict]:
