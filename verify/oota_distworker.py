@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import faulthandler
+import gc
 import importlib
 import os
 import sys
@@ -108,6 +109,12 @@ def _run(cell: dict[str, Any], device: Any, folder: Path) -> int:
                   file=sys.stderr)
             return 4
         torch.save(result, folder / f"rank{rank}-{case.index}.pt")
+        del result
+    # DDP's model lives in reference cycles (its hooks), and its reducer holds the process
+    # group: collected at interpreter exit, it destroyed gloo's group there, which aborted the
+    # rank now and then after every case had passed (a loaded 2-core host, 1 run in 4). Free it
+    # while the interpreter is whole, then destroy the group, as PyTorch's shutdown docs ask.
+    gc.collect()
     dist.destroy_process_group()
     return 0
 
