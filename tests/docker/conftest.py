@@ -62,6 +62,7 @@ T = TypeVar("T")
 # reference cell's verification, made meanwhile by another worker, must not be among them);
 # pytest_sessionfinish removes them all.
 SHARED_IMAGES = {"built": SHARED_RUN, "reference": f"{SHARED_RUN}-reference"}
+SHARED_FIXTURES = frozenset({"built", "reference_built"})
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # the Ryuk image cannot be pulled
 # Every verification here runs the ops layer, on its must-pass operators only (a budget of 0 s):
@@ -102,16 +103,20 @@ os.environ.setdefault("OOTA_OPS_WORKERS", "1")
 # candidate cells were made lean (lean_cpu_vendor, about 110 s less); the history runs moved to
 # "own". The next run (fresh clone, 2026-11-28, .ci/run 1,094 s): reference 890 s, cpu 799 s,
 # own 689 s; the get-started, installed-wheel and vendor-folder tests (121 s, on ``built`` or
-# images of their own) moved to "own". A file missing here goes to "cpu". Each worker's extra
-# Engines take their own slices of the bridge (OOTA_TEST_ENGINE_BASE, 8 apart).
+# images of their own) moved to "own". Then (fewer fleet cells, the by-hand re-verification of
+# two layers: about 130 s less in "cpu" and "own") the distributed layer's tests (about 80 s)
+# moved to "own" too, which takes the tests that need no shared image first
+# (:func:`pytest_collection_modifyitems`): it never waits for a cell another worker is making.
+# A file missing here goes to "cpu". Each worker's extra Engines take their own slices of the
+# bridge (OOTA_TEST_ENGINE_BASE, 8 apart).
 # tasks.py's test task starts one worker per share ("-n 3"): SHARES and "cpu".
 SHARES = {
     "reference": frozenset({"test_judge.py", "test_reference.py", "test_workload.py",
-                            "test_cuda_cell.py", "test_autograd_reference.py",
-                            "test_distributed_layer.py"}),
+                            "test_cuda_cell.py", "test_autograd_reference.py"}),
     "own": frozenset({"test_fleet.py", "test_nightly.py", "test_release_candidate.py",
                       "test_history_runs.py", "test_getstarted_install.py",
-                      "test_vendor_from_folder.py", "test_installed_wheel.py"}),
+                      "test_vendor_from_folder.py", "test_installed_wheel.py",
+                      "test_distributed_layer.py"}),
 }
 if _WORKER.startswith("gw") and _WORKER[2:].isdigit():
     os.environ["OOTA_TEST_ENGINE_BASE"] = str(
@@ -146,6 +151,10 @@ OPT_IN = {"xla": "the XLA cell is opt-in (a 7.9 GB image): -m xla",
 
 def pytest_collection_modifyitems(config, items):
     named = config.option.markexpr or ""
+    # "own" takes the tests on cells of their own before those on the shared cells, which the
+    # other two workers make first (a stable sort: every worker collects the same order).
+    items.sort(key=lambda item: group_of(item.nodeid) == "own" and bool(
+        SHARED_FIXTURES & set(getattr(item, "fixturenames", ()))))
     for item in items:
         if "tests/docker/" in str(item.path):
             item.add_marker(pytest.mark.docker)

@@ -28,7 +28,9 @@ from tests.engines import ExtraEngine, free_port
 REPO = Path(__file__).resolve().parents[2]
 OOTA = [sys.executable, "-m", "oota", "-r", str(REPO)]
 BASE = "oota/base:debian12"
-SDKS = ["1.0", "2.0", "3.0"]   # three cells: one per host, and one more for e1 after the loss
+# Two cells: one per host; e2's, lost with it, is retried on e1 after its own. (A third cell
+# for e1 tested nothing more and cost about 45 s of a loaded CI run.)
+SDKS = ["1.0", "2.0"]
 
 
 @pytest.fixture(scope="module")
