@@ -120,8 +120,40 @@ def _matches(pattern: str, names: set[str]) -> bool:
     return pattern in names or any(fnmatch.fnmatchcase(n, pattern) for n in names)
 
 
+KNOWN_FAILURES = "OOTA_KNOWN_FAILURES"
+
+
+def known_failures(environ: Any = os.environ) -> list[dict[str, Any]]:
+    """The entries oota read from the vendor's tracker for this run (``known_failures`` in
+    vendor.yaml: oota/config/issueskips.py), passed as a JSON list in OOTA_KNOWN_FAILURES:
+    applied as skips.yaml's are. A value that is no such list stops the run (UsageError)."""
+    text = str(environ.get(KNOWN_FAILURES) or "").strip()
+    if not text:
+        return []
+    try:
+        entries = json.loads(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"{KNOWN_FAILURES} is no JSON ({exc})") from None
+    needed = ("id", "reason", "owner", "expires")
+    if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and all(isinstance(e.get(k), str) for k in needed)
+            for e in entries):
+        raise pytest.UsageError(f"{KNOWN_FAILURES} is no list of skip entries (each with "
+                                f"{', '.join(needed)})")
+    for entry in entries:
+        try:
+            dt.date.fromisoformat(entry["expires"])
+        except ValueError:
+            raise pytest.UsageError(f"{KNOWN_FAILURES}: {entry['id']!r} expires on "
+                                    f"{entry['expires']!r}, no date (YYYY-MM-DD)") from None
+    return entries
+
+
 def _apply_skips(config: pytest.Config, items: list[pytest.Item]) -> None:
-    state = SkipState(entries=list(read_cell().get("skips") or []), today=dt.date.today())
+    entries = list(read_cell().get("skips") or [])
+    named = {e["id"] for e in entries}
+    entries += [e for e in known_failures() if e["id"] not in named]
+    state = SkipState(entries=entries, today=dt.date.today())
     config.stash[SKIPS_KEY] = state
     for item in items:
         if _layer_of(item) == ALWAYS or _is_evidence(item):

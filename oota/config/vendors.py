@@ -22,6 +22,7 @@ from typing import Any
 
 from oota import schemas
 from oota.config.compilespec import CompileSpec, compile_spec
+from oota.config.issueskips import IssueSource, issue_source
 from oota.config.names import NAME_PATTERN, NAME_RULE, name_problem
 from oota.config.pairing import ExtensionFacts, check_extension, extension_facts
 from oota.config.provenance import Fact, Provenance, Source, provenance_of, sources_of
@@ -230,6 +231,7 @@ class Vendor:
     verify: VerifySpec                # what the in-image suite checks
     facts: Facts = field(default_factory=Facts)   # what release-check reads
     ci: CiSpec = field(default_factory=CiSpec)    # where CI runs the cells
+    known_failures: IssueSource | None = None     # skip entries kept in a tracker's issues
     # Packages whose release follows torch's, e.g. torchvision: name -> torch release or series
     # -> version (from vendors/companions.yaml, oota/config/companions.py, or typed by hand).
     # Each becomes a format variable of the requirements ("torchvision=={torchvision}").
@@ -326,6 +328,7 @@ def _build(data: dict[str, Any], folder: Path) -> Vendor:
         ci=CiSpec(runs_on=tuple(data.get("ci", {}).get("runs-on", HOSTED_RUNNER)),
                   per_platform=MappingProxyType({
                       k: tuple(v) for k, v in data.get("ci", {}).get("platforms", {}).items()})),
+        known_failures=issue_source(data.get("known_failures")),
         companions=_companions(data.get("companions", {})),
         local_version=data.get("local_version", ""),
         platforms=tuple(data.get("platforms", ("linux/amd64",))),

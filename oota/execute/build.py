@@ -27,6 +27,7 @@ from oota.execute.buildinfo import BuildRecords, requirements_of
 from oota.execute.context import build_request, cell_inputs
 from oota.execute.faults import disk_full
 from oota.execute.interrupts import Interrupted, deferred, signal_name
+from oota.execute.issueskips import KnownFailures, known_for
 from oota.execute.leftovers import context_root
 from oota.execute.samebytes import host_identity
 from oota.execute.sources import PipSources, resolve_sources
@@ -38,7 +39,7 @@ from oota.execute.verify import (
 )
 from oota.lockfile import lock_path, lock_status
 from oota.plan import Cell
-from oota.project import command_name
+from oota.project import CACHE, command_name
 from oota.results.assemble import assemble, cell_ref, now
 from oota.results.jsonfields import JSONObject, ResultFormatError, json_object
 from oota.results.model import (
@@ -413,15 +414,26 @@ class CellRun:
             self.console.warn(f"{self.cell.id}: {tag} was built from other inputs than the "
                               "current ones (matrix, vendor folder or verify/ changed); "
                               f"`{command_name()} build` rebuilds it")
+        known = self._known_failures()
         outcome = verify_image(self.engine, self.cell, tag, self.folder,
                                run_id=self.options.run_id, layers=self.options.layers,
                                timeout_s=self.options.verify_timeout_s,
-                               unsupported=self.unsupported)
+                               unsupported=self.unsupported, extra_env=known.variable())
         verified = Verified(image=outcome.image, tests=outcome.tests,
                             installed=outcome.installed, skips=outcome.skips)
         failure = StepFailed(outcome.problem, log_tail=outcome.log_tail) if outcome.problem \
             else None
         return verified, failure
+
+    def _known_failures(self) -> KnownFailures:
+        """The entries the vendor's tracker gives (``known_failures``), said on the console."""
+        known = known_for(self.cell.vendor, self.matrix.root / CACHE)
+        if not known.note:
+            return known
+        self.console.info(f"{self.cell.id}: {known.note}")
+        for problem in known.problems:
+            self.console.warn(f"{self.cell.id}: known failures: {problem}")
+        return known
 
     def _env_detail(self) -> JSONObject:
         """The verify stage's record of the run's pass_env switches (none: nothing)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import platform
 import re
@@ -28,13 +29,17 @@ from packaging.version import Version
 from oota.config.matrix import Matrix, OsSpec
 from oota.errors import EnvironmentProblem
 from oota.execute.hosts import HostCheck, check_vendor
+from oota.execute.issueskips import known_for
 from oota.plan import Cell, plan
+from oota.project import CACHE
 from oota.render import cell_manifest, context_files, fingerprint, render_cell
 from oota.resources import shipped
 from oota.results.assemble import SuiteOutput, assemble, cell_ref, now, read_suite_output
 from oota.results.jsonfields import ResultFormatError, json_object
 from oota.results.model import Host, Image, Result, Stage, VendorCheck
 from oota.results.store import CASES_FILE, keep_recording, save
+
+logger = logging.getLogger("oota.verify")
 
 PROBE = shipped("verify") / "oota_probe.py"
 
@@ -166,6 +171,11 @@ def verify_here(matrix: Matrix, vendor: str, results_dir: Path, *,
            "OOTA_VENDOR_VERIFY": str(matrix.vendors[vendor].vendor.folder / "verify")}
     if not check.supported:
         env["OOTA_UNSUPPORTED_HERE"] = "; ".join(check.reasons)
+    known = known_for(matrix.vendors[vendor].vendor, matrix.root / CACHE)
+    for line in (known.note, *known.problems):
+        if line:
+            logger.info("%s", line)
+    env.update(known.variable())
     argv = [python, str(matrix.verify_dir / "oota-verify"), "--out", str(out)]
     if layers:
         argv += ["--layer", ",".join(layers)]

@@ -62,9 +62,11 @@ def passed_env(vendor: Vendor, environ: Mapping[str, str] = os.environ) -> dict[
 
 def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id: str,
                  layers: tuple[str, ...] = (), timeout_s: int = 1800,
-                 unsupported: str = "") -> VerifyOutcome:
+                 unsupported: str = "", extra_env: Mapping[str, str] | None = None
+                 ) -> VerifyOutcome:
     """Run the image's suite. ``unsupported`` (the host check's reason) drops the vendor's device
-    flags, which would stop the container from starting, and tells the suite why."""
+    flags, which would stop the container from starting, and tells the suite why;
+    ``extra_env`` reaches the suite too (the vendor's known failures from its tracker)."""
     if engine.image_labels(image) is None:
         return VerifyOutcome(image=Image(tag=image), problem=f"image {image} not found; build "
                              f"it first ({command_name()} build --cell {cell.id})")
@@ -78,7 +80,8 @@ def verify_image(engine: Engine, cell: Cell, image: str, folder: Path, *, run_id
         (collected / stale).unlink(missing_ok=True)
     request = device_request(cell.vendor, image, command, unsupported)
     run = engine.run(dataclasses.replace(
-        request, env={**request.env, **forwarded_env(), **passed_env(cell.vendor)},
+        request, env={**request.env, **forwarded_env(), **passed_env(cell.vendor),
+                      **(extra_env or {})},
         labels={RUN_LABEL: run_id, "oota.cell": cell.id}, collect=RESULTS_IN_CONTAINER,
         collect_to=collected, log_path=folder / "verify.log", timeout_s=timeout_s))
     keep_recording(collected, folder)

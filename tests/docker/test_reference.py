@@ -311,8 +311,10 @@ def test_runtime_layer_passes_on_refdev_and_each_runtime_fault_fails_only_its_te
     for fault, failing in broken.items():
         folder = tmp_path / (fault or "clean")
         folder.mkdir()
+        # Unbroken, the session's verification of the reference cell ran the layer already.
         tests = _verify_refdev(docker_client, reference_built, folder,
-                               "oota-verify --layer runtime", {fault: "1"} if fault else {})
+                               "oota-verify --layer runtime", {fault: "1"}) if fault else \
+            reference_built.results[0]["tests"]
         runtime = {t["id"].split("::")[1]: t for t in tests if t["layer"] == "runtime"}
         assert len(runtime) == 16, sorted(runtime)
         failed = {name: t["message"] for name, t in runtime.items() if t["status"] != "passed"}
