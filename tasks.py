@@ -10,6 +10,7 @@ from oota.tasks import (
     init,
     judge,
     keygen,
+    known_failures,
     lint,
     lock,
     matrix,
@@ -21,5 +22,6 @@ from oota.tasks import (
     verify,
 )
 
-__all__ = ["build", "generate", "history", "hosts", "init", "judge", "keygen", "lint", "lock",
-           "matrix", "publish", "pull", "release_check", "report", "test", "verify"]
+__all__ = ["build", "generate", "history", "hosts", "init", "judge", "keygen", "known_failures",
+           "lint", "lock", "matrix", "publish", "pull", "release_check", "report", "test",
+           "verify"]

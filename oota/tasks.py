@@ -24,10 +24,8 @@ from oota.api.requests import (
     GenerateRequest,
     HistoryRequest,
     HostsRequest,
-    InitRequest,
     JudgeRequest,
     KeygenRequest,
-    LintRequest,
     LockRequest,
     MatrixRequest,
     PublishRequest,
@@ -37,6 +35,7 @@ from oota.api.requests import (
     TestRequest,
     VerifyRequest,
 )
+from oota.api.vendorrequests import InitRequest, KnownFailuresRequest, LintRequest
 from oota.console import Console
 from oota.errors import EXIT_BAD_INPUT, EXIT_FAILED
 from oota.project import DEFAULT_MATRIX, Project, command_name
@@ -368,6 +367,30 @@ def lint(c: Context, r: LintRequest) -> None:
     if problems:
         raise Exit(f"{len(problems)} hadolint problem(s)", code=EXIT_FAILED)
     print("hadolint: no problems")
+
+
+@task
+def known_failures(c: Context, r: KnownFailuresRequest) -> None:
+    """Read a vendor's known failures from its tracker now and list them.
+
+    The open issues of the repository and label its vendor.yaml names (known_failures), as the
+    next verification passes them to the suite; the list is cached for offline runs. Exit 1
+    when the tracker could not be read (the cached list, if any, is listed)."""
+    import json
+
+    from oota.api.cells import known_failures as read
+
+    known = read(r.matrix, r.vendor)
+    print(known.note, file=sys.stderr)
+    for problem in known.problems:
+        print(f"warn: {problem}", file=sys.stderr)
+    if r.json:
+        print(json.dumps([e.to_json() for e in known.entries], indent=2, sort_keys=True))
+    else:
+        for e in known.entries:
+            print(f"{e.kind:5}  {e.id}  (owner {e.owner}, expires {e.expires}, {e.issue})")
+    if not known.read_now:
+        raise Exit(f"the tracker of {r.vendor} was not read", code=EXIT_FAILED)
 
 
 @task

@@ -8,13 +8,16 @@ from pathlib import Path
 from oota import github, lockfile
 from oota.api.tables import MatrixRow, format_rows
 from oota.config.matrix import Matrix, load_matrix
+from oota.config.yamlsrc import did_you_mean
 from oota.console import Console
 from oota.errors import (
     InputError,
 )
 from oota.execute import lock as locks
+from oota.execute.issueskips import KnownFailures, known_for
 from oota.lint import lint_project
 from oota.plan import Cell, plan, select
+from oota.project import CACHE
 from oota.releases.command import Outcome as ReleaseOutcome, run as run_release_check
 from oota.releases.http import REQUEST_TIMEOUT
 from oota.render import (
@@ -103,3 +106,18 @@ def lock(matrix_path: str, vendors: list[str] | None, ids: list[str] | None, eve
          console: Console, options: locks.LockOptions) -> list[locks.LockOutcome]:
     matrix, cells = cells_for(matrix_path, vendors, ids, everything)
     return locks.lock_cells(matrix, cells, console, options)
+
+
+def known_failures(matrix_path: str, vendor: str) -> KnownFailures:
+    """``invoke known-failures``: the vendor's tracker read now (the cache where it cannot be),
+    its entries as the next verification passes them on."""
+    matrix = load_matrix(Path(matrix_path))
+    if vendor not in matrix.vendors:
+        hint = did_you_mean(vendor, sorted(matrix.vendors))
+        raise InputError(f"--vendor {vendor}: not a vendor of {matrix_path} (vendors: "
+                         f"{', '.join(sorted(matrix.vendors))})" + (f"; {hint}" if hint else ""))
+    spec = matrix.vendors[vendor].vendor
+    if spec.known_failures is None:
+        raise InputError(f"vendors/{vendor}/vendor.yaml declares no tracker: add known_failures "
+                         "(repo: owner/name, label: ...; docs/guides/vendor.md)")
+    return known_for(spec, matrix.root / CACHE, fresh_s=0.0)

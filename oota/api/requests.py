@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from oota.api import flags as f
 from oota.api.fields import flag, repeated, required
+from oota.api.vendorrequests import InitRequest, KnownFailuresRequest, LintRequest
 from oota.errors import InputError
 from oota.project import DEFAULT_MATRIX, Project
 
@@ -472,19 +473,6 @@ class JudgeRequest:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class InitRequest:
-    vendor: str = required("the new vendor's name: vendors/NAME/ is written (a name of lower-"
-                           "case letters, digits, '.', '_' and '-')", check=str)
-    matrix: str = _matrix("matrix file; written with the vendor's one cell when it does not "
-                          "exist")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class LintRequest:
-    matrix: str = _matrix()
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
 class TestRequest:
     __test__ = False  # not a pytest test class, despite its name
 
@@ -495,4 +483,4 @@ class TestRequest:
 REQUESTS: tuple[type, ...] = (
     MatrixRequest, GenerateRequest, BuildRequest, VerifyRequest, PublishRequest, KeygenRequest,
     PullRequest, HostsRequest, ReportRequest, HistoryRequest, ReleaseCheckRequest, LockRequest,
-    JudgeRequest, InitRequest, LintRequest, TestRequest)
+    JudgeRequest, InitRequest, LintRequest, KnownFailuresRequest, TestRequest)

@@ -54,6 +54,7 @@ class KnownFailures:
     entries: tuple[SkipEntry, ...] = ()
     note: str = ""                    # one line for the console: where the entries come from
     problems: tuple[str, ...] = ()    # issues that name no test, ids named twice, ...
+    read_now: bool = False            # the tracker answered (not the cache, not nothing)
 
     def variable(self) -> dict[str, str]:
         """The verify container's environment for these entries (empty when none)."""
@@ -79,15 +80,17 @@ def api_root(source: IssueSource, environ: Mapping[str, str]) -> str:
 def read_known_failures(source: IssueSource | None, cache_dir: Path, *,
                         file_ids: Iterable[str] = (),
                         environ: Mapping[str, str] = os.environ,
-                        now: dt.datetime | None = None) -> KnownFailures:
-    """The skip entries of ``source``'s open issues for a run at ``now`` (none without one)."""
+                        now: dt.datetime | None = None,
+                        fresh_s: float = FRESH_S) -> KnownFailures:
+    """The skip entries of ``source``'s open issues for a run at ``now`` (none without one);
+    a list read less than ``fresh_s`` ago is used as it is."""
     if source is None:
         return KnownFailures()
     now = now or dt.datetime.now(dt.timezone.utc)
     path = cache_file(source, cache_dir)
     cached = _cached(path, source)
     age = (now - cached[0]).total_seconds() if cached else None
-    if cached and age is not None and 0 <= age < FRESH_S:
+    if cached and age is not None and 0 <= age < fresh_s:
         read_at, issues = cached
         how = f"read {int(age)} s ago"
     else:
@@ -106,6 +109,7 @@ def read_known_failures(source: IssueSource | None, cache_dir: Path, *,
                               "issues": [i.to_json() for i in issues]})
     got = entries_from(issues, source, read_at.date(), file_ids)
     known = KnownFailures(entries=got.entries, problems=got.problems,
+                          read_now=how == "read now",
                           note=f"known failures: {len(got.entries)} entries from "
                                f"{len(issues)} {source.words} ({how})")
     if len(known.variable().get(VARIABLE, "")) > MAX_VARIABLE:
@@ -115,14 +119,14 @@ def read_known_failures(source: IssueSource | None, cache_dir: Path, *,
     return known
 
 
-def known_for(vendor: Vendor, cache_dir: Path) -> KnownFailures:
+def known_for(vendor: Vendor, cache_dir: Path, *, fresh_s: float = FRESH_S) -> KnownFailures:
     """``vendor``'s known failures for a run (none without ``known_failures``), its skips.yaml
     deciding for the tests it names."""
     if vendor.known_failures is None:
         return KnownFailures()
     listed = load_skips(vendor.folder / SKIPS_FILE).entries
     return read_known_failures(vendor.known_failures, cache_dir,
-                               file_ids=[e.id for e in listed])
+                               file_ids=[e.id for e in listed], fresh_s=fresh_s)
 
 
 def _cached(path: Path, source: IssueSource) -> tuple[dt.datetime, list[Issue]] | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -309,3 +310,35 @@ def test_a_verification_passes_the_trackers_entries_and_says_where_they_come_fro
     assert (f"{cells[0].id}: known failures: 3 entries from 3 open issues of "
             "vendor/torch-vendor labelled 'skipped' (read now)") in shown.getvalue()
     assert (project.root / ".oota-cache" / "known-failures").is_dir()
+
+
+def test_the_command_reads_the_tracker_now_and_lists_what_the_next_run_applies(
+        project: Project, tracker: Tracker) -> None:
+    vendor_yaml = project.root / "vendors" / "cpu" / "vendor.yaml"
+    vendor_yaml.write_text(vendor_yaml.read_text().replace(
+        "\nverify:", "\nknown_failures: {repo: vendor/torch-vendor, label: skipped}\nverify:"))
+    env = {**os.environ, "GITHUB_API_URL": tracker.url, "GITHUB_TOKEN": TOKEN}
+
+    def command(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "oota", "known-failures", "--vendor", "cpu",
+                               *extra], cwd=project.root, env=env, capture_output=True,
+                              text=True, check=False)
+
+    listed = command()
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[0] == (
+        "skip   test_ops.py::test_op_matches_cpu[tanh-bfloat16]  (owner jane, expires "
+        f"{dt.date.today() + dt.timedelta(days=14)}, "
+        "https://github.com/vendor/torch-vendor/issues/12)")
+    assert "(read now)" in listed.stderr and "issues/20: names no test" in listed.stderr
+    as_json = command("--json")
+    assert [e["id"] for e in json.loads(as_json.stdout)] == [
+        "test_ops.py::test_op_matches_cpu[tanh-bfloat16]", "nn.functional.gelu", "gemma"]
+    assert len(tracker.requests) == 4   # two pages each time: the command never reads the cache
+    tracker.status = 500
+    offline = command()
+    assert offline.returncode == 1 and "offline (HTTP 500)" in offline.stderr
+    assert len(offline.stdout.splitlines()) == 3    # the cached list, still shown
+    unknown = subprocess.run([sys.executable, "-m", "oota", "known-failures", "--vendor", "cuda"],
+                             cwd=project.root, env=env, capture_output=True, text=True)
+    assert unknown.returncode == 2 and "--vendor cuda: not a vendor of" in unknown.stderr
