@@ -99,7 +99,10 @@ def _step(walk: _Walk, token: str, contexts: Mapping[str, ParserContext],
             return f"{walk.flag_name(arg)} needs a value ({walk.where()})"
         return None
     if known and context is not None:
-        arg = context.flags.get(token) or context.flags[context.inverse_flags[token]]
+        # The flags are a Lexicon: indexing resolves a short flag (-l) to its long one,
+        # .get() does not (it crashed on every short flag).
+        arg = context.flags[token] if token in context.flags else \
+            context.flags[context.inverse_flags[token]]
         walk.positional = [n for n in walk.positional if n != arg.name]
         if arg.takes_value and token in context.flags:
             walk.pending = arg

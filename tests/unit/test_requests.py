@@ -15,12 +15,14 @@ import typing
 from typing import Any
 
 import pytest
+from invoke.collection import Collection
 from invoke.context import Context
 
 import tasks
 from oota.api import requests
 from oota.api.fields import Flag, flag, flags_of, parse, required
 from oota.api.requests import BuildRequest
+from oota.cli import command_line_problem
 from oota.engine.base import RegistryAuth
 from oota.errors import InputError
 from oota.supply.signing import PrivateKey
@@ -144,6 +146,26 @@ def test_a_bad_flag_is_refused_before_the_task_runs() -> None:
                          cwd=REPO, capture_output=True, text=True)
     assert run.returncode == 2
     assert run.stderr.startswith("error: --format 'yaml' is not one of table, json, github")
+
+
+def test_every_short_flag_is_read_as_its_long_one() -> None:
+    """`oota build --vendor=xla -e DIR` ended in a KeyError: oota's own check looked short
+    flags up with the flag table's .get(), which does not resolve them. Each task's short
+    flags now pass that check like their long ones, and a wrong value still gets its line."""
+    contexts = {str(c.name): c for c in Collection.from_module(tasks).to_contexts()}
+    seen = 0
+    for name, context in contexts.items():
+        for argument in context.args.values():
+            shorts = [n for n in argument.names if len(n) == 1]
+            for short in shorts:
+                words = [name, f"-{short}"] + (["x"] if argument.takes_value else [])
+                assert command_line_problem(words, contexts) is None, (name, short)
+                seen += 1
+    assert seen > 20
+    run = subprocess.run([sys.executable, "-m", "oota", "matrix", "-f", "yaml"],
+                         cwd=REPO, capture_output=True, text=True)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith("error: --format 'yaml' is not one of"), run.stderr
 
 
 def test_a_reader_that_closes_the_pipe_ends_the_command_quietly() -> None:
