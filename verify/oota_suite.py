@@ -27,20 +27,16 @@ import glob
 import importlib
 import json
 import os
-import platform
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import oota_budget
 import oota_expected
 import oota_hooks
-import oota_rerun
 import oota_summary  # noqa: F401 - first: it makes oota_vocab importable in a checkout too
 import pytest
-from oota_vocab import BAD, EVIDENCE_LAYERS, LAYERS, UNSUPPORTED_PREFIX
+from oota_vocab import EVIDENCE_LAYERS, UNSUPPORTED_PREFIX
 
 # Set before anything imports transformers/huggingface_hub: models are built from configs only.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -63,14 +59,14 @@ def verify_spec() -> dict[str, Any]:
     return read_cell().get("verify") or {}
 
 
-def _layer_of(item: pytest.Item) -> str:
+def layer_of(item: pytest.Item) -> str:
     return getattr(item.module, "LAYER", "vendor")
 
 
 def _is_evidence(item: pytest.Item) -> bool:
     """Whether ``item`` is the device layer's test_device_visible: the positive evidence that
     the device ran, on which a cell's pass rests (docs/design/verdicts.md)."""
-    return _layer_of(item) == "device" and item.name == VISIBLE_TEST.rpartition("::")[2]
+    return layer_of(item) == "device" and item.name == VISIBLE_TEST.rpartition("::")[2]
 
 
 # -- the skip list ---------------------------------------------------------------------------
@@ -156,7 +152,7 @@ def _apply_skips(config: pytest.Config, items: list[pytest.Item]) -> None:
     state = SkipState(entries=entries, today=dt.date.today())
     config.stash[SKIPS_KEY] = state
     for item in items:
-        if _layer_of(item) == ALWAYS or _is_evidence(item):
+        if layer_of(item) == ALWAYS or _is_evidence(item):
             continue  # a vendor's skip list cannot skip the device's evidence either
         names = _names_of(item)
         for entry in state.entries:
@@ -180,7 +176,7 @@ def pytest_collection_modifyitems(config, items):
     # The device layer's evidence runs with every layer that uses the device.
     evidence = bool(wanted & set(EVIDENCE_LAYERS))
     keep = [i for i in items
-            if _layer_of(i) in wanted | {ALWAYS} or (evidence and _is_evidence(i))]
+            if layer_of(i) in wanted | {ALWAYS} or (evidence and _is_evidence(i))]
     config.hook.pytest_deselected(items=[i for i in items if i not in keep])
     items[:] = keep
 
@@ -416,98 +412,16 @@ def record_data(request):
     return record
 
 
-# -- the recorder ----------------------------------------------------------------------------
-class _Recorder:
-    def __init__(self, out: Path, config: pytest.Config):
-        self.out = out
-        self.config = config
-        self.tests: dict[str, dict] = {}
-        self.started = time.time()
-
-    def pytest_runtest_logreport(self, report):
-        entry = self.tests.setdefault(report.nodeid, {
-            "id": report.nodeid, "layer": getattr(report, "oota_layer", "vendor"),
-            "status": "passed", "duration_s": 0.0, "message": ""})
-        entry["duration_s"] = round(entry["duration_s"] + report.duration, 4)
-        for name, value in report.user_properties:
-            if name == "oota.data" and report.when == "call":
-                entry.setdefault("data", {}).update(value)
-        if self._expected(report, entry):
-            return
-        if report.skipped:
-            longrepr = report.longrepr
-            reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
-            entry.update(status="skipped", message=reason.removeprefix("Skipped: "))
-        elif report.failed:
-            status = "failed" if report.when == "call" else "error"
-            status = dict(report.user_properties).get(STATUS_KEY, status)
-            crash = getattr(report.longrepr, "reprcrash", None)
-            message = crash.message if crash else str(report.longrepr)
-            entry.update(status=status, message=message[:2000])
-
-    def _expected(self, report: pytest.TestReport, entry: dict[str, Any]) -> bool:
-        """Whether ``report`` is of an expected failure of the skip list, recorded here."""
-        state = self.config.stash.get(SKIPS_KEY, None)
-        listed = state.expecting.get(report.nodeid) if state else None
-        found = oota_expected.outcome(report, listed) if state and listed else None
-        if state is None or listed is None or found is None:
-            return False
-        entry.update(status=found[0], message=found[1])
-        if found[1].startswith(oota_expected.UNEXPECTED):
-            state.unexpected.append(listed["id"])
-        return True
-
-    def pytest_sessionfinish(self, session, exitstatus):
-        # Each failed test once more, in a fresh process: passed there is flaky (oota_rerun).
-        tests = list(self.tests.values())
-        finished = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
-        retries = oota_rerun.rerun(tests, Path(session.config.rootpath)) if finished else {}
-        if retries.get("flaky") and not any(t["status"] in BAD for t in tests) \
-                and exitstatus == pytest.ExitCode.TESTS_FAILED:
-            session.exitstatus = pytest.ExitCode.OK  # what failed passed on its retry
-        _say_retries(session.config, retries)
-        # The entries a layer's time budget left unrun become one entry per test (oota_budget).
-        tests = oota_budget.fold_unrun(tests)
-        counts: dict[str, int] = {}
-        for test in tests:
-            counts[test["status"]] = counts.get(test["status"], 0) + 1
-        state = self.config.stash.get(SKIPS_KEY, None)
-        wanted = os.environ.get("OOTA_VERIFY_LAYERS", "")
-        data = {"python": platform.python_version(), "tests": tests,
-                "counts": counts, "duration_s": round(time.time() - self.started, 3),
-                "exit_status": int(session.exitstatus), "retries": retries,
-                "layers": [x.strip() for x in wanted.split(",") if x.strip()] or list(LAYERS),
-                "skips": state.to_json() if state else {"entries": [], "expired": [],
-                                                         "unmatched": []}}
-        tmp = self.out / "tests.json.tmp"
-        tmp.write_text(json.dumps(data, indent=2))
-        tmp.replace(self.out / "tests.json")
-
-
-def _say_retries(config: pytest.Config, retries: dict[str, Any]) -> None:
-    """A line in the run's log (verify.log) on what the retries found."""
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if not retries or reporter is None:
-        return
-    flaky = retries["flaky"]
-    line = (f"oota: {retries['retried']} failed tests run again in a fresh process: "
-            f"{len(flaky)} passed there, flaky ({', '.join(flaky[:5]) or 'none'})")
-    if retries["not_retried"]:
-        line += f"; {retries['not_retried']} not retried ({oota_rerun.LIMIT_VARIABLE})"
-    health = retries.get("health")
-    if health and not health["healthy"]:
-        line += (f"; the device failed its health probe after the crash in {health['after']}: "
-                 f"{len(health['errors'])} later failures are the device's state (error)")
-    reporter.write_line(line)
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
-    outcome.get_result().oota_layer = _layer_of(item)
+    outcome.get_result().oota_layer = layer_of(item)
 
 
 def pytest_configure(config):
     out = os.environ.get("OOTA_VERIFY_OUT")
     if out:
-        config.pluginmanager.register(_Recorder(Path(out), config), "oota-recorder")
+        import oota_recorder  # it reads this module's keys: imported once this one is whole
+
+        config.pluginmanager.register(oota_recorder.Recorder(Path(out), config),
+                                      "oota-recorder")

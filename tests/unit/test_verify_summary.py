@@ -112,11 +112,12 @@ def test_in_an_image_the_copy_beside_the_suite_is_used(tmp_path):
     no oota package anywhere."""
     for name in ("oota_summary.py", "oota_ops.py", "oota_budget.py", "oota_hooks.py",
                  "oota_dispatch.py", "oota_suite.py", "oota_expected.py", "oota_rerun.py",
+                 "oota_journal.py", "oota_recorder.py",
                  "oota-verify"):
         shutil.copy(REPO / "verify" / name, tmp_path / name)
     shutil.copy(REPO / "oota" / "vocab.py", tmp_path / "oota_vocab.py")
-    code = ("import oota_summary, oota_vocab, oota_suite; "
-            "print(oota_vocab.__file__); print(oota_suite.LAYERS == oota_vocab.LAYERS)")
+    code = ("import oota_summary, oota_vocab, oota_suite, oota_recorder; "
+            "print(oota_vocab.__file__); print(oota_recorder.LAYERS == oota_vocab.LAYERS)")
     run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, check=False, env={"PYTHONPATH": str(tmp_path)})
     assert run.returncode == 0, run.stderr
