@@ -113,6 +113,23 @@ def cudnn_text(number: int) -> str:
     return f"{number // 1000}.{number // 100 % 10}.{number % 100}"
 
 
+def cudnn_problem(runtime: tuple[int, ...], compiled: tuple[int, ...], is_cuda: bool) -> str:
+    """'' where the cuDNN torch loads is one torch accepts for the one it was built against,
+    by PyTorch's own rule (torch/backends/cudnn/__init__.py, _init): the same major release,
+    and from cuDNN 7 on a minor release at least the built one (cuDNN's minor releases are
+    backward compatible; PyPI's torch 2.9.0 is built against 9.8.0 and pins 9.10.2); the
+    same minor release before cuDNN 7 and for MIOpen. Else what disagrees."""
+    built, loaded = ".".join(map(str, compiled)), ".".join(map(str, runtime))
+    if runtime[0] != compiled[0]:
+        return f"cuDNN: torch was built against {built} and loads {loaded} (another major release)"
+    if (runtime[0] < 7 or not is_cuda) and runtime[1] != compiled[1]:
+        return f"cuDNN: torch was built against {built} and loads {loaded} (another minor release)"
+    if runtime[1] < compiled[1]:
+        return (f"cuDNN: torch was built against {built} and loads {loaded}, an older minor "
+                "release than it needs")
+    return ""
+
+
 def distribution_of(prefix: str, installed: Mapping[str, str]) -> tuple[str, str] | None:
     """(name, version) of the installed distribution whose name starts with ``prefix``
     ('nvidia-cudnn' finds nvidia-cudnn-cu13), as PyTorch's smoke test looks them up."""

@@ -42,6 +42,7 @@ from oota_smoke import (
     NUMPY1_DIR,
     NUMPY1_FILE,
     companion_problem,
+    cudnn_problem,
     cudnn_text,
     distribution_of,
     driver_libraries,
@@ -175,7 +176,8 @@ def _version_of(distribution: str) -> str | None:
 
 
 def test_cuda_libraries_agree_with_torch(record_data):
-    """A CUDA build's cuDNN loads as the release torch was built against, and cuDNN, NCCL and
+    """A CUDA build's cuDNN is one torch accepts for the release it was built against (PyTorch's
+    own rule: oota_smoke.cudnn_problem), and cuDNN, NCCL and
     the CUDA runtime are the releases their pip packages say (PyTorch's smoke test compares
     cuDNN and NCCL so; no GPU is needed to ask)."""
     import torch
@@ -189,10 +191,10 @@ def test_cuda_libraries_agree_with_torch(record_data):
                            distribution_of("nvidia-cuda-runtime", installed))]
     if torch.backends.cudnn.is_available():
         seen["cudnn"] = cudnn_text(torch.backends.cudnn.version())
-        seen["cudnn_compiled"] = ".".join(map(str, torch._C._cudnn.getCompileVersion()))
-        if seen["cudnn"] != seen["cudnn_compiled"]:
-            problems.append(f"cuDNN: torch was built against {seen['cudnn_compiled']} and "
-                            f"loads {seen['cudnn']}")
+        compiled = tuple(torch._C._cudnn.getCompileVersion())
+        seen["cudnn_compiled"] = ".".join(map(str, compiled))
+        problems.append(cudnn_problem(tuple(torch._C._cudnn.getRuntimeVersion()), compiled,
+                                      bool(getattr(torch._C._cudnn, "is_cuda", True))))
         problems.append(pip_agrees("cuDNN", seen["cudnn"],
                                    distribution_of("nvidia-cudnn", installed)))
     nccl = _nccl_version(torch)

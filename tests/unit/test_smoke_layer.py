@@ -101,6 +101,23 @@ def test_cuda_libraries_compare_as_pytorchs_smoke_test_does():
     assert oota_smoke.pip_agrees("cuDNN", "9.26.0", None) == ""  # nothing from pip to compare
 
 
+@pytest.mark.parametrize(("runtime", "compiled", "is_cuda", "problem"), [
+    ((9, 10, 2), (9, 8, 0), True, ""),  # PyPI's torch 2.9.0: built 9.8.0, pins 9.10.2
+    ((9, 8, 0), (9, 8, 0), True, ""),
+    ((9, 7, 1), (9, 8, 0), True, "an older minor release than it needs"),
+    ((8, 9, 7), (9, 8, 0), True, "another major release"),
+    ((6, 1, 0), (6, 0, 0), True, "another minor release"),
+    ((3, 1, 0), (3, 0, 0), False, "another minor release"),  # MIOpen: exact, as torch checks
+])
+def test_cudnn_is_judged_by_pytorchs_own_compatibility_rule(runtime, compiled, is_cuda,
+                                                            problem):
+    """The smoke layer failed the XLA cell's PyPI torch 2.9.0 for loading cuDNN 9.10.2 where it
+    was built against 9.8.0: torch itself accepts that (cuDNN 7 on: a newer minor release of
+    the same major is backward compatible), so a stack PyTorch ships must not fail here."""
+    found = oota_smoke.cudnn_problem(runtime, compiled, is_cuda)
+    assert (problem in found) if problem else found == ""
+
+
 @pytest.mark.parametrize(("installed", "problem"), [
     ("0.28.0", ""), ("0.28.0+cu126", ""),
     ("0.27.1", "torchvision 0.27.1 is installed; the cell pairs 0.28.0 with its torch"),
