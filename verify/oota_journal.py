@@ -47,6 +47,7 @@ class Journal:
     def begin(self) -> float:
         """A new verification: an empty journal; its start time."""
         started = time.time()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps({"started_at": started}) + "\n")
         return started
 

@@ -61,9 +61,17 @@ def _strides(out: Any) -> list[tuple[int, ...]]:
 
 
 def _pointers(out: Any) -> list[int]:
-    """The outs' data pointers ([] where the device gives none)."""
+    """The outs' data pointers, or [] where the device's tensors have no storage to point at.
+    PyTorch's test_out compares them on the CPU and CUDA only, "since some device types don't
+    have storage": PyTorch/XLA's tensors are such (untyped_storage().data_ptr() raises "invalid
+    python storage", and data_ptr() is the view's offset from a null storage: 4 before an out=
+    write into a non-contiguous view, 0 after), so 'written in place' cannot be asked of them.
+    A device whose storage answers is held to it, as the CPU and CUDA are."""
     try:
-        return [int(t.data_ptr()) for t in _tensors(out) or []]
+        tensors = _tensors(out) or []
+        for t in tensors:
+            t.untyped_storage().data_ptr()  # raises where the device keeps no storage
+        return [int(t.data_ptr()) for t in tensors]
     except (RuntimeError, NotImplementedError):
         return []
 
