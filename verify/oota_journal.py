@@ -3,7 +3,7 @@
 The ops layer judges its pairs in worker processes, but the other layers (modules, optimizers,
 autograd, runtime, models...) run their tests in pytest's own process: a vendor kernel that
 segfaults there (torch_xla 2.9.0 in nn.CrossEntropyLoss, 2026-11-28) used to end the whole
-verification with no result at all. The recorder (oota_suite) now writes a journal as it goes,
+verification with no result at all. The recorder (oota_recorder) writes a journal as it goes,
 ``$OOTA_VERIFY_OUT/tests.journal.jsonl``: a line when a test starts, its entry when it ends.
 oota-verify runs pytest in a child process; where that process is killed by a signal, the test
 it had started and not ended is recorded as failed ("the suite's process was killed by SIGSEGV
