@@ -1,4 +1,5 @@
-"""The oota pytest plugin: fixtures, the skip list and the result recorder of the in-image suite.
+"""The oota pytest plugin: fixtures and the skip list of the in-image suite; it registers the
+recorder (oota_recorder.py) where ``OOTA_VERIFY_OUT`` is set.
 
 Loaded through ``pytest_plugins`` in ``conftest.py``, so it applies to the vendor's tests in
 ``/opt/oota/vendor-verify`` as well (hooks and fixtures of a conftest only reach its own folder).
@@ -7,7 +8,7 @@ Every test belongs to a layer (install, compat, smoke, device, runtime, ops, mod
 oota_vocab.LAYERS): a module sets ``LAYER = "..."``; vendor modules default to ``vendor``.
 ``OOTA_VERIFY_LAYERS`` (comma list) selects layers; the ``skips`` layer (expired skip-list
 entries) always runs, because an expired entry must fail every run until it is renewed or
-removed. Each test's outcome is written to
+removed. Each test's outcome is written (by oota_recorder) to
 ``$OOTA_VERIFY_OUT/tests.json``; a test adds measurements to its entry with ``record_data``.
 The entries a layer's time budget left unrun (the ops layer's operator × dtype pairs, the
 modules layer's module × dtype pairs, ...) are one entry per test there, with their count
