@@ -38,6 +38,12 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+def ended(code: int) -> str:
+    """A process's exit status in words: 'exit code 3', 'killed by SIGSEGV' (the words
+    oota_rerun's CRASH pattern finds), for every process the suite starts."""
+    return f"exit code {code}" if code >= 0 else f"killed by {signal_name(-code)}"
+
+
 class Journal:
     """The journal of one verification's tests, in ``out``."""
 
@@ -88,7 +94,7 @@ class Journal:
         if running is None:
             return None
         stack = _current_stack(crash_text)
-        message = (f"the suite's process was killed by {signal_name(number)} in this test; "
+        message = (f"the suite's process was {ended(-number)} in this test; "
                    "the suite went on with the tests after it in a new process"
                    + (f"; the stack: {stack}" if stack else ""))
         self.ended({"id": running["start"], "layer": running.get("layer", "vendor"),

@@ -23,7 +23,6 @@ one process at a time may open (a crash then ends the run).
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from oota_journal import ended
 
 WORKERS_VARIABLE = "OOTA_OPS_WORKERS"
 FOLDER_VARIABLE = "OOTA_OPS_FOLDER"
@@ -57,14 +58,6 @@ def workers_wanted(environ: Any = os.environ, variables: tuple[str, ...] = (WORK
     return _cores() if default is None else default
 
 
-def ended(code: int) -> str:
-    """A process's exit status in words: 'exit code 3', 'killed by SIGSEGV'."""
-    if code >= 0:
-        return f"exit code {code}"
-    try:
-        return f"killed by {signal.Signals(-code).name}"
-    except ValueError:
-        return f"killed by signal {-code}"
 
 
 def _cores() -> int:

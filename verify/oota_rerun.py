@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from oota_expected import UNEXPECTED
+from oota_journal import ended
 from oota_vocab import FLAKY
 
 RERUN_VARIABLE = "OOTA_RERUN"
@@ -42,7 +42,7 @@ RERUN_TIMEOUT_S = 1800
 PROBE_TIMEOUT_S = 120
 HERE = Path(__file__).resolve().parent
 # How a crash shows in a message: a process killed by a signal, as the ops layer's workers
-# (oota_opsworkers.ended) and a retry process (:func:`_ended`) word it.
+# and a retry process word it (oota_journal.ended).
 CRASH = re.compile(r"killed by SIG[A-Z0-9]+")
 # The probe: the suite's own way of opening the device, then a sum the CPU knows (36.0).
 PROBE = """
@@ -129,20 +129,12 @@ def run_again(ids: list[str], rootdir: Path, environ: Any = os.environ) -> Attem
         found = Path(out) / "tests.json"
         if not found.exists():
             tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-            return Attempt({}, f"the retry process ({_ended(done.returncode)}) gave no "
+            return Attempt({}, f"the retry process ({ended(done.returncode)}) gave no "
                                f"result: {' | '.join(tail) or 'no output'}")
         tests = json.loads(found.read_text()).get("tests", [])
     return Attempt({t["id"]: t for t in tests})
 
 
-def _ended(code: int) -> str:
-    """A process's exit status in words: 'exit code 3', 'killed by SIGSEGV'."""
-    if code >= 0:
-        return f"exit code {code}"
-    try:
-        return f"killed by {signal.Signals(-code).name}"
-    except ValueError:
-        return f"killed by signal {-code}"
 
 
 def _judge(test: dict[str, Any], attempt: Attempt) -> None:
