@@ -97,3 +97,24 @@ def test_without_a_crash_nothing_changes(tmp_path: Path) -> None:
     assert run.returncode == 1  # nn.BatchNorm2d fails
     assert data["counts"] == {"passed": 4, "failed": 1}
     assert "killed by" not in run.stderr
+
+
+def test_installed_json_reads_torchs_version_without_importing_torch(tmp_path: Path) -> None:
+    """oota-verify records torch's version strings from torch/version.py: its own process never
+    imports torch (the suite's child did; an import is about 2 s of each verification). A torch
+    whose import would fail still shows what is installed; no torch at all is an error."""
+    site = tmp_path / "site"
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text("raise RuntimeError('torch was imported')\n")
+    (site / "torch" / "version.py").write_text(
+        "from typing import Optional\n__version__ = '2.13.0+cpu'\ndebug = False\n"
+        "cuda: Optional[str] = None\ngit_version = 'cf30153c'\nhip: Optional[str] = None\n")
+    for name in ("with", "without"):
+        (tmp_path / name).mkdir()
+    run, _ = verify(tmp_path / "with", CRASH_IN="none", PYTHONPATH=str(site))
+    installed = json.loads((tmp_path / "with" / "out" / "installed.json").read_text())
+    assert installed["torch"] == {"version": "2.13.0+cpu", "cuda": None, "hip": None,
+                                  "git_version": "cf30153c"}, run.stderr[-2000:]
+    run, _ = verify(tmp_path / "without", CRASH_IN="none")
+    installed = json.loads((tmp_path / "without" / "out" / "installed.json").read_text())
+    assert installed["torch"] == {"error": "ModuleNotFoundError: No module named 'torch'"}
