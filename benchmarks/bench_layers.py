@@ -45,6 +45,10 @@ IMAGES = ("oota/cpu:cpu-torch2.13.0-py3.11-debian12",
 BUDGETS = ("OOTA_OPS_BUDGET_S", "OOTA_MODULES_BUDGET_S", "OOTA_OPTIMIZERS_BUDGET_S",
            "OOTA_AUTOGRAD_BUDGET_S", "OOTA_COMPILE_BUDGET_S")
 ALL = "all"
+# Layers joined by GROUP are measured as one verification of those layers: the suite as it was
+# before a set of layers came is measured beside the whole one ("install+compat+device+ops+
+# models+workload,all"), their ratio on one machine in one run.
+GROUP = "+"
 
 
 def checkout_cell(image: str) -> Path:
@@ -61,7 +65,7 @@ def run_once(image: str, verify: Path, layer: str, workers: int, budget: str | N
     env = ["-e", f"OOTA_OPS_WORKERS={workers}", "-e", "OOTA_RECORD_EVERY=0"]
     if budget is not None:
         env += [x for name in BUDGETS for x in ("-e", f"{name}={budget}")]
-    chosen = [] if layer == ALL else ["--layer", layer]
+    chosen = [] if layer == ALL else ["--layer", layer.replace(GROUP, ",")]
     if cell is not None:
         env += ["-v", f"{cell}:/opt/oota/cell.json:ro"]
     argv = [docker_cli(), "run", "--rm", "--init", "-v", f"{verify}:/opt/oota/verify:ro",
@@ -76,7 +80,7 @@ def run_once(image: str, verify: Path, layer: str, workers: int, budget: str | N
     except (OSError, ValueError, KeyError):
         return seconds, {"no results": 1}
     for test in tests:
-        if layer == ALL or test["layer"] == layer:
+        if layer == ALL or test["layer"] in layer.split(GROUP):
             counts[test["status"]] = counts.get(test["status"], 0) + 1
     return seconds, counts
 
@@ -87,7 +91,7 @@ def measure(image: str, verify: Path, layers: list[str], runs: int, budget: str 
     times: dict[tuple[str, int], list[float]] = {}
     counts: dict[tuple[str, int], dict[str, int]] = {}
     plan = [(layer, workers) for layer in layers
-            for workers in ((1, 2) if layer in ("ops", ALL) else (1,))]
+            for workers in ((1, 2) if ALL == layer or "ops" in layer.split(GROUP) else (1,))]
     for i in range(runs):
         for layer, workers in plan:
             seconds, found = run_once(image, verify, layer, workers, budget,
@@ -120,7 +124,8 @@ def main() -> int:
                         help="every layer's budget in seconds (0: the must-run sets only; "
                         "'default': each layer's own), once for all images or once per image")
     parser.add_argument("--layer", default="",
-                        help="comma list of layers to measure, 'all' a whole verification "
+                        help="comma list of layers to measure, 'all' a whole verification, "
+                             "LAYER+LAYER one verification of those layers together "
                              "(default: every layer and 'all')")
     parser.add_argument("--checkout-cell", action="store_true",
                         help="run with this checkout's cell.json of each image's cell")
