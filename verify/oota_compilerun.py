@@ -80,6 +80,17 @@ def reset() -> Any:
     return counters
 
 
+def graphs_captured(counters: Any, head: str) -> int:
+    """The graphs Dynamo captured since :func:`reset`; a case that captured none fails: what
+    ran was eager mode (a frame Dynamo skips, Dynamo disabled, a backend error suppressed into
+    eager), never evidence of the backend."""
+    graphs = int(counters["stats"]["unique_graphs"])
+    if graphs < 1:
+        pytest.fail(f"{head}: Dynamo captured no graph, so what ran was eager mode, not the "
+                    "backend", pytrace=False)
+    return graphs
+
+
 def rule(spec: dict[str, Any], dtype_name: str) -> Any:
     try:
         return oota_rules.float64_rule(dtype_name, spec.get("judge"),

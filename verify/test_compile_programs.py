@@ -25,8 +25,11 @@ def test_compile_mode(compile_backend: str, mode: str, device: Any, spec: dict[s
     if compile_backend != run.CLAIMS.backends[0]:
         pytest.skip(f"modes are claimed with the first backend, {run.CLAIMS.backends[0]}")
     run.in_budget(False)
-    _judged_program(f"fused chain, mode {mode}", spec, device, record_data,
+    head = f"fused chain, mode {mode}"
+    counters = run.reset()
+    _judged_program(head, spec, device, record_data,
                     lambda fn: run.compiled(fn, compile_backend, f"mode {mode}", mode=mode))
+    run.graphs_captured(counters, head)
 
 
 def _inputs(dtype: Any = None) -> tuple[Any, ...]:

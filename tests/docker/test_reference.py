@@ -492,3 +492,25 @@ def test_compile_layer_catches_a_miscompiled_fusion(reference_built, docker_clie
     inductor = by_id["test_compile.py::test_not_claimed[inductor]"]
     assert inductor["status"] == "skipped"
     assert inductor["message"].startswith("not claimed: inductor: refdev registers no Inductor")
+
+
+def test_a_compiled_case_that_captured_no_graph_is_never_passed(reference_built, docker_client,
+                                                                tmp_path):
+    """Dynamo disabled (TORCHDYNAMO_DISABLE=1: torch.compile hands back the function itself, as
+    a frame Dynamo skips or a backend error suppressed into eager mode would): what runs is
+    eager mode, whose numbers are right. No compiled case passes on them: each fails saying
+    that Dynamo captured no graph (the guard and graph-break cases on their own counts)."""
+    tests = _verify_refdev(docker_client, reference_built, tmp_path, "oota-verify --layer compile",
+                           {"TORCHDYNAMO_DISABLE": "1"})
+    ran = [t for t in tests if t["layer"] == "compile" and t["status"] in ("passed", "failed")]
+    compiled = [t for t in ran if t["id"].startswith(("test_compile.py::test_compiled_",
+                                                      "test_compile_programs.py::test_compile_"))]
+    assert compiled, [t["id"] for t in tests]
+    eager = [t["id"] for t in compiled
+             if t["status"] != "failed" or "Dynamo captured no graph, so what ran was eager "
+             "mode, not the backend" not in t["message"]]
+    assert not eager, eager
+    # torch.export traces without Dynamo (non-strict, its default since torch 2.7): it runs.
+    passed = {t["id"] for t in ran if t["status"] == "passed"}
+    assert passed == {"test_compile.py::test_backend_registered[refdev]",
+                      "test_compile_programs.py::test_export"}, passed
