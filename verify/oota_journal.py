@@ -115,4 +115,4 @@ def _current_stack(text: str) -> str:
         if not line.strip():
             break
         frames.append(line.strip())
-    return " | ".join([lines[0].strip(), *frames[:STACK_LINES]]) if lines else ""
+    return " | ".join([lines[0].strip(), *frames[:STACK_LINES]])

@@ -58,8 +58,6 @@ def workers_wanted(environ: Any = os.environ, variables: tuple[str, ...] = (WORK
     return _cores() if default is None else default
 
 
-
-
 def _cores() -> int:
     affinity = getattr(os, "sched_getaffinity", None)
     return max(1, len(affinity(0)) if affinity else (os.cpu_count() or 1))

@@ -135,8 +135,6 @@ def run_again(ids: list[str], rootdir: Path, environ: Any = os.environ) -> Attem
     return Attempt({t["id"]: t for t in tests})
 
 
-
-
 def _judge(test: dict[str, Any], attempt: Attempt) -> None:
     """``test`` flaky where its retry passed; failed, with both attempts kept, elsewhere."""
     second = attempt.outcomes.get(test["id"])
