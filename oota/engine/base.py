@@ -16,7 +16,15 @@ from typing import Protocol
 
 from oota.reproducible import Entry
 
+# On a container: the run that owns it; that run's clean-up (or the next run's, after a kill)
+# removes it.
 RUN_LABEL = "oota.run"
+# On an image: the run that made it (a lock builder; a test's image), so that what a dead run
+# made goes too. Never RUN_LABEL: a container carries its image's labels, so every container
+# started from an image labelled with RUN_LABEL looked owned by the image's run, and that run's
+# clean-up removed it, whoever had started it (seen: the Docker tests' judge containers of the
+# shared CPU image, killed by the end of another run of the same id, exit 137).
+IMAGE_RUN_LABEL = "oota.image-run"
 # On a sealed image (the build output plus its verification results): the build output's id, so
 # resealing starts from it again instead of stacking layers, and the digest stays the same.
 SEALED_FROM_LABEL = "oota.sealed-from"

@@ -13,10 +13,12 @@ Two channels, each for what it does best:
   :class:`~oota.engine.base.RunRequest` (device access, environment and mounts are data).
 
 Every CLI call is an argv list (never a shell string) with a timeout, echoed at debug level.
-Every container the toolkit creates carries the ``oota.run`` label so :meth:`DockerEngine.cleanup`
-can remove it (also a killed run's, from the next run). A cell's image does not: its labels
-hold nothing that changes between two builds of the same inputs, so that a rebuild is the same
-image; it is found by its tag, and the run id is in the result.
+Every container a run creates carries the ``oota.run`` label so :meth:`DockerEngine.cleanup`
+can remove it (also a killed run's, from the next run); an image a run makes and removes (a lock
+builder) carries ``oota.image-run``, never ``oota.run``, which every container started from it
+would inherit. A cell's image carries neither: its labels hold nothing that changes between two
+builds of the same inputs, so that a rebuild is the same image; it is found by its tag, and the
+run id is in the result.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from oota import reproducible
 from oota.engine import restamp
 from oota.engine.archives import READ_FILE_LIMIT, bounded, extract_results, tar_of
 from oota.engine.base import (
+    IMAGE_RUN_LABEL,
     RUN_LABEL,
     SEALED_FROM_LABEL,
     BuildRequest,
@@ -470,10 +473,11 @@ class DockerEngine:
             extract_results(stream, dest)
 
     def cleanup(self, run_id: str, *, images: bool) -> int:
-        """Remove containers (and images, if asked) labelled with ``oota.run=run_id``; return
-        how many. An image a removed container was the last user of, and that no tag names
-        (the one a rebuild or a resealing replaced while a killed run's container pinned it),
-        goes too. Something another process removed meanwhile is not an error."""
+        """Remove the containers labelled ``oota.run=run_id`` (and, if asked, the images
+        labelled ``oota.image-run=run_id``, or ``oota.run`` by an oota older than that label);
+        return how many. An image a removed container was the last user of, and that no tag
+        names (the one a rebuild or a resealing replaced while a killed run's container pinned
+        it), goes too. Something another process removed meanwhile is not an error."""
         removed = 0
         selector: dict[str, str | list[str] | bool] = {"label": f"{RUN_LABEL}={run_id}"}
         released: set[str] = set()
@@ -487,7 +491,9 @@ class DockerEngine:
         for image_id in sorted(released - {""}):
             self._remove_if_untagged(image_id)
         if images:
-            for image in self.client.images.list(filters=selector):
+            made = {str(image.id): image for key in (IMAGE_RUN_LABEL, RUN_LABEL)
+                    for image in self.client.images.list(filters={"label": f"{key}={run_id}"})}
+            for image in made.values():
                 for tag in image.tags or [str(image.id)]:
                     try:
                         self.client.images.remove(tag, force=True)

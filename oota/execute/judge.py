@@ -13,10 +13,8 @@ without it is incomplete and taken as the judge's failure, never as a shorter re
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -29,8 +27,6 @@ from typing import Any
 from oota.engine.base import Engine, Mount, RunRequest
 from oota.errors import EnvironmentProblem, InputError
 from oota.resources import shipped
-
-log = logging.getLogger("oota.judge")
 
 VERIFY = shipped("verify")
 JUDGE = VERIFY / "oota_replay.py"
@@ -144,11 +140,6 @@ def _parse(output: str, exit_code: int | None, where: str, stderr: str) -> Repla
     return Replay(cases=tuple(cases), where=where, moved_line=str(summary.get("moved_line", "")))
 
 
-def _killed_before_judging(exit_code: int | None, output: str) -> bool:
-    """Whether the judge's container ended by SIGKILL (exit 137) before writing any case."""
-    return exit_code == 137 and not any(line.startswith("{") for line in output.splitlines())
-
-
 def _specs_file(folder: Path, vendors: Mapping[str, Any]) -> Path:
     path = folder / "vendors.json"
     path.write_text(json.dumps({"vendors": vendors}), encoding="utf-8")
@@ -197,21 +188,12 @@ def in_image(engine: Engine, image: str, files: Sequence[Path], check: bool,
             specs = ["--specs", SPECS_IN_IMAGE]
         command = [IMAGE_PYTHON, f"{IN_IMAGE}/{JUDGE.name}", "--json",
                    *(["--check"] if check else []), *specs, *inside]
-        request = RunRequest(image=image, command=command, mounts=tuple(mounts),
-                             env={"PYTHONDONTWRITEBYTECODE": "1", **cpu_kernel_switches()},
-                             timeout_s=TIMEOUT_S)
-        for attempt in (1, 2):
-            log_path = Path(tmp) / f"judge-{attempt}.log"
-            outcome = engine.run(dataclasses.replace(request, log_path=log_path))
-            text = log_path.read_text(encoding="utf-8", errors="replace") \
-                if log_path.exists() else ""
-            if not _killed_before_judging(outcome.exit_code, text) or attempt == 2:
-                break
-            # A replay is deterministic: a second run after an outside kill judges the same.
-            # Seen twice on a loaded 2-core CI host (the cause not found): the container
-            # ended by SIGKILL seconds after its start, with no output and no OOM kill.
-            log.warning("the judge's container in %s was killed (exit 137) before it judged "
-                        "any case; running it once more", image)
+        log = Path(tmp) / "judge.log"
+        outcome = engine.run(RunRequest(image=image, command=command, mounts=tuple(mounts),
+                                        env={"PYTHONDONTWRITEBYTECODE": "1",
+                                             **cpu_kernel_switches()}, log_path=log,
+                                        timeout_s=TIMEOUT_S))
+        text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
     if outcome.timed_out:
         raise EnvironmentProblem(f"the judge ran past {TIMEOUT_S} s in {image}")
     return _parse(text, outcome.exit_code, f"image {image}", text)

@@ -11,9 +11,9 @@ on that Engine are gone: at the run's end, or, when the Engine did not answer th
 daemon, a host cut off), by the next run that reaches that Engine. A run removes, on each of
 its Engines, what runs whose process is gone left there: their containers (running ones too:
 a daemon killed mid-verify leaves its verify container running; it is stopped, then removed)
-and images (by the ``oota.run`` label), their context folders (which hold the pip
-configuration, a secret, and the torch wheel), and the marker, and says so. A dead run's
-duty towards an Engine this run does not use stays, and is listed.
+and images (by the labels ``oota.run`` and ``oota.image-run``), their context folders (which
+hold the pip configuration, a secret, and the torch wheel), and the marker, and says so. A dead
+run's duty towards an Engine this run does not use stays, and is listed.
 
 What a live run owns is never touched, nor what a run on another host owns (a shared
 ``DOCKER_HOST`` or checkout): whether that process lives cannot be told from here. Context

@@ -21,7 +21,14 @@ from typing import Literal
 
 from oota.config.matrix import Matrix
 from oota.console import Console
-from oota.engine.base import RUN_LABEL, BuildRequest, Engine, Mount, RunRequest
+from oota.engine.base import (
+    IMAGE_RUN_LABEL,
+    RUN_LABEL,
+    BuildRequest,
+    Engine,
+    Mount,
+    RunRequest,
+)
 from oota.engine.docker import DockerEngine
 from oota.errors import StepFailed
 from oota.execute.bases import ensure_base, foreign_platform
@@ -91,7 +98,7 @@ def build_builder(matrix: Matrix, cell: Cell, engine: Engine, options: LockOptio
         context, secrets = stage_context(Path(tmp), files, _sources(cell, options),
                                          options.ca_bundle)
         engine.build(BuildRequest(context=context, tag=tag, target=BUILDER_TARGET,
-                                  secrets=secrets, labels={RUN_LABEL: options.run_id},
+                                  secrets=secrets, labels={IMAGE_RUN_LABEL: options.run_id},
                                   build_args={"BASE_IMAGE": base.ref},
                                   log_path=work / f"{cell.id}.builder.log",
                                   timeout_s=options.timeout_s), lambda _event: None)

@@ -28,7 +28,7 @@ import yaml
 
 from oota.config.matrix import load_matrix
 from oota.console import Console
-from oota.engine.base import RUN_LABEL
+from oota.engine.base import IMAGE_RUN_LABEL, RUN_LABEL
 from oota.engine.docker import DockerEngine
 from oota.execute.bases import ensure_base
 from oota.execute.build import BuildOptions
@@ -253,6 +253,14 @@ def _make_marker_ca(folder: Path) -> tuple[Path, str]:
     return bundle, cert.read_text()
 
 
+def made_by(run_id: str) -> tuple[tuple[str, str], ...]:
+    """The labels of an image a test builds: a test's, and ``oota.image-run``, by which the end
+    of the session (or the worker's) removes it. Not ``oota.run``: every container started from
+    the image would inherit it, and the end of any run of that id (a test's build with the
+    shared image's options) removed them, another worker's judge among them (exit 137)."""
+    return (("oota.test", "true"), (IMAGE_RUN_LABEL, run_id))
+
+
 @dataclass
 class Built:
     results: list[dict]  # each result as its result.json holds it (Result.to_json())
@@ -307,7 +315,7 @@ def built(engine, marker_ca, tmp_path_factory) -> Built:
     def make(folder: Path) -> Built:
         options = BuildOptions(results_dir=folder / "results", ca_bundle=str(marker_ca[0]),
                                run_id=SHARED_RUN, namespace=SHARED_NAMESPACE, rebuild=True,
-                               extra_labels=(("oota.test", "true"), (RUN_LABEL, SHARED_RUN)))
+                               extra_labels=made_by(SHARED_RUN))
         matrix = load_matrix(REPO / "matrix.yaml")
         cells = select(matrix, plan(matrix, ["cpu"]), ids=[DEFAULT_CELL])
         results = [r.to_json() for r in build_cells(matrix, cells, engine, Console(), options)]
@@ -325,7 +333,7 @@ def build_default(engine, tmp_path_factory, vendor: str, run_id: str,
     results_dir = results_dir or tmp_path_factory.mktemp(f"results-{vendor}")
     options = BuildOptions(results_dir=results_dir, run_id=run_id, namespace=namespace,
                            rebuild=rebuild,
-                           extra_labels=(("oota.test", "true"), (RUN_LABEL, run_id)))
+                           extra_labels=made_by(run_id))
     matrix = load_matrix(REPO / "matrix.yaml")
     [cell] = select(matrix, plan(matrix, [vendor]))
     [result] = build_cells(matrix, [cell], engine, Console(), options)

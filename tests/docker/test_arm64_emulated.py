@@ -24,13 +24,12 @@ import yaml
 
 from oota.config.matrix import load_matrix
 from oota.console import Console
-from oota.engine.base import RUN_LABEL
 from oota.execute.build import BuildOptions
 from oota.plan import plan, select
 from oota.vocab import BAD
 from tests.runs import build_cells
 
-from .conftest import NAMESPACE, copy_project
+from .conftest import NAMESPACE, copy_project, made_by
 
 CELL = "cpu-torch2.13.0-py3.11-debian12-arm64"
 # What the CPU vendor's checks refuse in a CUDA build of torch.
@@ -64,7 +63,7 @@ def test_the_arm64_cpu_cell_installs_and_runs_under_emulation(engine: Any, run_i
     assert [c.id for c in cells] == [CELL]
     options = BuildOptions(results_dir=tmp_path / "results", run_id=run_id, namespace=NAMESPACE,
                            layers=("install", "compat", "device"),
-                           extra_labels=(("oota.test", "true"), (RUN_LABEL, run_id)))
+                           extra_labels=made_by(run_id))
     [result] = [r.to_json() for r in build_cells(matrix, cells, engine, Console(), options)]
     assert result["stages"]["build"]["status"] == "passed", result.get("message")
     assert result["cell"]["platform"] == "linux/arm64"

@@ -98,7 +98,7 @@ def test_runtime_image_is_non_root_with_a_compiler_only_as_declared(built, engin
         assert code != 0
 
 
-def test_user_can_reverify_the_image_by_hand(built, engine, docker_client):
+def test_user_can_reverify_the_image_by_hand(built, engine, docker_client, run_id):
     """The image carries its verification; re-running the suite by hand prints the cell's
     report and says how this run compares with it. By hand, a user runs a layer or two (a
     whole re-verification, the same suite in the same container, is the pull test's
@@ -113,7 +113,7 @@ def test_user_can_reverify_the_image_by_hand(built, engine, docker_client):
     output = docker_client.containers.run(built.tag, ["oota-verify", "-q", "--layer",
                                                       "device,models"],
                                           remove=True, stderr=False,
-                                          labels={"oota.run": built.options.run_id},
+                                          labels={"oota.run": run_id},
                                           environment=forwarded_env())
     text = output.decode()
     assert f"oota-verify report: {DEFAULT_CELL} (torch 2.13.0, Python 3.11, device cpu): ✓" in text
@@ -127,7 +127,8 @@ def test_user_can_reverify_the_image_by_hand(built, engine, docker_client):
     assert 0 < int(same.group(2)) <= len(result["tests"]) - len(ran)
 
 
-def test_a_run_that_differs_from_the_verification_says_which_tests(built, docker_client):
+def test_a_run_that_differs_from_the_verification_says_which_tests(built, docker_client,
+                                                                   run_id):
     """On a host where a test ends differently (here: a deliberately broken cell file), the
     comparison names the test and both outcomes."""
     script = ("python -c \"import json; c = json.load(open('/opt/oota/cell.json')); "
@@ -135,7 +136,7 @@ def test_a_run_that_differs_from_the_verification_says_which_tests(built, docker
               "OOTA_CELL_FILE=/tmp/cell.json oota-verify -q --layer install; true")
     text = docker_client.containers.run(built.tag, ["bash", "-c", script], remove=True,
                                         stderr=False,
-                                        labels={"oota.run": built.options.run_id}).decode()
+                                        labels={"oota.run": run_id}).decode()
     assert "test_install.py::test_python_version_matches_cell: passed then, failed now" in text
 
 

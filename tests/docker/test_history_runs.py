@@ -13,7 +13,6 @@ from pathlib import Path
 
 from oota.config.matrix import load_matrix
 from oota.console import Console
-from oota.engine.base import RUN_LABEL
 from oota.execute.build import BuildOptions
 from oota.history.location import locate
 from oota.history.policy import judge, policy_at
@@ -22,7 +21,7 @@ from oota.history.store import append, open_store, read_timeline
 from oota.history.timeline import CellState, states
 from oota.plan import plan, select
 from oota.results.model import Result
-from tests.docker.conftest import DEFAULT_CELL, REPO, Built, copy_project
+from tests.docker.conftest import DEFAULT_CELL, REPO, Built, copy_project, made_by
 from tests.history.helpers import invoke
 from tests.runs import build_cells
 
@@ -49,7 +48,7 @@ class Lab:
         image = self.images[vendor].options
         options = BuildOptions(results_dir=self.results_dir, run_id=f"{self.run_id}-h{self.runs}",
                                namespace=image.namespace, layers=layers,
-                               extra_labels=(("oota.test", "true"), (RUN_LABEL, image.run_id)))
+                               extra_labels=made_by(image.run_id))
         matrix = load_matrix(self.matrix_file)
         cells = select(matrix, plan(matrix, [vendor]))
         results = build_cells(matrix, cells, self.engine, Console(io.StringIO(), live=False),

@@ -39,7 +39,6 @@ import yaml
 from oota.api.history import History, record_history
 from oota.config.matrix import load_matrix
 from oota.console import Console
-from oota.engine.base import RUN_LABEL
 from oota.execute.build import BuildOptions
 from oota.history.location import Location
 from oota.net import without_credentials
@@ -50,7 +49,7 @@ from tests.conftest import skip_for_host
 from tests.engines import host_address
 from tests.runs import build_cells
 
-from .conftest import NAMESPACE, copy_project, lean_cpu_vendor
+from .conftest import NAMESPACE, copy_project, lean_cpu_vendor, made_by
 
 WHEEL = Path("/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl")
 MIRROR = Path("/opt/pypi/simple")
@@ -221,7 +220,7 @@ def build_nightly(engine: Any, run_id: str, root: Path, index: str,
     assert [c.id for c in cells] == [CELL]
     options = BuildOptions(results_dir=root / "results", run_id=run_id, namespace=NAMESPACE,
                            layers=("install", "compat"),
-                           extra_labels=(("oota.test", "true"), (RUN_LABEL, run_id)))
+                           extra_labels=made_by(run_id))
     [result] = [r.to_json() for r in build_cells(matrix, cells, engine, Console(), options)]
     return result
 

@@ -25,7 +25,6 @@ import yaml
 
 from oota.config.matrix import load_matrix
 from oota.console import Console
-from oota.engine.base import RUN_LABEL
 from oota.execute.build import BuildOptions
 from oota.plan import plan, select
 from oota.report.write import write_report
@@ -33,7 +32,7 @@ from tests.conftest import skip_for_host
 from tests.engines import host_address
 from tests.runs import build_cells
 
-from .conftest import NAMESPACE, copy_project, lean_cpu_vendor
+from .conftest import NAMESPACE, copy_project, lean_cpu_vendor, made_by
 from .test_nightly import CANARY, MIRROR, WHEEL, _PasswordIndex, make_index, renamed_wheel
 
 CANDIDATE = "cpu-torchtest-py3.11-debian12"
@@ -74,7 +73,7 @@ def build_and_report(engine: Any, run_id: str, root: Path, index: str,
     assert sorted(c.id for c in cells) == [RELEASE, CANDIDATE]
     options = BuildOptions(results_dir=root / "results", run_id=run_id, namespace=NAMESPACE,
                            layers=("install", "compat", "device"),
-                           extra_labels=(("oota.test", "true"), (RUN_LABEL, run_id)))
+                           extra_labels=made_by(run_id))
     results = {r.cell.id: r.to_json() for r in build_cells(matrix, cells, engine, Console(),
                                                            options)}
     write_report(root / "results", root / "reports")

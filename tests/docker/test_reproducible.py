@@ -24,22 +24,24 @@ from tests.runs import build_cells
 from .conftest import DEFAULT_CELL, REPO
 
 
-def _rebuild(built, engine, tmp_path, *, verify: bool) -> dict:
-    """Rebuild the default cell; its result as result.json holds it."""
+def _rebuild(built, engine, tmp_path, run_id: str, *, verify: bool) -> dict:
+    """Rebuild the default cell as the run ``run_id`` (not the shared image's run: the end of
+    a run removes every container of its id, and other workers run some of that one's);
+    its result as result.json holds it."""
     options = dataclasses.replace(built.options, results_dir=tmp_path, rebuild=True,
-                                  verify=verify, run_id=built.options.run_id)
+                                  verify=verify, run_id=run_id)
     matrix = load_matrix(REPO / "matrix.yaml")
     cells = select(matrix, plan(matrix, ["cpu"]), ids=[DEFAULT_CELL])
     (result,) = build_cells(matrix, cells, engine, Console(), options)
     return result.to_json()
 
 
-def test_a_rebuild_of_an_unchanged_cell_is_the_same_image(built, engine, tmp_path):
+def test_a_rebuild_of_an_unchanged_cell_is_the_same_image(built, engine, tmp_path, run_id):
     first = built.results[0]["image"]
     sealed, output = first["sealed"]["id"], first["digest"]
     assert engine.image_labels(built.tag)[SEALED_FROM_LABEL] == output
 
-    result = _rebuild(built, engine, tmp_path / "build", verify=False)
+    result = _rebuild(built, engine, tmp_path / "build", run_id, verify=False)
     assert result["stages"]["build"]["status"] == "passed"
     assert "up_to_date" not in result["stages"]["build"].get("detail", {})
     assert engine.image_id(built.tag) == sealed      # the very image, seal and all
@@ -60,15 +62,15 @@ def _sigterm_once_verifying(client, run_id: str, stop: threading.Event) -> None:
 
 
 def test_an_interrupted_verify_of_a_rebuild_keeps_the_sealed_image(built, engine, docker_client,
-                                                                   tmp_path):
+                                                                   tmp_path, run_id):
     sealed = built.results[0]["image"]["sealed"]["id"]
     stop = threading.Event()
     watcher = threading.Thread(target=_sigterm_once_verifying,
-                               args=(docker_client, built.options.run_id, stop))
+                               args=(docker_client, run_id, stop))
     try:
         with pytest.raises(Interrupted), signals_as_interrupts():
             watcher.start()
-            _rebuild(built, engine, tmp_path, verify=True)
+            _rebuild(built, engine, tmp_path, run_id, verify=True)
     finally:
         stop.set()
         watcher.join()

@@ -17,12 +17,11 @@ import yaml
 from oota.api.cells import generate
 from oota.config.matrix import load_matrix
 from oota.console import Console
-from oota.engine.base import RUN_LABEL
 from oota.execute.build import BuildOptions
 from oota.plan import plan, select
 from tests.runs import build_cells
 
-from .conftest import copy_project
+from .conftest import copy_project, made_by
 
 NAME = "demo"
 CELL = "demo-torch2.13.0-sdk1.0-py3.11-debian12"
@@ -99,7 +98,7 @@ def test_a_vendor_folder_builds_and_verifies_without_engine_changes(engine, run_
     assert [c.id for c in cells] == [CELL]
     options = BuildOptions(results_dir=tmp_path / "results", run_id=run_id,
                            namespace="oota-test-vendors",
-                           extra_labels=(("oota.test", "true"), (RUN_LABEL, run_id)))
+                           extra_labels=made_by(run_id))
     [result] = [r.to_json() for r in build_cells(matrix, cells, engine, Console(), options)]
 
     assert result["status"] == "passed", result.get("message")

@@ -149,32 +149,6 @@ def test_in_an_image_the_checkout_judge_and_the_recordings_are_mounted(recording
     assert replay.where == "image oota/cpu:cell" and replay.count("failed") == 1
 
 
-@dataclass
-class KilledFirst(FakeEngine):
-    """A judge container killed (exit 137, no output) on its first ``kills`` runs."""
-
-    kills: int = 1
-
-    def run(self, request: RunRequest) -> RunOutcome:
-        if len(self.runs) < self.kills:
-            self.runs.append(request)
-            return RunOutcome(exit_code=137, timed_out=False, output_tail="")
-        return super().run(request)
-
-
-def test_a_judge_killed_before_any_case_runs_once_more_and_only_once(recording: Path) -> None:
-    answer = "\n".join(json.dumps(c) for c in [*CASES, summary(CASES)]) + "\n2 cases\n"
-    engine = KilledFirst(images={"oota/cpu:cell"}, answer=answer, exit_code=1)
-    replay = judge.in_image(engine, "oota/cpu:cell",  # type: ignore[arg-type]
-                            judge.recordings([str(recording)]), check=False)
-    assert len(engine.runs) == 2 and len(replay.cases) == 2
-    twice = KilledFirst(images={"oota/cpu:cell"}, answer=answer, kills=2)
-    with pytest.raises(EnvironmentProblem, match=r"stopped before it finished \(exit 137, 0 "):
-        judge.in_image(twice, "oota/cpu:cell",  # type: ignore[arg-type]
-                       judge.recordings([str(recording)]), check=False)
-    assert len(twice.runs) == 2
-
-
 def test_without_torch_and_without_the_image_it_says_what_to_do(recording: Path) -> None:
     engine = FakeEngine(images=set(), answer="")
     with pytest.raises(EnvironmentProblem, match=r"build it \(oota build --vendor=cpu\)"):
