@@ -193,28 +193,6 @@ class SharedBudget:
         return f"{BUDGET_PREFIX}{self.seconds:g} s spent ({self.variable})"
 
 
-def split_by_budget(pairs: Sequence[tuple[str, str]], must: Iterable[str],
-                    seconds: float) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(the pairs collected as tests, the pairs folded before they are collected). With a
-    budget of 0 s, which pairs run is known before any runs: the must-run ones; the others are
-    one skipped test from the start, as the recorder would fold them
-    (``oota_budget.fold_unrun``),
-    instead of a test each that only says so (thousands of tests cost pytest seconds)."""
-    if seconds > 0:
-        return list(pairs), []
-    wanted = set(must)
-    return [p for p in pairs if p[0] in wanted], [p for p in pairs if p[0] not in wanted]
-
-
-def unrun_message(unrun: Sequence[tuple[str, str]], seconds: float,
-                  variable: str = BUDGET_VARIABLE) -> str:
-    """The skip message of the pairs :func:`split_by_budget` folded, worded as the recorder's
-    fold words it."""
-    operators = len({name for name, _ in unrun})
-    return (f"{BUDGET_PREFIX}{seconds:g} s spent ({variable}): {len(unrun)} {UNIT.entries} of "
-            f"{operators} {UNIT.names} not run")
-
-
 WORKERS_VARIABLE = "OOTA_AUTOGRAD_WORKERS"
 OPS_WORKERS_VARIABLE = "OOTA_OPS_WORKERS"  # oota_opsworkers.WORKERS_VARIABLE
 

@@ -191,6 +191,27 @@ UNITS["compile"] = Unit(entries="compiled cases", names="cases")
 DEFAULT_UNIT = UNITS["ops"]
 
 
+def split_unrun(pairs: Sequence[tuple[str, str]], must: Iterable[str],
+                seconds: float) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(the (name, dtype) pairs collected as tests, the pairs folded before they are
+    collected). With a budget of 0 s, which pairs run is known before any runs: the must-run
+    ones; the others are one skipped test from the start, as :func:`fold_unrun` would fold
+    them, instead of a test each that only says so (thousands of tests cost pytest seconds)."""
+    if seconds > 0:
+        return list(pairs), []
+    wanted = set(must)
+    return [p for p in pairs if p[0] in wanted], [p for p in pairs if p[0] not in wanted]
+
+
+def unrun_message(unrun: Sequence[tuple[str, str]], seconds: float, variable: str,
+                  unit: Unit) -> str:
+    """The skip message of the pairs :func:`split_unrun` folded, worded as :func:`fold_unrun`
+    words a fold."""
+    names = len({name for name, _ in unrun})
+    return (f"{BUDGET_PREFIX}{seconds:g} s spent ({variable}): {len(unrun)} {unit.entries} of "
+            f"{names} {unit.names} not run")
+
+
 def _data(test: Mapping[str, Any]) -> Mapping[str, Any]:
     return test.get("data") or {}
 

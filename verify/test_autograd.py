@@ -107,7 +107,7 @@ def _all_pairs(check: str) -> list[tuple[str, str]]:
 
 
 # Per check: the pairs collected as tests, and those folded before (a budget of 0 s).
-SPLIT = {check: oota_autograd.split_by_budget(_all_pairs(check), DATABASE.must, BUDGET.seconds)
+SPLIT = {check: oota_budget.split_unrun(_all_pairs(check), DATABASE.must, BUDGET.seconds)
          for check in oota_autograd.CHECKS} if _selected() and not DATABASE.problem else {}
 TESTS = {"test_grad_runs": GRADIENTS, "test_grad_matches_cpu": GRADIENTS,
          "test_noncontiguous": NONCONTIGUOUS, "test_out": OUT}
@@ -303,7 +303,8 @@ def _check(check: str, op_name: str, op_dtype: str, device: Any, record_data: An
         unrun = SPLIT[check][1]
         record_data(**{UNRUN_KEY: len(unrun), oota_autograd.UNIT.key: len(
             {name for name, _ in unrun})})
-        pytest.skip(oota_autograd.unrun_message(unrun, BUDGET.seconds))
+        pytest.skip(oota_budget.unrun_message(unrun, BUDGET.seconds, BUDGET.variable,
+                                                oota_autograd.UNIT))
     result = _result(check, op_name, op_dtype, device)
     if result.data:
         record_data(**result.data)

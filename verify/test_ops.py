@@ -31,8 +31,9 @@ on the CPU; any other passes on the samples that ran, and says how many of all.
 The must-pass operators (``ops-must-pass.yaml``, those the models layer needs) run first and
 always; the others run until the time budget (``OOTA_OPS_BUDGET_S``, default 180 s, counted from
 the first operator) is spent and are skipped after it; tests.json holds those as one skipped entry
-(``[unrun-by-budget]``, with their count). Decisions that need no torch live in
-``oota_ops.py`` and ``oota_rules.py``. op_db is imported while this module's tests are
+(``[unrun-by-budget]``, with their count); with a budget of 0 s they are that one test from
+the start (thousands of tests that only say so cost pytest seconds). Decisions that need no
+torch live in ``oota_ops.py`` and ``oota_rules.py``. op_db is imported while this module's tests are
 collected, and only when the ops layer is selected: its import takes seconds that the other
 layers should not pay.
 """
@@ -44,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import oota_budget
 import oota_cases
 import oota_dispatch
 import oota_hooks
@@ -66,8 +68,10 @@ from oota_samples import (
     seed,
 )
 from oota_suite import read_cell
+from oota_vocab import UNRUN_KEY, UNRUN_PARAM
 
 LAYER = "ops"
+UNIT = oota_budget.UNITS[LAYER]  # what its folded entry counts: operator×dtype pairs
 # The rules that look at a float64 result: oota's float64 rule, and PyTorch's rule with oota's
 # element check beside it.
 WIDE_RULES = (oota_rules.FLOAT64, oota_rules.PYTORCH)
@@ -119,8 +123,13 @@ def _cases() -> list[Any]:
                              marks=pytest.mark.skip(reason="the ops layer is not selected"))]
     if DATABASE.problem:
         return [pytest.param("op_db", "none", id="op_db")]
-    params = []
-    for name, dtype_name, runs in pairs():
+    params, folded, placed = [], set(FOLDED), False
+    for name, dtype_name, runs in ALL_PAIRS:
+        if (name, dtype_name) in folded:  # one test, where the first of them stood
+            if not placed:
+                params.append(pytest.param(UNRUN_PARAM, "", id=UNRUN_PARAM))
+                placed = True
+            continue
         marks = () if runs else pytest.mark.skip(
             reason=f"the OpInfo of {name} does not support {dtype_name} on the CPU")
         params.append(pytest.param(name, dtype_name, id=f"{name}-{dtype_name}", marks=marks))
@@ -140,9 +149,12 @@ def pairs() -> list[tuple[str, str, bool]]:
     return found
 
 
-# The pairs that run, in order: what the worker processes share (oota_opsworkers).
-PAIRS = [(name, dtype) for name, dtype, runs in pairs() if runs] \
-    if _selected() and not DATABASE.problem else []
+ALL_PAIRS = pairs() if _selected() and not DATABASE.problem else []
+# The pairs that run, in order: what the worker processes share (oota_opsworkers); and, with a
+# budget of 0 s, the pairs only a budget would have run, folded into one skipped test before
+# collection (as the recorder folds them after a run: oota_budget.fold_unrun).
+PAIRS, FOLDED = oota_budget.split_unrun([(name, dtype) for name, dtype, runs in ALL_PAIRS if runs],
+                                        DATABASE.must, BUDGET.seconds)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -399,6 +411,9 @@ def _check(op_name: str, op_dtype: str, device: Any, device_module: Any,
            record_data: Any) -> None:
     """The pair's result, from a worker process (each pair is judged by the same code with the
     same seed wherever it runs), else (OOTA_OPS_WORKERS=0) judged here."""
+    if op_name == UNRUN_PARAM:
+        record_data(**{UNRUN_KEY: len(FOLDED), UNIT.key: len({name for name, _ in FOLDED})})
+        pytest.skip(oota_budget.unrun_message(FOLDED, BUDGET.seconds, BUDGET.variable, UNIT))
     if POOL.problem:
         pytest.fail(POOL.problem, pytrace=False)
     if POOL.wanted() > 0 and not DATABASE.problem:

@@ -131,10 +131,11 @@ PAIRS = [("add", "float32"), ("add", "float16"), ("tanh", "float32"), ("sgn", "f
 
 
 def test_a_budget_of_0_s_folds_the_other_pairs_before_they_are_collected():
-    assert oota_autograd.split_by_budget(PAIRS, {"add"}, 5.0) == (PAIRS, [])
-    run, unrun = oota_autograd.split_by_budget(PAIRS, {"add"}, 0.0)
+    assert oota_budget.split_unrun(PAIRS, {"add"}, 5.0) == (PAIRS, [])
+    run, unrun = oota_budget.split_unrun(PAIRS, {"add"}, 0.0)
     assert run == PAIRS[:2] and unrun == PAIRS[2:]
-    assert oota_autograd.unrun_message(unrun, 0.0) == (
+    assert oota_budget.unrun_message(unrun, 0.0, "OOTA_AUTOGRAD_BUDGET_S",
+                                     oota_autograd.UNIT) == (
         "time budget of 0 s spent (OOTA_AUTOGRAD_BUDGET_S): 2 operator×dtype pairs of 2 "
         "operators not run")
 
