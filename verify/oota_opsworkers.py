@@ -140,8 +140,13 @@ class Pool:
                 self.problem, self._wanted = str(exc), 0
         return self._wanted
 
-    def result(self, name: str, dtype: str, budget: Any) -> PairResult:
-        """The pair's result, waiting for the worker judging it."""
+    def result(self, name: str, dtype: str, budget: Any, late: str | None = None
+               ) -> PairResult:
+        """The pair's result, waiting for the worker judging it. ``late``: the budget's skip
+        message when it is spent for this pair (None: it is not): a pair no worker has taken
+        yet is then taken here and skipped with it, as a worker would skip it, without the
+        round trip (one file each way, and this process's polling) that made every pair after
+        the budget cost tens of milliseconds."""
         if self.folder is None:
             return PairResult(status="failed", message="the ops layer's worker processes were "
                               "not started")
@@ -151,6 +156,8 @@ class Pool:
         if index is None:
             return PairResult(status="failed", message=f"{name} ({dtype}) is not among the "
                               "pairs the worker processes share")
+        if late and claim(self.folder, index):  # no worker takes a pair claimed here
+            return PairResult(status="skipped", message=late)
         path = _result_path(self.folder, index)
         while not path.exists():
             self._mind(index)

@@ -284,6 +284,27 @@ def test_a_crashed_worker_is_named_by_its_signal() -> None:
     assert oota_opsworkers.ended(-signal.SIGFPE) == "killed by SIGFPE"
 
 
+def test_a_pair_after_the_budget_is_skipped_here_unless_a_worker_took_it(tmp_path,
+                                                                          monkeypatch) -> None:
+    """After the budget, a pair no worker has taken is skipped by the pytest process itself
+    (and taken, so that no worker judges it); a pair a worker took is that worker's result."""
+    import oota_opsworkers
+
+    pool = oota_opsworkers.Pool(folder=tmp_path, index={("add", "float32"): 0,
+                                                        ("tanh", "float32"): 1})
+    pool._going = True
+    late = "time budget of 5 s spent (OOTA_OPS_BUDGET_S)"
+    assert pool.result("add", "float32", None, late) == oota_opsworkers.PairResult(
+        status="skipped", message=late)
+    assert not oota_opsworkers.claim(tmp_path, 0)  # a worker now passes it by
+
+    assert oota_opsworkers.claim(tmp_path, 1)  # a worker took it before the budget ran out
+    (tmp_path / "1.result").write_text("")
+    monkeypatch.setattr(oota_opsworkers, "_read", lambda folder, index: {
+        "status": "passed", "message": "judged", "data": {}, "case": None})
+    assert pool.result("tanh", "float32", None, late).status == "passed"
+
+
 def test_the_ops_layer_runs_one_worker_per_core_unless_told() -> None:
     import os
 
