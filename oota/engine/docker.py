@@ -14,11 +14,9 @@ Two channels, each for what it does best:
 
 Every CLI call is an argv list (never a shell string) with a timeout, echoed at debug level.
 Every container a run creates carries the ``oota.run`` label so :meth:`DockerEngine.cleanup`
-can remove it (also a killed run's, from the next run); an image a run makes and removes (a lock
-builder) carries ``oota.image-run``, never ``oota.run``, which every container started from it
-would inherit. A cell's image carries neither: its labels hold nothing that changes between two
-builds of the same inputs, so that a rebuild is the same image; it is found by its tag, and the
-run id is in the result.
+can remove it (also a killed run's, from the next run); a lock builder image carries
+``oota.image-run`` (:data:`~oota.engine.base.IMAGE_RUN_LABEL`). A cell's image carries neither:
+no label changes between two builds of the same inputs, so a rebuild is the same image.
 """
 
 from __future__ import annotations
@@ -474,10 +472,9 @@ class DockerEngine:
 
     def cleanup(self, run_id: str, *, images: bool) -> int:
         """Remove the containers labelled ``oota.run=run_id`` (and, if asked, the images
-        labelled ``oota.image-run=run_id``, or ``oota.run`` by an oota older than that label);
-        return how many. An image a removed container was the last user of, and that no tag
-        names (the one a rebuild or a resealing replaced while a killed run's container pinned
-        it), goes too. Something another process removed meanwhile is not an error."""
+        labelled ``oota.image-run`` or, by an older oota, ``oota.run``); return how many. An
+        untagged image a removed container was the last user of (replaced by a rebuild while a
+        killed run's container pinned it) goes too. Another process's removal is no error."""
         removed = 0
         selector: dict[str, str | list[str] | bool] = {"label": f"{RUN_LABEL}={run_id}"}
         released: set[str] = set()
