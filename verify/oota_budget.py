@@ -237,7 +237,8 @@ def _fold_one(tests: list[Mapping[str, Any]], unrun: list[Mapping[str, Any]]
               "message": f"{str(first['message']).partition(': ')[0]}: {count} {unit.entries} "
                          f"of {names} {unit.names} not run",
               "data": {UNRUN_KEY: count, unit.key: names}}
-    kept = [t for t in tests if not any(t is u for u in unrun)]
+    gone = {id(u) for u in unrun}
+    kept = [t for t in tests if id(t) not in gone]
     at = next(i for i, t in enumerate(tests) if t is first)  # only kept tests come before it
     return [*kept[:at], folded, *kept[at:]]
 

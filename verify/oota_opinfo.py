@@ -37,6 +37,7 @@ def import_op_db() -> list[Any]:
     from torch.testing._internal.common_methods_invocations import op_db
 
     _find_test_cheaply()
+    _seed_cheaply()
     return list(op_db)
 
 
@@ -65,6 +66,35 @@ def _find_test_cheaply() -> None:
         if name.startswith("torch.testing._internal") and original is not None and \
                 getattr(module, "extract_test_fn", None) is original:
             module.extract_test_fn = extract_test_fn  # type: ignore[attr-defined]
+
+
+# How many frames a lazy device call keeps of where it was made (see _seed_cheaply).
+LAZY_CALL_FRAMES = 8
+
+
+def _seed_cheaply() -> None:
+    """PyTorch's sample iterators seed every sample (``set_rng_seed``: ``torch.manual_seed``),
+    and ``torch.manual_seed`` queues a seed for each device module not yet initialised (cuda,
+    xpu, mtia on a CPU torch; the ones a vendor's device is not) with the whole stack of the
+    call, formatted with every frame's source line, in case the lazy call fails later: about
+    4 ms a sample under pytest's sixty frames, 70 % of refdev's time on max_pool2d (1,440
+    samples a dtype; a cProfile of the ops layer, 2026-11-29). The same calls are queued with
+    the seed, only their stack is cut to its innermost frames: a deferred error still says where
+    it was queued from, and every seed and sample is the same."""
+    import traceback
+
+    def format_stack(f: Any = None, limit: int | None = None) -> list[str]:
+        return traceback.format_stack(f or sys._getframe(1),
+                                      LAZY_CALL_FRAMES if limit is None else limit)
+
+    cut = types.SimpleNamespace(**{name: getattr(traceback, name) for name in dir(traceback)
+                                   if not name.startswith("__")})
+    cut.format_stack = format_stack
+    for name in ("torch.cuda", "torch.xpu", "torch.mtia"):
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "traceback", None) is traceback and \
+                callable(getattr(module, "_lazy_call", None)):
+            module.traceback = cut  # type: ignore[attr-defined]
 
 
 def full_name(op: Any) -> str:
