@@ -188,7 +188,7 @@ def pull(c: Context, r: PullRequest) -> None:
     from oota.api.runs import pull
 
     out = pull(r.ref, key=r.key, auth=r.registry_auth, ca=r.registry_ca,
-               workdir=r.workdir or r.project().cache / "pull", host=r.host)
+               workdir=r.workdir or r.project().cache / "pull", host=r.host, layers=r.layer)
     print(f"image:       {out.ref} -> {out.digest}")
     print(f"signature:   {out.signature}")
     print(f"provenance:  cell {out.provenance.cell}, fingerprint "

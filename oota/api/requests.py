@@ -324,6 +324,7 @@ class PullRequest:
                             "writes one: unix:///PATH, tcp://HOST:PORT, ssh://USER@HOST or a "
                             "docker context name (default: DOCKER_HOST, else the local socket)",
                             None)
+    layer: tuple[str, ...] = _layer()
     matrix: str = _matrix(PROJECT)
 
     def project(self) -> Project:

@@ -208,14 +208,15 @@ def keygen(out: str) -> signing.KeyFiles:
 
 
 def pull(reference: str, *, key: str | None, auth: RegistryAuth | None, ca: Path | None,
-         workdir: Path, host: str | None = None) -> Pulled:
+         workdir: Path, host: str | None = None, layers: tuple[str, ...] = ()) -> Pulled:
     """Check ``reference``'s signature and provenance, pull it by digest, re-verify it on the
     Engine ``host`` names (``--host``: as a hosts.yaml endpoint or context; default: the
-    environment's engine). The checks talk to the registry, the pull and the run to the Engine."""
+    environment's engine), every layer or ``layers`` only. The checks talk to the registry, the
+    pull and the run to the Engine."""
     endpoint = engine_endpoint(host)
     public = signing.load_public(Path(key)) if key else None
     return pull_and_verify(DockerEngine(endpoint), reference, key=public, auth=auth,
-                           ca=ca, workdir=workdir)
+                           ca=ca, workdir=workdir, layers=layers)
 
 
 def exit_code_for(ran: Ran) -> int:

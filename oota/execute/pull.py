@@ -145,8 +145,11 @@ def check_sbom(client: RegistryClient, ref: Reference, digest: str, named: str) 
 
 
 def pull_and_verify(engine: Engine, reference: str, *, key: ec.EllipticCurvePublicKey | None,
-                    auth: RegistryAuth | None, ca: Path | None, workdir: Path) -> Pulled:
-    """Check ``reference`` in its registry, pull it by digest, and run its suite."""
+                    auth: RegistryAuth | None, ca: Path | None, workdir: Path,
+                    layers: tuple[str, ...] = ()) -> Pulled:
+    """Check ``reference`` in its registry, pull it by digest, and run its suite (``layers``
+    only, where given: the comparison with the verification the image carries then says how
+    many of its tests did not run)."""
     ref = Reference.parse(reference)
     client = RegistryClient(ref.registry, auth=auth, ca=ca)
     digest = ref.digest or client.resolve(ref.repository, ref.tag)
@@ -159,7 +162,7 @@ def pull_and_verify(engine: Engine, reference: str, *, key: ec.EllipticCurvePubl
     image = engine.pull_digest(ref.name, digest, auth)
     check_claims(engine, str(ref), image, provenance)
     return _verify(engine, str(ref), image, digest, (signature, sbom), provenance,
-                   workdir / digest.removeprefix("sha256:")[:16])
+                   workdir / digest.removeprefix("sha256:")[:16], layers)
 
 
 # What a sealed image says of itself, each held to its provenance's field: its labels (as
@@ -227,10 +230,12 @@ def check_claims(engine: Engine, ref: str, image: str, provenance: Checked) -> N
 
 
 def _verify(engine: Engine, ref: str, image: str, digest: str, checks: tuple[str, str],
-            provenance: Checked, folder: Path) -> Pulled:
-    """Run the image's suite on ``engine`` with the device flags of its label."""
+            provenance: Checked, folder: Path, layers: tuple[str, ...] = ()) -> Pulled:
+    """Run the image's suite (``layers`` of it, where given) on ``engine`` with the device
+    flags of its label."""
     labels = engine.image_labels(image) or {}
-    command = ["oota-verify", "--out", RESULTS_IN_CONTAINER]
+    command = ["oota-verify", "--out", RESULTS_IN_CONTAINER,
+               *(["--layer", ",".join(layers)] if layers else [])]
     try:
         request = from_label(image, labels.get(RUN_FLAGS, "{}"), command)
     except RunFlagsError as exc:

@@ -100,10 +100,10 @@ def test_runtime_image_is_non_root_with_a_compiler_only_as_declared(built, engin
 
 def test_user_can_reverify_the_image_by_hand(built, engine, docker_client, run_id):
     """The image carries its verification; re-running the suite by hand prints the cell's
-    report and says how this run compares with it. By hand, a user runs a layer or two (a
-    whole re-verification, the same suite in the same container, is the pull test's
-    (test_publish.py) and --reverify's (below) in this session: a third here cost about 90 s of
-    a loaded CI run and tested nothing they do not)."""
+    report and says how this run compares with it. By hand, a user runs a layer or two (so does
+    the pull test, test_publish.py, with ``oota pull --layer``; a whole re-verification that
+    keeps its seal is test_fleet.py's --reverify: one of the CPU cell cost about 90 s of a
+    loaded CI run and tested nothing those do not)."""
     expected = json.loads(engine.read_file(built.tag, "/opt/oota/expected.json"))
     result = built.results[0]
     assert expected["cell"] == DEFAULT_CELL and expected["status"] == result["status"]

@@ -129,9 +129,10 @@ def test_signed_publish_then_pull_and_reverify_elsewhere_and_tampering_refused(
         capsys):
     """Published signed; `oota pull REF --key PUB --host tcp://...` as a user runs it: the
     image is checked in the registry, pulled by digest into the second Engine (not this one)
-    and re-verified there; then another image pushed under the signed tag and a corrupted
-    signature are refused; no secret anywhere. One publication and one re-verification serve
-    all of it (a pull into this Engine runs the same code with another endpoint)."""
+    and re-verified there (three layers: ``--layer``); then another image pushed under the
+    signed tag and a corrupted signature are refused; no secret anywhere. One publication and
+    one re-verification serve all of it (a pull into this Engine runs the same code with
+    another endpoint)."""
     shown = io.StringIO()
     pushed, keys, auth = _publish_signed(verified, secure_registry, engine, tmp_path,
                                          monkeypatch, shown)
@@ -147,14 +148,18 @@ def test_signed_publish_then_pull_and_reverify_elsewhere_and_tampering_refused(
             [sys.executable, "-m", "oota", "-r", str(REPO), "pull", pushed.ref,
              "--key", str(keys.public), "--registry-auth", str(secure_registry.auth_file),
              "--registry-ca", str(secure_registry.ca), "--host", second_engine.url,
-             "--workdir", str(tmp_path / "pull")],
+             "--layer", "install,compat,device", "--workdir", str(tmp_path / "pull")],
             env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
             cwd=tmp_path, timeout=1800)
         assert ran.returncode == 0, ran.stdout + ran.stderr
         assert f"image:       {pushed.ref} -> {pushed.digest}" in ran.stdout
         assert f"engine:      {second_engine.url}" in ran.stdout
         assert "signature:   verified with the given key" in ran.stdout
+        # Three layers re-verified (the whole suite again is test_cpu_cell.py's by-hand run):
+        # each test ended as in the verification the image carries, the rest said not run.
         assert "Compared with its verification" in ran.stdout
+        assert "tests ended the same way" in ran.stdout, ran.stdout
+        assert "of its tests did not run this time" in ran.stdout, ran.stdout
         second_engine.docker("image", "inspect", pinned)  # raises unless it is there
         with pytest.raises(docker.errors.ImageNotFound):
             docker_client.images.get(pinned)

@@ -49,6 +49,7 @@ class Image:
     def __init__(self, labels: dict[str, str], carried: bytes | None) -> None:
         self.labels, self.carried, self.ran = labels, carried, False
         self.endpoint = Endpoint()
+        self.commands: list[list[str]] = []
 
     def image_labels(self, ref: str) -> dict[str, str] | None:
         return dict(self.labels)
@@ -63,6 +64,7 @@ class Image:
 
     def run(self, request: RunRequest) -> RunOutcome:
         self.ran = True
+        self.commands.append(list(request.command))
         return RunOutcome(exit_code=0, timed_out=False, output_tail="oota-verify: 40 passed")
 
 
@@ -138,14 +140,17 @@ def test_a_verification_it_cannot_read_is_refused(carried: bytes) -> None:
         check_claims(Image(honest_labels(), carried), "r", "img", provenance())
 
 
+class Registry:
+    """The registry, faked: every tag is DIGEST."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def resolve(self, repository: str, tag: str) -> str:
+        return DIGEST
+
+
 def test_pull_refuses_the_lie_before_running_the_image(monkeypatch, tmp_path: Path) -> None:
-    class Registry:
-        def __init__(self, *args: object, **kwargs: object) -> None:
-            pass
-
-        def resolve(self, repository: str, tag: str) -> str:
-            return DIGEST
-
     monkeypatch.setattr(pull, "RegistryClient", Registry)
     monkeypatch.setattr(pull, "check_provenance", lambda *args: provenance())
     monkeypatch.setattr(pull, "check_sbom", lambda *args: "checked")
@@ -158,3 +163,18 @@ def test_pull_refuses_the_lie_before_running_the_image(monkeypatch, tmp_path: Pa
     done = pull.pull_and_verify(honest, "r:5000/oota/cpu:x", key=None,  # type: ignore[arg-type]
                                 auth=None, ca=None, workdir=tmp_path)
     assert honest.ran and done.counts == "40 passed"
+
+
+def test_pull_with_layers_runs_those_layers_of_the_suite(monkeypatch, tmp_path: Path) -> None:
+    """``oota pull --layer install,device``: the image's suite runs those layers only (its
+    comparison with the verification the image carries says how many tests did not run)."""
+    monkeypatch.setattr(pull, "RegistryClient", Registry)
+    monkeypatch.setattr(pull, "check_provenance", lambda *args: provenance())
+    monkeypatch.setattr(pull, "check_sbom", lambda *args: "checked")
+    honest = image()
+    for layers in (("install", "device"), ()):
+        pull.pull_and_verify(honest, "r:5000/oota/cpu:x", key=None,  # type: ignore[arg-type]
+                             auth=None, ca=None, workdir=tmp_path, layers=layers)
+    with_layers, whole = honest.commands
+    assert with_layers[with_layers.index("--layer") + 1] == "install,device"
+    assert "--layer" not in whole
