@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -196,4 +197,8 @@ def in_image(engine: Engine, image: str, files: Sequence[Path], check: bool,
         text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
     if outcome.timed_out:
         raise EnvironmentProblem(f"the judge ran past {TIMEOUT_S} s in {image}")
-    return _parse(text, outcome.exit_code, f"image {image}", text)
+    replay = _parse(text, outcome.exit_code, f"image {image}", text)
+    # Each case names the file it came from as given here, not where it was mounted.
+    named = dict(zip(inside, (str(path) for path in files), strict=True))
+    return dataclasses.replace(replay, cases=tuple(
+        dataclasses.replace(case, file=named.get(case.file, case.file)) for case in replay.cases))

@@ -149,6 +149,18 @@ def test_in_an_image_the_checkout_judge_and_the_recordings_are_mounted(recording
     assert replay.where == "image oota/cpu:cell" and replay.count("failed") == 1
 
 
+def test_in_an_image_each_case_names_its_file_as_given(recording: Path) -> None:
+    """A case judged in the image names the recording as the user gave it, not the path it
+    was mounted at (two files in one judge run: each case says which it came from)."""
+    files = judge.recordings([str(recording)])
+    cases = [dict(c, file="/cases/0/cases.pt") for c in CASES]
+    answer = "\n".join(json.dumps(c) for c in [*cases, summary(cases)]) + "\n"
+    engine = FakeEngine(images={"oota/cpu:cell"}, answer=answer)
+    replay = judge.in_image(engine, "oota/cpu:cell", files,  # type: ignore[arg-type]
+                            check=False)
+    assert [c.file for c in replay.cases] == [str(files[0])] * len(CASES)
+
+
 def test_without_torch_and_without_the_image_it_says_what_to_do(recording: Path) -> None:
     engine = FakeEngine(images=set(), answer="")
     with pytest.raises(EnvironmentProblem, match=r"build it \(oota build --vendor=cpu\)"):
