@@ -13,6 +13,7 @@ without it is incomplete and taken as the judge's failure, never as a shorter re
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -20,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
