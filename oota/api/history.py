@@ -10,12 +10,13 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from oota.api.flags import HISTORY_FORMATS, choice
 from oota.errors import (
     InputError,
 )
-from oota.history import changes as history_changes, store as history_store
+from oota.history import changes as history_changes
 from oota.history.location import Location, locate
 from oota.history.policy import policy_at
 from oota.history.records import Origin, group_by_run, run_record
@@ -25,6 +26,12 @@ from oota.report import hud
 from oota.report.hud import HudInput
 from oota.results.model import Result
 from oota.results.store import load_all
+
+# The store (and SQLAlchemy, about a quarter of a second of a command's start) is imported
+# where a history is read or written: a run with --no-history, and any task that touches no
+# history, does not pay it.
+if TYPE_CHECKING:
+    from oota.history import store as history_store
 
 DEFAULT_SINCE = hud.DEFAULT_SINCE   # the window of `history digest` without --since
 
@@ -64,6 +71,8 @@ def record_history(target: History, results: Sequence[Result]) -> list[str]:
     location = target.location
     if location is None or not results:
         return []
+    from oota.history import store as history_store
+
     run = run_record(results, target.origin, git_revision(target.root))
     try:
         done = history_store.append(history_store.open_store(location), run)
@@ -91,6 +100,8 @@ def hud_source(location: Location | None, runs: int, root: Path,
     the store cannot read are left out, and the line names them."""
     if location is None:
         return None, ""
+    from oota.history import store as history_store
+
     try:
         timeline = _timeline(location)
     except history_store.HistoryUnavailable as exc:
@@ -110,6 +121,8 @@ def _left_out(location: Location, lines: Sequence[str]) -> str:
 
 
 def _timeline(location: Location) -> Timeline | None:
+    from oota.history import store as history_store
+
     file = location.file
     if file is not None and not file.is_file():
         return None
@@ -127,6 +140,8 @@ class Shown:
 def history_digest(location: Location | None, *, window: dt.timedelta, root: Path,
                    now: dt.datetime | None = None) -> Shown:
     """``history digest``: the Markdown digest of the last ``window`` (hud.md's text)."""
+    from oota.history import store as history_store
+
     if location is None:
         raise InputError("history digest with --no-history has nothing to read")
     source, why = hud_source(location, hud.DEFAULT_RUNS, root, now)
@@ -148,6 +163,8 @@ class Imported:
 def history_import(location: Location | None, folders: list[str] | None) -> Imported:
     """Load result folders (``results/<cell>/result.json``) into the history, a run per run
     id they carry; results already there are left alone."""
+    from oota.history import store as history_store
+
     if location is None:
         raise InputError("history import with --no-history has nowhere to write")
     if not folders:
@@ -171,6 +188,8 @@ def history_query(location: Location | None, *, vendor: str | None, cell: str | 
                   test: str | None, fmt: str) -> Shown:
     """Every run where the selection changed outcome, newest first, with what changed in
     its inputs: a table, or JSON (``fmt`` is one of :data:`HISTORY_FORMATS`)."""
+    from oota.history import store as history_store
+
     if location is None:
         raise InputError("history query with --no-history has nothing to read")
     choice("--format", fmt, HISTORY_FORMATS)

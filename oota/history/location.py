@@ -8,13 +8,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError
+from typing import TYPE_CHECKING
 
 from oota.errors import InputError
 from oota.files import link_problem
 from oota.net import redact
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL
+
+# SQLAlchemy is imported where a URL is parsed, not with this module: a task that names no
+# history URL (most runs: the default file, or --no-history) does not pay its import (about a
+# quarter of a second of every command's start).
 
 DEFAULT_FILE = "history.db"
 ENV_VARIABLE = "OOTA_HISTORY"
@@ -41,6 +46,8 @@ class Location:
     @property
     def file(self) -> Path | None:
         """The SQLite file the store is (None for a server)."""
+        from sqlalchemy.engine import make_url
+
         database = make_url(self.url).database if self.is_sqlite else None
         return Path(database) if database else None
 
@@ -63,6 +70,9 @@ def locate(flag: str | None, env: Mapping[str, str], project_root: Path) -> Loca
 
 def normalise(text: str, where: str) -> str:
     """``text`` as a SQLAlchemy URL with a driver oota ships (``postgresql://`` -> psycopg)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
     try:
         url = make_url(text.strip())
     except ArgumentError:
