@@ -17,9 +17,9 @@ from oota.net import redact
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
-# SQLAlchemy is imported where a URL is parsed, not with this module: a task that names no
-# history URL (most runs: the default file, or --no-history) does not pay its import (about a
-# quarter of a second of every command's start).
+# SQLAlchemy is imported where a URL is parsed, not with this module: a task that reads no
+# history (--no-history, or none of its steps touch one) does not pay its import (about a
+# quarter of a second of a command's start).
 
 DEFAULT_FILE = "history.db"
 ENV_VARIABLE = "OOTA_HISTORY"
