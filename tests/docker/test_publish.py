@@ -155,8 +155,9 @@ def test_signed_publish_then_pull_and_reverify_elsewhere_and_tampering_refused(
         assert f"image:       {pushed.ref} -> {pushed.digest}" in ran.stdout
         assert f"engine:      {second_engine.url}" in ran.stdout
         assert "signature:   verified with the given key" in ran.stdout
-        # Three layers re-verified (the whole suite again is test_cpu_cell.py's by-hand run):
-        # each test ended as in the verification the image carries, the rest said not run.
+        # Three layers re-verified (a whole re-verification that keeps its seal is
+        # test_fleet.py's --reverify): each test ended as in the verification the image
+        # carries, the rest said not run.
         assert "Compared with its verification" in ran.stdout
         assert "tests ended the same way" in ran.stdout, ran.stdout
         assert "of its tests did not run this time" in ran.stdout, ran.stdout

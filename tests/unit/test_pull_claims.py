@@ -150,10 +150,15 @@ class Registry:
         return DIGEST
 
 
-def test_pull_refuses_the_lie_before_running_the_image(monkeypatch, tmp_path: Path) -> None:
+@pytest.fixture
+def registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The registry faked, and the image's provenance and SBOM taken as checked."""
     monkeypatch.setattr(pull, "RegistryClient", Registry)
     monkeypatch.setattr(pull, "check_provenance", lambda *args: provenance())
     monkeypatch.setattr(pull, "check_sbom", lambda *args: "checked")
+
+
+def test_pull_refuses_the_lie_before_running_the_image(registry, tmp_path: Path) -> None:
     lying = image({"oota.fingerprint": "sha256:" + "1" * 64})
     with pytest.raises(Refused, match="its label oota.fingerprint says"):
         pull.pull_and_verify(lying, "r:5000/oota/cpu:x", key=None,  # type: ignore[arg-type]
@@ -165,12 +170,9 @@ def test_pull_refuses_the_lie_before_running_the_image(monkeypatch, tmp_path: Pa
     assert honest.ran and done.counts == "40 passed"
 
 
-def test_pull_with_layers_runs_those_layers_of_the_suite(monkeypatch, tmp_path: Path) -> None:
+def test_pull_with_layers_runs_those_layers_of_the_suite(registry, tmp_path: Path) -> None:
     """``oota pull --layer install,device``: the image's suite runs those layers only (its
     comparison with the verification the image carries says how many tests did not run)."""
-    monkeypatch.setattr(pull, "RegistryClient", Registry)
-    monkeypatch.setattr(pull, "check_provenance", lambda *args: provenance())
-    monkeypatch.setattr(pull, "check_sbom", lambda *args: "checked")
     honest = image()
     for layers in (("install", "device"), ()):
         pull.pull_and_verify(honest, "r:5000/oota/cpu:x", key=None,  # type: ignore[arg-type]
