@@ -19,6 +19,11 @@ import a whole run shares.
 ``--checkout-cell`` mounts this checkout's cell.json of the image's cell
 (``images/<vendor>/<cell>/cell.json``) over the image's, so that a layer the vendor's data
 claims since the image was built runs as claimed.
+
+``--cold-inductor`` runs each layer a second time, interleaved, with Inductor's cache empty
+(``TORCHINDUCTOR_CACHE_DIR`` set to an empty folder: oota-verify then seeds no cache), so that
+the vector-ISA probes the image's build compiled (verify/oota_isacache.py) are compiled in the
+run again, as before the images carried them: the row says "cold Inductor cache".
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ ALL = "all"
 # before a set of layers came is measured beside the whole one ("install+compat+device+ops+
 # models+workload,all"), their ratio on one machine in one run.
 GROUP = "+"
+COLD = "cold Inductor cache"
 
 
 def checkout_cell(image: str) -> Path:
@@ -58,11 +64,15 @@ def checkout_cell(image: str) -> Path:
 
 
 def run_once(image: str, verify: Path, layer: str, workers: int, budget: str | None,
-             out: Path, cell: Path | None = None) -> tuple[float, dict[str, int]]:
-    """Seconds one ``oota-verify --layer LAYER`` takes, and its tests' statuses counted."""
+             out: Path, cell: Path | None = None,
+             cold: bool = False) -> tuple[float, dict[str, int]]:
+    """Seconds one ``oota-verify --layer LAYER`` takes, and its tests' statuses counted;
+    ``cold``: with Inductor's cache empty, the image's probes unused."""
     out.mkdir(parents=True, exist_ok=True)
     out.chmod(0o777)
     env = ["-e", f"OOTA_OPS_WORKERS={workers}", "-e", "OOTA_RECORD_EVERY=0"]
+    if cold:
+        env += ["-e", "TORCHINDUCTOR_CACHE_DIR=/tmp/oota-bench-cold-inductor"]
     if budget is not None:
         env += [x for name in BUDGETS for x in ("-e", f"{name}={budget}")]
     chosen = [] if layer == ALL else ["--layer", layer.replace(GROUP, ",")]
@@ -86,23 +96,29 @@ def run_once(image: str, verify: Path, layer: str, workers: int, budget: str | N
 
 
 def measure(image: str, verify: Path, layers: list[str], runs: int, budget: str | None,
-            tmp: Path, cell: Path | None = None) -> list[list[object]]:
-    """One row per layer × workers: image, layer, workers, median seconds, runs, tests."""
+            tmp: Path, cell: Path | None = None, cold: bool = False) -> list[list[object]]:
+    """One row per layer × workers (× Inductor's cache seeded and cold, with ``cold``): image,
+    layer, workers, median seconds, runs, tests."""
     times: dict[tuple[str, int], list[float]] = {}
     counts: dict[tuple[str, int], dict[str, int]] = {}
-    plan = [(layer, workers) for layer in layers
-            for workers in ((1, 2) if ALL == layer or "ops" in layer.split(GROUP) else (1,))]
+    plan = [(layer, workers, variant) for layer in layers
+            for workers in ((1, 2) if ALL == layer or "ops" in layer.split(GROUP) else (1,))
+            for variant in ("", COLD)[:2 if cold else 1]]
     for i in range(runs):
-        for layer, workers in plan:
+        for layer, workers, variant in plan:
+            label = f"{layer} ({variant})" if variant else layer
             seconds, found = run_once(image, verify, layer, workers, budget,
-                                      tmp / f"{layer}-{workers}-{i}", cell)
-            times.setdefault((layer, workers), []).append(seconds)
-            counts[(layer, workers)] = found
-            print(f"{image} {layer} x{workers}: {seconds:.1f} s {found}", file=sys.stderr)
-    return [[image.split(":")[-1], layer, workers, round(statistics.median(times[layer, workers]),
+                                      tmp / f"{layer}-{workers}-{bool(variant)}-{i}", cell,
+                                      cold=bool(variant))
+            times.setdefault((label, workers), []).append(seconds)
+            counts[(label, workers)] = found
+            print(f"{image} {label} x{workers}: {seconds:.1f} s {found}", file=sys.stderr)
+    labels = [(f"{layer} ({variant})" if variant else layer, workers)
+              for layer, workers, variant in plan]
+    return [[image.split(":")[-1], label, workers, round(statistics.median(times[label, workers]),
                                                         1), runs,
-             ", ".join(f"{n} {s}" for s, n in sorted(counts[layer, workers].items()))]
-            for layer, workers in plan]
+             ", ".join(f"{n} {s}" for s, n in sorted(counts[label, workers].items()))]
+            for label, workers in labels]
 
 
 def budgets(images: list[str], given: list[str]) -> list[tuple[str, str | None]]:
@@ -129,6 +145,9 @@ def main() -> int:
                              "(default: every layer and 'all')")
     parser.add_argument("--checkout-cell", action="store_true",
                         help="run with this checkout's cell.json of each image's cell")
+    parser.add_argument("--cold-inductor", action="store_true",
+                        help="each layer also with Inductor's cache empty (the image's "
+                             "vector-ISA probes compiled in the run again)")
     parser.add_argument("--record", action="store_true",
                         help="write the table into benchmarks/results/ for the docs")
     args = parser.parse_args()
@@ -139,7 +158,8 @@ def main() -> int:
         verify = suite(REPO, Path(tmp) / "verify")
         for image, budget in budgets(args.image or list(IMAGES), args.budget):
             cell = checkout_cell(image) if args.checkout_cell else None
-            rows += measure(image, verify, layers, args.runs, budget, Path(tmp) / "out", cell)
+            rows += measure(image, verify, layers, args.runs, budget, Path(tmp) / "out", cell,
+                            args.cold_inductor)
     for row in rows:
         print("  ".join(str(c) for c in row))
     if args.record:

@@ -286,10 +286,11 @@ def copy_project(dest: Path) -> Path:
 def lean_cpu_vendor(project: Path) -> None:
     """The copied project's CPU vendor without what only the layers after install, compat and
     device use: no model library (transformers), no models, no C++ extension for the smoke
-    layer. For the tests that build cells of their own torch and verify those three layers
-    only (the nightly, the release candidate): such an image builds without transformers'
-    install and the extension's compiler and build, about 80 s less each on a loaded 2-core
-    host (tests/docker CI run, 2026-11-28)."""
+    layer, no compiler for Inductor (nor the vector-ISA probes the builder compiles with it).
+    For the tests that build cells of their own torch and verify those three layers only (the
+    nightly, the release candidate): such an image builds without transformers' install and
+    the extension's compiler and build, about 80 s less each on a loaded 2-core host
+    (tests/docker CI run, 2026-11-28)."""
     path = project / "vendors" / "cpu" / "vendor.yaml"
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     data["test_requirements"] = [r for r in data["test_requirements"]
@@ -298,6 +299,7 @@ def lean_cpu_vendor(project: Path) -> None:
     verify["models"] = []
     verify.pop("workload", None)
     verify.get("compile", {}).pop("models", None)
+    verify.get("compile", {})["compiler"] = False
     verify["capabilities"]["cpp_extension"] = False
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     # The repository's locks pin the full requirements: with fewer, a cell builds unlocked.

@@ -96,6 +96,30 @@ def test_runtime_image_is_non_root_with_a_compiler_only_as_declared(built, engin
                                         "/usr/bin/c++"], out.decode()
         code, _ = container.exec(["test", "-e", "/run/secrets/ca"])
         assert code != 0
+        # Inductor's vector-ISA probes came with the image (verify/oota_isacache.py): a cache
+        # seeded as oota-verify seeds one gets no probe compiled, and Inductor still picks
+        # the instruction sets this CPU has (each probe loaded here).
+        code, out = container.exec(["/opt/venv/bin/python", "-c", PROBES_USED])
+        assert code == 0, out.decode()
+        compiled, chosen = out.decode().split("\n", 1)
+        assert compiled == "compiled 0", out.decode()
+        assert "INVALID_VEC_ISA" not in chosen and chosen.strip(), out.decode()
+
+
+# Run in the CPU image: the probes compiled when a seeded cache serves Inductor's ISA check.
+PROBES_USED = """
+import os, subprocess, sys
+sys.path.insert(0, "/opt/oota/verify")
+from oota_isacache import seeded_cache
+env = dict(os.environ)
+folder = seeded_cache(env)
+before = {p for p in folder.rglob("*.so")}
+check = "from torch._inductor.cpu_vec_isa import pick_vec_isa; print(pick_vec_isa())"
+chosen = subprocess.run([sys.executable, "-c", check], env=env, check=True,
+                        capture_output=True, text=True).stdout
+print("compiled", len(set(folder.rglob("*.so")) - before))
+print(chosen.strip())
+"""
 
 
 def test_user_can_reverify_the_image_by_hand(built, engine, docker_client, run_id):

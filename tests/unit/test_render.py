@@ -502,8 +502,10 @@ def test_apt_packages_env_and_labels_are_quoted(project):
                                             builder_apt=("libfoo; rm -rf /",),
                                             env={"A": 'say "hi" $PATH \\'}))
     builder_runs = [rest for word, rest in stages(text)["builder"] if word == "RUN"]
+    # (g++ and Python's headers after it: the CPU vendor's Inductor probes, compile_compiler)
     assert any("apt-get install -y --no-install-recommends python3.11 python3.11-venv "
-               "'libfoo; rm -rf /' &&" in " ".join(rest.split()) for rest in builder_runs)
+               "'libfoo; rm -rf /' g++ libpython3.11-dev &&" in " ".join(rest.split())
+               for rest in builder_runs)
     assert 'ENV A="say \\"hi\\" \\$PATH \\\\"' in text
     assert 'org.opencontainers.image.description="PyTorch 2.13.0 on CPU \\"x\\" \\$HOME, ' \
            'Python 3.11, debian12"' in text
