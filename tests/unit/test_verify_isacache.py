@@ -18,7 +18,10 @@ import oota_isacache  # noqa: E402 - verify/ is put on the path above
 
 
 @pytest.fixture
-def probes(tmp_path: Path) -> Path:
+def probes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An image's probes, and the seeded caches made under ``tmp_path`` (not the host's /tmp)."""
+    monkeypatch.setattr(oota_isacache.tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
     folder = tmp_path / "inductor-isa"
     (folder / "q6").mkdir(parents=True)
     (folder / "q6" / "cq62.cpp").write_text("int main() {}\n")
@@ -44,7 +47,7 @@ def test_a_cache_the_user_chose_is_left_alone(probes: Path) -> None:
     assert env == {"TORCHINDUCTOR_CACHE_DIR": "/home/me/cache"}
 
 
-def test_an_image_without_probes_changes_nothing(tmp_path: Path) -> None:
+def test_an_image_without_probes_changes_nothing(tmp_path: Path, probes: Path) -> None:
     env: dict[str, str] = {}
     assert oota_isacache.seeded_cache(env, tmp_path / "none") is None
     assert env == {}
