@@ -101,24 +101,22 @@ def measure(image: str, verify: Path, layers: list[str], runs: int, budget: str 
     layer, workers, median seconds, runs, tests."""
     times: dict[tuple[str, int], list[float]] = {}
     counts: dict[tuple[str, int], dict[str, int]] = {}
-    plan = [(layer, workers, variant) for layer in layers
+    plan = [(layer, workers, variant, f"{layer} ({variant})" if variant else layer)
+            for layer in layers
             for workers in ((1, 2) if ALL == layer or "ops" in layer.split(GROUP) else (1,))
             for variant in ("", COLD)[:2 if cold else 1]]
     for i in range(runs):
-        for layer, workers, variant in plan:
-            label = f"{layer} ({variant})" if variant else layer
+        for layer, workers, variant, label in plan:
             seconds, found = run_once(image, verify, layer, workers, budget,
                                       tmp / f"{layer}-{workers}-{bool(variant)}-{i}", cell,
                                       cold=bool(variant))
             times.setdefault((label, workers), []).append(seconds)
             counts[(label, workers)] = found
             print(f"{image} {label} x{workers}: {seconds:.1f} s {found}", file=sys.stderr)
-    labels = [(f"{layer} ({variant})" if variant else layer, workers)
-              for layer, workers, variant in plan]
     return [[image.split(":")[-1], label, workers, round(statistics.median(times[label, workers]),
                                                         1), runs,
              ", ".join(f"{n} {s}" for s, n in sorted(counts[label, workers].items()))]
-            for label, workers in labels]
+            for _, workers, _, label in plan]
 
 
 def budgets(images: list[str], given: list[str]) -> list[tuple[str, str | None]]:

@@ -77,13 +77,13 @@ def prepare(folder: Path) -> None:
         done = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)],
                               env=env, check=False)
         failed += done.returncode != 0
-    # Only the probes stay: sources and libraries; Inductor's lock files are made again.
+    # Only the probes stay: sources and libraries; Inductor's lock files (locks/, emptied
+    # first: a folder sorts before its files) are made again.
     for path in sorted(folder.rglob("*"), reverse=True):
         if path.is_dir() and not any(path.iterdir()):
             path.rmdir()
         elif path.is_file() and path.suffix not in (".cpp", ".so"):
             path.unlink()
-    shutil.rmtree(folder / "locks", ignore_errors=True)
     probes = sorted(p.name for p in folder.rglob("*.so"))
     print(f"inductor-isa: {len(probes)} probes in {folder}"
           + (f"; the probing of {failed} feature sets failed (above): the verification "

@@ -113,7 +113,7 @@ sys.path.insert(0, "/opt/oota/verify")
 from oota_isacache import seeded_cache
 env = dict(os.environ)
 folder = seeded_cache(env)
-before = {p for p in folder.rglob("*.so")}
+before = set(folder.rglob("*.so"))
 check = "from torch._inductor.cpu_vec_isa import pick_vec_isa; print(pick_vec_isa())"
 chosen = subprocess.run([sys.executable, "-c", check], env=env, check=True,
                         capture_output=True, text=True).stdout
