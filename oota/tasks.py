@@ -400,9 +400,12 @@ def test(c: Context, r: TestRequest) -> None:
     Two pytest sessions (order and clean-up in tests/conftest.py): the unit and browser tests
     on every CPU (pytest-xdist), then, only when they all passed, the Docker tests on three
     workers, each taking one share of the files (tests/docker/conftest.py); neither session
-    leaves anything in /tmp."""
+    leaves anything in /tmp. The checkout's Python files are byte-compiled first."""
+    from oota.testrun import byte_compile
+
     selected = ["-k", r.k] if r.k else []   # argv lists: -k text never reaches a shell
     pytest = [sys.executable, "-m", "pytest"]
+    byte_compile(Path.cwd())
     passed = (0, NO_TESTS_COLLECTED) if r.k else (0,)   # -k may select none of a group
     code = subprocess.call([*pytest, "-m", "not docker and not network and not xla", "-n",
                             "auto", *selected])
