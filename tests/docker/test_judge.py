@@ -135,7 +135,7 @@ def _in_image(docker_client, image: str, run_id: str, command: list[str],
                str(folder): {"bind": "/work", "mode": "rw"}}
     container = docker_client.containers.run(
         image, command=command, volumes=volumes, labels={RUN_LABEL: run_id}, detach=True,
-        environment={"PYTHONDONTWRITEBYTECODE": "1"})
+        environment={"PYTHONDONTWRITEBYTECODE": "1", "OMP_WAIT_POLICY": "PASSIVE"})
     try:
         status = container.wait(timeout=900)
         log = container.logs().decode(errors="replace")

@@ -149,6 +149,22 @@ def test_in_an_image_the_checkout_judge_and_the_recordings_are_mounted(recording
     assert replay.where == "image oota/cpu:cell" and replay.count("failed") == 1
 
 
+@pytest.mark.parametrize(("set_here", "inside"), [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_the_judges_openmp_threads_sleep_unless_oota_was_told_otherwise(
+        recording: Path, monkeypatch: pytest.MonkeyPatch, set_here: str | None,
+        inside: str) -> None:
+    if set_here is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", set_here)
+    answer = "\n".join(json.dumps(c) for c in [*CASES, summary(CASES)]) + "\n"
+    engine = FakeEngine(images={"oota/cpu:cell"}, answer=answer)
+    judge.in_image(engine, "oota/cpu:cell",  # type: ignore[arg-type]
+                   judge.recordings([str(recording)]), check=False)
+    (run,) = engine.runs
+    assert run.env["OMP_WAIT_POLICY"] == inside
+
+
 def test_in_an_image_each_case_names_its_file_as_given(recording: Path) -> None:
     """A case judged in the image names the recording as the user gave it, not the path it
     was mounted at (two files in one judge run: each case says which it came from)."""
