@@ -118,3 +118,33 @@ def test_installed_json_reads_torchs_version_without_importing_torch(tmp_path: P
     run, _ = verify(tmp_path / "without", CRASH_IN="none")
     installed = json.loads((tmp_path / "without" / "out" / "installed.json").read_text())
     assert installed["torch"] == {"error": "ModuleNotFoundError: No module named 'torch'"}
+
+
+# The suite's processes see the OpenMP wait policy oota-verify gives them.
+POLICY_LAYER = '''
+import os
+from pathlib import Path
+
+LAYER = "modules"
+
+
+def test_module_matches_cpu():
+    out = Path(os.environ["OOTA_VERIFY_OUT"])
+    (out / "policy.txt").write_text(os.environ.get("OMP_WAIT_POLICY", "unset"))
+'''
+
+
+def test_the_suites_openmp_threads_sleep_unless_its_caller_chose(tmp_path: Path) -> None:
+    for given, seen in ((None, "PASSIVE"), ("ACTIVE", "ACTIVE")):
+        folder = tmp_path / str(given)
+        folder.mkdir()
+        here = suite_beside(folder)
+        (here / "test_fake_modules.py").write_text(POLICY_LAYER)
+        environ = {"PATH": "/usr/bin:/bin", "OOTA_CELL_FILE": str(folder / "cell.json"),
+                   "OOTA_VENDOR_VERIFY": str(folder / "none"),
+                   **({"OMP_WAIT_POLICY": given} if given else {})}
+        run = subprocess.run([sys.executable, str(here / "oota-verify"), "--out",
+                              str(folder / "out"), "-q"], capture_output=True, text=True,
+                             check=False, env=environ, cwd=folder)
+        assert run.returncode == 0, run.stderr
+        assert (folder / "out" / "policy.txt").read_text() == seen
