@@ -35,7 +35,7 @@ def test_module_matches_cpu(module):
 '''
 
 
-def suite_beside(folder: Path) -> Path:
+def suite_beside(folder: Path, layer: str = FAKE_LAYER) -> Path:
     """The suite's files as an image holds them (no test of the real layers), a fake layer."""
     here = folder / "verify"
     here.mkdir()
@@ -43,13 +43,14 @@ def suite_beside(folder: Path) -> Path:
         if source.is_file() and not source.name.startswith("test_"):
             shutil.copy(source, here / source.name)
     shutil.copy(REPO / "oota" / "vocab.py", here / "oota_vocab.py")
-    (here / "test_fake_modules.py").write_text(FAKE_LAYER)
+    (here / "test_fake_modules.py").write_text(layer)
     (folder / "cell.json").write_text("{}")
     return here
 
 
-def verify(folder: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    here = suite_beside(folder)
+def verify(folder: Path, layer: str = FAKE_LAYER,
+           **env: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    here = suite_beside(folder, layer)
     out = folder / "out"
     environ = {"PATH": "/usr/bin:/bin", "OOTA_CELL_FILE": str(folder / "cell.json"),
                "OOTA_VENDOR_VERIFY": str(folder / "none"), **env}
@@ -138,13 +139,6 @@ def test_the_suites_openmp_threads_sleep_unless_its_caller_chose(tmp_path: Path)
     for given, seen in ((None, "PASSIVE"), ("ACTIVE", "ACTIVE")):
         folder = tmp_path / str(given)
         folder.mkdir()
-        here = suite_beside(folder)
-        (here / "test_fake_modules.py").write_text(POLICY_LAYER)
-        environ = {"PATH": "/usr/bin:/bin", "OOTA_CELL_FILE": str(folder / "cell.json"),
-                   "OOTA_VENDOR_VERIFY": str(folder / "none"),
-                   **({"OMP_WAIT_POLICY": given} if given else {})}
-        run = subprocess.run([sys.executable, str(here / "oota-verify"), "--out",
-                              str(folder / "out"), "-q"], capture_output=True, text=True,
-                             check=False, env=environ, cwd=folder)
+        run, _ = verify(folder, POLICY_LAYER, **({"OMP_WAIT_POLICY": given} if given else {}))
         assert run.returncode == 0, run.stderr
         assert (folder / "out" / "policy.txt").read_text() == seen
