@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import io
 import json
 import re
-import tarfile
 
 from testcontainers.core.container import DockerContainer
 
@@ -14,6 +12,7 @@ from oota.execute.verify import EXPECTED_IN_IMAGE, expected_results, forwarded_e
 from oota.plan import plan, select
 from oota.results.store import load, validation_errors
 from oota.vocab import UNRUN_KEY
+from tests import image_scan
 
 from .conftest import DEFAULT_CELL, REPO
 
@@ -55,26 +54,12 @@ def test_image_carries_oci_and_cell_labels(built, docker_client):
         assert f"org.opencontainers.image.{key}" in labels
 
 
-def _layer_blobs(docker_client, tag: str):
-    """Every file of every layer of the image, as (layer, path, bytes)."""
-    raw = io.BytesIO(b"".join(docker_client.images.get(tag).save(named=True)))
-    with tarfile.open(fileobj=raw) as outer:
-        for member in outer.getmembers():
-            if not member.name.endswith("layer.tar"):
-                continue
-            with tarfile.open(fileobj=outer.extractfile(member)) as layer:
-                for entry in layer.getmembers():
-                    if entry.isfile():
-                        yield member.name, entry.name, layer.extractfile(entry).read()
-
-
 def test_ca_bundle_is_in_no_layer_and_no_history(built, docker_client, marker_ca):
     bundle, marker_pem = marker_ca
     body = "".join(marker_pem.strip().splitlines()[1:-1]).encode()
     needle_lines = [line.encode() for line in marker_pem.strip().splitlines()[1:-1]][:3]
     assert built.results[0]["stages"]["build"]["status"] == "passed"
-    hits = [f"{layer}:{path}" for layer, path, data in _layer_blobs(docker_client, built.tag)
-            if any(n in data for n in needle_lines) or body in data]
+    hits = image_scan.holding(built.tag, [*needle_lines, body])
     assert hits == [], f"the CA bundle leaked into: {hits}"
     history = json.dumps(docker_client.images.get(built.tag).history())
     assert "marker" not in history and str(bundle) not in history

@@ -25,8 +25,6 @@ import hashlib
 import http.server
 import re
 import struct
-import subprocess
-import tarfile
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -45,6 +43,7 @@ from oota.net import without_credentials
 from oota.plan import plan, select
 from oota.report.write import write_report
 from oota.results.store import load
+from tests import image_scan
 from tests.conftest import skip_for_host
 from tests.engines import host_address
 from tests.runs import build_cells
@@ -262,26 +261,7 @@ def no_canary_anywhere(root: Path, result: dict[str, Any]) -> None:
                if p.is_file()] + [root / "history.db"]
     assert len(written) > 10
     assert [p for p in written if CANARY.encode() in p.read_bytes()] == []
-    assert layers_holding(result["image"]["tag"], CANARY.encode()) == []
-
-
-def layers_holding(tag: str, needle: bytes) -> list[str]:
-    """Every member of ``docker save TAG`` (each layer, the config with its history and
-    labels, the manifest) whose bytes hold ``needle``."""
-    found = []
-    with subprocess.Popen(["docker", "save", tag], stdout=subprocess.PIPE) as proc:
-        assert proc.stdout is not None
-        with tarfile.open(fileobj=proc.stdout, mode="r|") as archive:
-            for member in archive:
-                handle = archive.extractfile(member) if member.isfile() else None
-                tail = b""
-                while handle is not None and (chunk := handle.read(1 << 20)):
-                    if needle in tail + chunk:
-                        found.append(member.name)
-                        break
-                    tail = chunk[-len(needle):]
-    assert proc.returncode == 0
-    return found
+    assert image_scan.holding(result["image"]["tag"], [CANARY.encode()]) == []
 
 
 def test_a_stale_nightly_fails_the_age_check(engine: Any, run_id: str, indexes: dict[str, str],
