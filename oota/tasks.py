@@ -398,17 +398,20 @@ def test(c: Context, r: TestRequest) -> None:
     """Run the test suite: unit tests first, then the browser and Docker tests.
 
     Two pytest sessions (order and clean-up in tests/conftest.py): the unit and browser tests
-    on every CPU (pytest-xdist), then, only when they all passed, the Docker tests on three
-    workers, each taking one share of the files (tests/docker/conftest.py); neither session
-    leaves anything in /tmp. The checkout's Python files are byte-compiled first."""
+    on one pytest-xdist worker more than the CPUs, then, only when they all passed, the Docker
+    tests on three workers, each taking one share of the files (tests/docker/conftest.py);
+    neither session leaves anything in /tmp. The checkout's Python files are byte-compiled first."""
     from oota.testrun import byte_compile
 
     selected = ["-k", r.k] if r.k else []   # argv lists: -k text never reaches a shell
     pytest = [sys.executable, "-m", "pytest"]
     byte_compile(Path.cwd())
     passed = (0, NO_TESTS_COLLECTED) if r.k else (0,)   # -k may select none of a group
+    # One worker more than the CPUs: the unit phase's tests often wait (on a subprocess, a
+    # PostgreSQL server, a deadline), and with one per CPU a 2-core machine stood 13% idle.
+    workers = str((os.cpu_count() or 1) + 1)
     code = subprocess.call([*pytest, "-m", "not docker and not network and not xla", "-n",
-                            "auto", *selected])
+                            workers, *selected])
     if code not in passed:
         if r.docker:
             print("unit or browser tests failed: the Docker tests were not started (fix those "
