@@ -34,7 +34,7 @@ def _found(handle: IO[bytes], needles: tuple[bytes, ...]) -> bool:
     return False
 
 
-def _layer_folders(tag: str) -> list[Path] | None:
+def layer_folders(tag: str) -> list[Path] | None:
     """The image's overlay2 layer folders (each a layer's ``diff``), base first; None where
     the Engine stores layers otherwise or this process cannot read them."""
     out = subprocess.run(["docker", "image", "inspect", "--format", "{{json .GraphDriver}}",
@@ -69,7 +69,7 @@ def _config_text(tag: str) -> str:
     return inspect + history
 
 
-def _saved_members_holding(tag: str, needles: tuple[bytes, ...]) -> list[str]:
+def saved_members_holding(tag: str, needles: tuple[bytes, ...]) -> list[str]:
     """Every member of ``docker save TAG`` (each layer, the config, the manifest) whose bytes
     hold one of ``needles``."""
     found = []
@@ -89,9 +89,9 @@ def holding(tag: str, needles: Iterable[bytes]) -> list[str]:
     (base layer 0), ``config`` for the config or history; [] when nowhere."""
     wanted = tuple(n for n in needles if n)
     assert wanted, "nothing to look for"
-    folders = _layer_folders(tag)
+    folders = layer_folders(tag)
     if folders is None:
-        return _saved_members_holding(tag, wanted)
+        return saved_members_holding(tag, wanted)
     found = []
     for index, folder in enumerate(folders):
         for path in _files(folder):
