@@ -17,7 +17,7 @@ import subprocess
 import tarfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 CHUNK = 1 << 20
 
@@ -34,12 +34,21 @@ def _found(handle: IO[bytes], needles: tuple[bytes, ...]) -> bool:
     return False
 
 
+def _inspect(tag: str) -> tuple[dict[str, Any], str]:
+    """The image's ``docker image inspect`` object, and the output as the Engine gave it."""
+    out = subprocess.run(["docker", "image", "inspect", tag], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    return json.loads(out)[0], out
+
+
 def layer_folders(tag: str) -> list[Path] | None:
     """The image's overlay2 layer folders (each a layer's ``diff``), base first; None where
     the Engine stores layers otherwise or this process cannot read them."""
-    out = subprocess.run(["docker", "image", "inspect", "--format", "{{json .GraphDriver}}",
-                          tag], capture_output=True, text=True, timeout=60, check=True).stdout
-    driver = json.loads(out)
+    return _folders(_inspect(tag)[0])
+
+
+def _folders(image: dict[str, Any]) -> list[Path] | None:
+    driver = image.get("GraphDriver") or {}
     data = driver.get("Data") or {}
     if driver.get("Name") != "overlay2" or not data.get("UpperDir"):
         return None
@@ -60,13 +69,10 @@ def _files(folder: Path) -> Iterator[Path]:
                 yield path
 
 
-def _config_text(tag: str) -> str:
-    """The image's config and history as the Engine gives them."""
-    inspect = subprocess.run(["docker", "image", "inspect", tag], capture_output=True,
-                             text=True, timeout=60, check=True).stdout
-    history = subprocess.run(["docker", "history", "--no-trunc", "--format", "{{json .}}", tag],
-                             capture_output=True, text=True, timeout=60, check=True).stdout
-    return inspect + history
+def _history_text(tag: str) -> str:
+    """The image's history as the Engine gives it (each step's command, untruncated)."""
+    return subprocess.run(["docker", "history", "--no-trunc", "--format", "{{json .}}", tag],
+                          capture_output=True, text=True, timeout=60, check=True).stdout
 
 
 def saved_members_holding(tag: str, needles: tuple[bytes, ...]) -> list[str]:
@@ -89,7 +95,8 @@ def holding(tag: str, needles: Iterable[bytes]) -> list[str]:
     (base layer 0), ``config`` for the config or history; [] when nowhere."""
     wanted = tuple(n for n in needles if n)
     assert wanted, "nothing to look for"
-    folders = layer_folders(tag)
+    image, inspected = _inspect(tag)
+    folders = _folders(image)
     if folders is None:
         return saved_members_holding(tag, wanted)
     found = []
@@ -98,7 +105,7 @@ def holding(tag: str, needles: Iterable[bytes]) -> list[str]:
             with path.open("rb") as handle:
                 if _found(handle, wanted):
                     found.append(f"layer {index}:/{path.relative_to(folder)}")
-    text = _config_text(tag).encode()
+    text = (inspected + _history_text(tag)).encode()
     if any(n in text for n in wanted):
         found.append("config")
     return found
