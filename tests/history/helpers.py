@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from oota.results.model import Result
+from tests import forkcli
 from tests.conftest import REPO
 from tests.unit.test_report import case, make_result, model_test, refresh
 
@@ -42,6 +43,6 @@ def invoke(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None
            ) -> subprocess.CompletedProcess[str]:
     """`invoke ARGS` as a user runs it, from the checkout (this checkout's oota first)."""
     path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), *args], cwd=cwd,
-                          text=True, capture_output=True, timeout=180, check=False,
-                          env={**os.environ, "PYTHONPATH": path, **(env or {})})
+    return forkcli.run([sys.executable, "-m", "invoke", "-r", str(REPO), *args], cwd=cwd,
+                       text=True, capture_output=True, timeout=180, check=False,
+                       env={**os.environ, "PYTHONPATH": path, **(env or {})})

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import forkcli
+
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CELL = "cpu-torch2.13.0-py3.11-debian12"
 LOCK = Path("locks/cpu") / f"{DEFAULT_CELL}.txt"
@@ -377,7 +379,7 @@ def oota(root: Path, *args: str, denied: bool = False, module: str = "oota",
     if denied and os.geteuid() == 0:
         # root reads any file whatever its mode; without these two capabilities it cannot.
         argv = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", *argv]
-    return subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    return forkcli.run(argv, cwd=root, env=env, capture_output=True, text=True, timeout=120)
 
 
 def assert_one_clear_message(stderr: str) -> None:

@@ -6,7 +6,6 @@ same canary (every layer, results, reports, history) is tests/docker/test_nightl
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from oota.execute.sources import resolve_sources
 from oota.net import netrc_for
 from oota.plan import plan, select
 from oota.render import context_files, render_all
+from tests import forkcli
 
 REPO = Path(__file__).resolve().parents[2]
 CANARY = "canary-Pw-4f9e1c"
@@ -43,9 +43,9 @@ def secret_project(project):
 
 
 def test_no_generated_file_holds_the_canary(secret_project):
-    proc = subprocess.run([sys.executable, "-m", "oota", "generate"], cwd=secret_project.root,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
-                          text=True, timeout=120)
+    proc = forkcli.run([sys.executable, "-m", "oota", "generate"], cwd=secret_project.root,
+                       env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                       text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     written = [p for p in (secret_project.root / "images").rglob("*") if p.is_file()]
     assert len(written) >= 4  # two cells at least, a Dockerfile and a cell.json each

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from oota.api.reports import report
 from oota.api.requests import ReportRequest
 from oota.errors import InputError
 from oota.report import crcr
+from tests import forkcli
 from tests.reports import build_report
 from tests.unit.test_report import NOW, case, make_result, refresh, typed, write_results
 
@@ -158,7 +158,7 @@ def test_format_crcr_through_the_command(tmp_path: Path) -> None:
                                                    honest("unsupported-here", "3.13")])
     out = tmp_path / "reports"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GITHUB_")}
-    proc = subprocess.run(
+    proc = forkcli.run(
         [sys.executable, "-m", "oota", "report", "--results", str(results), "--out", str(out),
          "--format", "crcr", "--artifact-url", "https://lab.example/run/9"],
         cwd=REPO, text=True, capture_output=True, timeout=120, check=False,

@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -34,6 +33,7 @@ from oota.plan import plan
 from oota.results.assemble import assemble, cell_ref, now
 from oota.results.model import Host, Image, Sealed, Stage, TestOutcome, VendorCheck
 from oota.results.store import load, save
+from tests import forkcli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -384,8 +384,8 @@ def test_a_silent_engine_gets_its_docker_commands_stopped(monkeypatch):
 def test_fleet_flags_are_checked_before_docker_is_contacted(project, argv, message):
     """Exit 2, one line, nothing written (DOCKER_HOST points nowhere: it must not matter)."""
     env = {**os.environ, "DOCKER_HOST": "tcp://127.0.0.1:1", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "oota", "-r", str(REPO), *argv], env=env,
-                          capture_output=True, text=True, cwd=project.root, timeout=120)
+    proc = forkcli.run([sys.executable, "-m", "oota", "-r", str(REPO), *argv], env=env,
+                       capture_output=True, text=True, cwd=project.root, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines()[0].startswith(message), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from oota.results.store import RESULT_FILE, save
+from tests import forkcli
 from tests.conftest import REPO
 from tests.unit.test_report import make_result, sample_results, typed, write_results
 
@@ -37,9 +38,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 def oota(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "oota", *args], cwd=REPO, text=True,
-                          capture_output=True, timeout=120, check=False,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    return forkcli.run([sys.executable, "-m", "oota", *args], cwd=REPO, text=True,
+                       capture_output=True, timeout=120, check=False,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 def fill(disk: Path, leave: int) -> None:

@@ -27,6 +27,7 @@ from oota import github
 from oota.config.vendors import HOSTED_RUNNER, SCHEMA_FILE, discover, load_vendor
 from oota.config.yamlsrc import load_yaml
 from oota.errors import EXIT_BAD_INPUT, InputError, MatrixError
+from tests import forkcli
 
 REPO = Path(__file__).resolve().parents[2]
 # The page that says how each action pin was checked (the docs' GitHub Actions guide).
@@ -39,8 +40,8 @@ EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 
 def oota(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "DOCKER_HOST": "unix:///nonexistent"}
-    return subprocess.run([sys.executable, "-m", "oota", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return forkcli.run([sys.executable, "-m", "oota", *args], cwd=cwd, env=env,
+                       capture_output=True, text=True, timeout=120)
 
 
 def github_matrix(*args: str, cwd: Path = REPO) -> dict[str, Any]:

@@ -15,12 +15,13 @@ import tomllib
 import yaml
 
 from oota import resources
+from tests import forkcli
 from tests.conftest import REPO
 
 
 def oota(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "oota", *args], cwd=cwd, capture_output=True,
-                          text=True)
+    return forkcli.run([sys.executable, "-m", "oota", *args], cwd=cwd, capture_output=True,
+                       text=True)
 
 
 def test_the_shipped_folders_are_found() -> None:

@@ -6,7 +6,6 @@ the real judge runs in the docker tests, on the H100 recordings."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from oota.api import runs
 from oota.engine.base import RunOutcome, RunRequest
 from oota.errors import EnvironmentProblem, InputError
 from oota.execute import judge
+from tests import forkcli
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = [sys.executable, "-m", "oota"]
@@ -192,13 +192,13 @@ def test_the_default_image_is_the_cpu_vendors_default_cell() -> None:
 def test_the_task_prints_one_line_per_case_and_exits_1_on_a_failure(
         tmp_path: Path, recording: Path) -> None:
     python = stand_in(tmp_path, CASES)
-    proc = subprocess.run([*TASKS, "judge", str(recording), "--python", str(python)],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    proc = forkcli.run([*TASKS, "judge", str(recording), "--python", str(python)],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.splitlines() == [judge.Judged.from_json(c).line() for c in CASES]
     assert MOVED in proc.stderr
-    quiet = subprocess.run([*TASKS, "judge", str(recording), "--python", str(python),
-                            "--quiet"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    quiet = forkcli.run([*TASKS, "judge", str(recording), "--python", str(python),
+                         "--quiet"], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert quiet.stdout.splitlines() == [judge.Judged.from_json(CASES[1]).line()]
 
 
@@ -221,12 +221,12 @@ def test_with_check_only_a_moved_verdict_exits_1(tmp_path: Path, recording: Path
     known failure that did not move exits 0."""
     unmoved = [{**CASES[1], "moved": False, "recorded": {"status": "failed"}}]
     python = stand_in(tmp_path, unmoved, code=0)
-    proc = subprocess.run([*TASKS, "judge", str(recording), "--python", str(python), "--check"],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    proc = forkcli.run([*TASKS, "judge", str(recording), "--python", str(python), "--check"],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr
     moved = stand_in(tmp_path, CASES, code=1)
-    proc = subprocess.run([*TASKS, "judge", str(recording), "--python", str(moved), "--check"],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    proc = forkcli.run([*TASKS, "judge", str(recording), "--python", str(moved), "--check"],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 1 and MOVED in proc.stderr
 
 
@@ -236,8 +236,8 @@ def test_a_case_that_cannot_be_judged_is_named_and_exits_2(tmp_path: Path,
              "message": "a.pt: case 3: not a case this judge reads: sample inf is not a whole "
                         "number from 0 to 10000000", "moved": True, "recorded": {}}
     python = stand_in(tmp_path, [CASES[0], error, CASES[1]], code=2)
-    proc = subprocess.run([*TASKS, "judge", str(recording), "--python", str(python), "--quiet"],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    proc = forkcli.run([*TASKS, "judge", str(recording), "--python", str(python), "--quiet"],
+                       capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert proc.stdout.splitlines()[0].startswith("ERROR    a.pt: case 3: not a case")
     assert "FAILED   tanh (float32)" in proc.stdout  # the case after it is still judged

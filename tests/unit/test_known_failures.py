@@ -28,6 +28,7 @@ from oota.execute.build import BuildOptions
 from oota.execute.issueskips import FRESH_S, VARIABLE, cache_file, read_known_failures
 from oota.plan import plan
 from oota.project import Project
+from tests import forkcli
 from tests.runs import build_cells
 from tests.unit.test_interrupts import FakeEngine
 from tests.unit.test_vendor_schema import copy_vendor, problems_of
@@ -320,9 +321,9 @@ def test_the_command_reads_the_tracker_now_and_lists_what_the_next_run_applies(
     env = {**os.environ, "GITHUB_API_URL": tracker.url, "GITHUB_TOKEN": TOKEN}
 
     def command(*extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "oota", "known-failures", "--vendor", "cpu",
-                               *extra], cwd=project.root, env=env, capture_output=True,
-                              text=True, check=False)
+        return forkcli.run([sys.executable, "-m", "oota", "known-failures", "--vendor", "cpu",
+                            *extra], cwd=project.root, env=env, capture_output=True,
+                           text=True, check=False)
 
     listed = command()
     assert listed.returncode == 0, listed.stderr
@@ -339,6 +340,6 @@ def test_the_command_reads_the_tracker_now_and_lists_what_the_next_run_applies(
     offline = command()
     assert offline.returncode == 1 and "offline (HTTP 500)" in offline.stderr
     assert len(offline.stdout.splitlines()) == 3    # the cached list, still shown
-    unknown = subprocess.run([sys.executable, "-m", "oota", "known-failures", "--vendor", "cuda"],
-                             cwd=project.root, env=env, capture_output=True, text=True)
+    unknown = forkcli.run([sys.executable, "-m", "oota", "known-failures", "--vendor", "cuda"],
+                          cwd=project.root, env=env, capture_output=True, text=True)
     assert unknown.returncode == 2 and "--vendor cuda: not a vendor of" in unknown.stderr

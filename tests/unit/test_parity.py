@@ -18,6 +18,7 @@ import pytest
 from oota.api.reports import report
 from oota.report import parity
 from oota.report.recorded import RecordedCase, Recording, RecordingError, read, recordings
+from tests import forkcli
 from tests.reports import build_report
 from tests.unit.test_report import NOW, make_result, typed, write_results
 from tests.unit.test_scorecard import DEVICE, pair
@@ -169,7 +170,7 @@ def test_report_parity_writes_the_table_everywhere(tmp_path: Path) -> None:
 
 def test_a_bad_parity_file_is_exit_2_naming_it(tmp_path: Path) -> None:
     results = write_results(tmp_path / "results", vendor_results())
-    done = subprocess.run(
+    done = forkcli.run(
         [sys.executable, "-m", "oota", "report", "--results", str(results), "--out",
          str(tmp_path / "reports"), "--no-history", "--parity", str(tmp_path / "nope.pt")],
         cwd=REPO, capture_output=True, text=True, timeout=300, check=False)

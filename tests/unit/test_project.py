@@ -6,7 +6,6 @@ the report marked against lab/matrix.yaml as ``report --matrix`` marks it."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from oota.api.requests import (
 from oota.api.runs import Ran
 from oota.project import Project, command_name
 from oota.results.model import Result
+from tests import forkcli
 from tests.conftest import REPO
 from tests.unit.test_report import make_result, write_results
 
@@ -97,8 +97,8 @@ def test_the_command_named_is_the_one_the_folder_has(tmp_path: Path) -> None:
 
 
 def test_init_elsewhere_names_the_command_and_the_folders_of_that_project(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "oota", "init", "--vendor", "acme", "--matrix",
-                           "lab/matrix.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    proc = forkcli.run([sys.executable, "-m", "oota", "init", "--vendor", "acme", "--matrix",
+                        "lab/matrix.yaml"], cwd=tmp_path, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == ("next: oota build --vendor acme --matrix "
                                             "lab/matrix.yaml, then open lab/reports/index.html")

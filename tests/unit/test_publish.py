@@ -7,7 +7,6 @@ import dataclasses
 import io
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from oota.render import context_files, fingerprint, render_cell
 from oota.results.assemble import assemble, cell_ref, now
 from oota.results.model import Host, Image, Sealed, Stage, TestOutcome
 from oota.results.store import load, save
+from tests import forkcli
 
 REPO = Path(__file__).resolve().parents[2]
 DIGEST = "sha256:" + "ab" * 32
@@ -168,10 +168,10 @@ def test_publish_refuses_with_exit_1_and_one_line_per_cell(project):
     (Docker answers here or not: a missing engine is exit 3, which the test accepts only if
     no engine runs)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "oota", "-r", str(REPO), "publish",
-                           "--registry", "127.0.0.1:1", "--vendor", "cpu", "--all"],
-                          env=env, capture_output=True, text=True, cwd=project.root,
-                          timeout=120)
+    proc = forkcli.run([sys.executable, "-m", "oota", "-r", str(REPO), "publish",
+                        "--registry", "127.0.0.1:1", "--vendor", "cpu", "--all"],
+                       env=env, capture_output=True, text=True, cwd=project.root,
+                       timeout=120)
     if proc.returncode == 3:
         pytest.skip(f"no Docker Engine here: {proc.stderr.strip()}")
     assert proc.returncode == 1, proc.stderr
@@ -256,7 +256,7 @@ def test_build_sign_publish_then_a_merge_checks_the_signature(project, tmp_path,
                               signer=Signer(key=key))
     assert outcome.status == "pushed" and not outcome.unsigned_result
     assert load(folder / "result.json").image.published  # the push is in the signed result
-    merged = subprocess.run(
+    merged = forkcli.run(
         [sys.executable, "-m", "oota", "report", "--merge", "results", "--key",
          str(keys.public), "--no-history"], cwd=tmp_path, capture_output=True, text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)

@@ -16,6 +16,7 @@ from oota.api import flags
 from oota.engine import connect, docker as docker_engine
 from oota.engine.base import Endpoint
 from oota.errors import EnvironmentProblem, InputError
+from tests import forkcli
 from tests.engines import free_port
 from tests.misbehaving import misbehaving
 
@@ -44,9 +45,9 @@ def test_a_malformed_host_is_bad_input(text):
 
 
 def _pull(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "oota", "-r", str(REPO), "pull", *args],
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
-                          text=True, cwd=cwd, timeout=120)
+    return forkcli.run([sys.executable, "-m", "oota", "-r", str(REPO), "pull", *args],
+                       env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                       text=True, cwd=cwd, timeout=120)
 
 
 def test_the_command_line_says_which_host_is_wrong_or_silent(tmp_path):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import subprocess
 import sys
 
 import pytest
@@ -14,6 +13,7 @@ from invoke import Collection
 from invoke.tasks import Task
 
 import tasks
+from tests import forkcli
 from tests.conftest import REPO
 
 COLLECTION = Collection.from_module(tasks)
@@ -183,8 +183,8 @@ MAX_CELL = 250
 def test_task_help_prints_help_and_runs_nothing(task: str) -> None:
     """README says `./oota.sh TASK --help` shows a task's flags; invoke read it as the value
     of publish's, pull's and history's first argument and ran the task."""
-    run = subprocess.run([sys.executable, "-m", "oota", task, "--help"], cwd=REPO,
-                         capture_output=True, text=True, timeout=60)
+    run = forkcli.run([sys.executable, "-m", "oota", task, "--help"], cwd=REPO,
+                      capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith(f"Usage: oota [--core-opts] {task} ")
     assert "Options:" in run.stdout and run.stderr == ""

@@ -37,6 +37,7 @@ from oota.plan import plan, select
 from oota.releases.command import run
 from oota.releases.errors import BadAnswer, IndexProblem, NotOnIndex
 from oota.releases.index import SIMPLE_JSON
+from tests import forkcli
 from tests.conftest import write_vendor_project
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -227,8 +228,8 @@ def matrix_file(tmp_path: Path) -> Path:
 def invoke(*args: str) -> subprocess.CompletedProcess[str]:
     """``invoke release-check ARGS`` as a user runs it, from this checkout."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "invoke", "release-check", *args],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    return forkcli.run([sys.executable, "-m", "invoke", "release-check", *args],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:

@@ -19,6 +19,7 @@ from oota.config.names import NAME_RULE
 from oota.errors import InputError
 from oota.plan import plan
 from oota.render import check, context_files, fingerprint, render_all, render_cell, write_all
+from tests import forkcli
 from tests.conftest import BASE_MATRIX
 
 REPO = Path(__file__).resolve().parents[2]
@@ -577,8 +578,8 @@ def invoke_generate(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`invoke generate` as a user runs it, in ``root``, with this checkout's oota."""
     shutil.copy(REPO / "tasks.py", root / "tasks.py")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "invoke", "generate", *args], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return forkcli.run([sys.executable, "-m", "invoke", "generate", *args], cwd=root, env=env,
+                       capture_output=True, text=True, timeout=120)
 
 
 def _files_under(folder: Path) -> set[Path]:

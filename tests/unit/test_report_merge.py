@@ -20,6 +20,7 @@ from oota.report.markdown import to_markdown
 from oota.report.rows import Origin
 from oota.report.write import write_report
 from oota.results.model import Result
+from tests import forkcli
 from tests.unit.test_report import case, make_result, refresh, write_results
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,9 +60,9 @@ def plain(report: Report) -> Any:
 
 def oota(*args: str) -> subprocess.CompletedProcess[str]:
     """`oota ARGS` as a user runs it, from the checkout."""
-    return subprocess.run([sys.executable, "-m", "oota", *args], cwd=REPO, text=True,
-                          capture_output=True, timeout=120, check=False,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    return forkcli.run([sys.executable, "-m", "oota", *args], cwd=REPO, text=True,
+                       capture_output=True, timeout=120, check=False,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 # -- grouping copies ----------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from oota.engine.base import RegistryAuth
 from oota.errors import InputError
 from oota.supply.signing import PrivateKey
 from oota.tasking import bind, request_of
+from tests import forkcli
 from tests.conftest import REPO
 
 TASKS = {name: getattr(tasks, name) for name in dir(tasks)
@@ -119,8 +120,8 @@ def test_importing_the_tasks_loads_no_large_library() -> None:
 def test_help_lists_every_flag_with_its_text() -> None:
     """`oota TASK --help` shows the table's help for each flag: oota builds a parser of its
     own before invoke's, which used to use the help up (the flags were listed bare)."""
-    run = subprocess.run([sys.executable, "-m", "oota", "build", "--help"], cwd=REPO,
-                         capture_output=True, text=True, check=True)
+    run = forkcli.run([sys.executable, "-m", "oota", "build", "--help"], cwd=REPO,
+                      capture_output=True, text=True, check=True)
     text = " ".join(run.stdout.split())
     helps = dict(flags_of(BuildRequest))
     for name in ("ca_bundle", "registry_mirror", "vendor", "jobs"):
@@ -135,15 +136,15 @@ def test_dash_h_is_help_for_every_task() -> None:
     for name, task in TASKS.items():
         names = {n for argument in task.get_arguments() for n in argument.names}
         assert "h" not in names, name
-    run = subprocess.run([sys.executable, "-m", "oota", "pull", "-h"], cwd=REPO,
-                         capture_output=True, text=True)
+    run = forkcli.run([sys.executable, "-m", "oota", "pull", "-h"], cwd=REPO,
+                      capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "--host=STRING" in run.stdout and "Usage: oota" in run.stdout
 
 
 def test_a_bad_flag_is_refused_before_the_task_runs() -> None:
-    run = subprocess.run([sys.executable, "-m", "oota", "matrix", "--format", "yaml"],
-                         cwd=REPO, capture_output=True, text=True)
+    run = forkcli.run([sys.executable, "-m", "oota", "matrix", "--format", "yaml"],
+                      cwd=REPO, capture_output=True, text=True)
     assert run.returncode == 2
     assert run.stderr.startswith("error: --format 'yaml' is not one of table, json, github")
 
@@ -162,8 +163,8 @@ def test_every_short_flag_is_read_as_its_long_one() -> None:
                 assert command_line_problem(words, contexts) is None, (name, short)
                 seen += 1
     assert seen > 20
-    run = subprocess.run([sys.executable, "-m", "oota", "matrix", "-f", "yaml"],
-                         cwd=REPO, capture_output=True, text=True)
+    run = forkcli.run([sys.executable, "-m", "oota", "matrix", "-f", "yaml"],
+                      cwd=REPO, capture_output=True, text=True)
     assert run.returncode == 2, run.stderr
     assert run.stderr.startswith("error: --format 'yaml' is not one of"), run.stderr
 
@@ -186,8 +187,8 @@ def test_a_reader_that_closes_the_pipe_ends_the_command_quietly() -> None:
 def test_plain_invoke_never_runs_a_task_with_help_as_its_value(task: str) -> None:
     """Plain invoke reads `invoke publish --help` as publish's REGISTRY being '--help' (`oota`
     prints the help itself): the task refuses it instead of publishing to '--help'."""
-    run = subprocess.run([sys.executable, "-m", "invoke", "-r", str(REPO), task, "--help"],
-                         cwd=REPO, capture_output=True, text=True)
+    run = forkcli.run([sys.executable, "-m", "invoke", "-r", str(REPO), task, "--help"],
+                      cwd=REPO, capture_output=True, text=True)
     assert run.returncode == 2, run.stderr
     assert run.stderr.startswith(f"error: a help flag where {task} takes a value"), run.stderr
     assert "refused" not in run.stdout + run.stderr

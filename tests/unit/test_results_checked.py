@@ -24,6 +24,7 @@ from oota.results.model import Result
 from oota.results.signed import Checker, sign_folder
 from oota.results.store import RESULT_FILE, SIGNATURE_FILE, load, save
 from oota.supply import signing
+from tests import forkcli
 from tests.unit.test_publish import FakeEngine, _cell, _labels
 from tests.unit.test_report import case, make_result, refresh, write_results
 
@@ -59,8 +60,8 @@ def oota(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     if not (cwd / "tasks.py").exists():
         shutil.copy(REPO / "tasks.py", cwd / "tasks.py")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "OOTA_"))}
-    return subprocess.run([sys.executable, "-m", "oota", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120, env=env | {"PYTHONPATH": str(REPO)})
+    return forkcli.run([sys.executable, "-m", "oota", *args], cwd=cwd, capture_output=True,
+                       text=True, timeout=120, env=env | {"PYTHONPATH": str(REPO)})
 
 
 def test_a_forged_pass_is_refused_on_load(tmp_path):

@@ -18,6 +18,7 @@ import pytest
 
 from oota.files import Busy
 from oota.results import store
+from tests import forkcli
 from tests.conftest import REPO
 
 HOLD = """
@@ -78,9 +79,9 @@ def test_a_second_run_into_the_folder_is_told_who_writes_it(tmp_path: Path) -> N
 
 def test_bad_input_takes_no_hold_and_writes_nothing(tmp_path: Path) -> None:
     with holder(tmp_path / "results"):
-        proc = subprocess.run([sys.executable, "-m", "oota", "build", "--vendor", "nope",
-                               "--results", str(tmp_path / "results"), "--no-history"],
-                              cwd=REPO, text=True, capture_output=True, env=ENV, timeout=120)
+        proc = forkcli.run([sys.executable, "-m", "oota", "build", "--vendor", "nope",
+                            "--results", str(tmp_path / "results"), "--no-history"],
+                           cwd=REPO, text=True, capture_output=True, env=ENV, timeout=120)
     assert proc.returncode == 2 and "nope" in proc.stderr and "being written" not in proc.stderr
 
 

@@ -19,6 +19,7 @@ from oota.report.htmlpages import to_html
 from oota.report.markdown import to_markdown
 from oota.report.write import ReportShrinks, write_report
 from oota.results.model import Result
+from tests import forkcli
 from tests.reports import build_report
 from tests.unit.test_report import NOW, case, make_result, refresh, typed, write_results
 
@@ -35,9 +36,9 @@ def interrupted_result() -> dict[str, Any]:
 
 def invoke(*args: str) -> subprocess.CompletedProcess[str]:
     """`invoke ARGS` as a user runs it, from the checkout."""
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, text=True,
-                          capture_output=True, timeout=120, check=False,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    return forkcli.run([sys.executable, "-m", "invoke", *args], cwd=REPO, text=True,
+                       capture_output=True, timeout=120, check=False,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:

@@ -6,7 +6,6 @@ must refuse it as bad input (exit 2) at its line, and run nothing."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from oota.errors import InputError
 from oota.plan import plan
 from oota.render import cell_fingerprint, render_all
 from oota.sandbox import unquoted
+from tests import forkcli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -124,9 +124,9 @@ def test_generate_runs_no_code_of_a_vendor_template(project):
     (project.root / "vendors/cpu/Dockerfile.j2").write_text(vendor_template(
         f"# {{{{ cycler.__init__.__globals__.os.system('touch {marker}') | comment }}}}"))
     (project.root / "tasks.py").write_bytes((REPO / "tasks.py").read_bytes())
-    proc = subprocess.run([sys.executable, "-m", "oota", "generate"], cwd=project.root,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
-                          text=True, timeout=120)
+    proc = forkcli.run([sys.executable, "-m", "oota", "generate"], cwd=project.root,
+                       env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                       text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("error: vendors/cpu/Dockerfile.j2:3: template error: access "
                                   "to attribute '__init__' of 'type' object is unsafe")

@@ -31,7 +31,7 @@ from oota.results.store import load, save
 from oota.supply import cosign, signing
 from oota.supply.registry import Reference, RegistryClient, RegistryError, docker_config_auth
 from oota.supply.runflags import LABEL as RUN_FLAGS
-from tests import registry_server
+from tests import forkcli, registry_server
 
 INVENTORY = {"os": {"id": "debian", "version_id": "12"}, "debs": [["libc6", "2.36", "amd64"]],
              "python": [{"name": "torch", "version": "2.13.0+cpu", "record_sha256": "1" * 64,
@@ -300,9 +300,9 @@ def test_docker_config_credentials_are_used(tmp_path):
 
 
 def _oota(*args: str, cwd) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "oota", "-r", str(REPO), *args],
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
-                          text=True, cwd=cwd, timeout=120)
+    return forkcli.run([sys.executable, "-m", "oota", "-r", str(REPO), *args],
+                       env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                       text=True, cwd=cwd, timeout=120)
 
 
 def test_keygen_and_pull_from_the_command_line(server, tmp_path):

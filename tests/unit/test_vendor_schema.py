@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ import yaml
 from oota.config.vendors import SCHEMA_FILE, VENDOR_NAME, discover, load_vendor, schema
 from oota.config.yamlsrc import load_yaml
 from oota.errors import EXIT_BAD_INPUT, MatrixError
+from tests import forkcli
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = discover(REPO / "vendors")
@@ -311,8 +311,8 @@ def test_invoke_matrix_exits_2_and_names_the_typo(tmp_path: Path) -> None:
     rocm = tmp_path / "vendors" / "rocm" / "vendor.yaml"
     rocm.write_text(rocm.read_text().replace("  dtypes: [", "  dtyeps: ["))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "invoke", "matrix"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = forkcli.run([sys.executable, "-m", "invoke", "matrix"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert re.search(r"vendors/rocm/vendor\.yaml:\d+:3: verify\.dtyeps: unknown key 'dtyeps'; "
                      r"did you mean 'dtypes'\?", proc.stderr), proc.stderr
