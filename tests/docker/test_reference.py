@@ -188,24 +188,43 @@ def test_a_refdev_hidden_from_its_container_fails_the_cell(reference_built, dock
     assert overall_status(outcomes, {}) == "failed"
 
 
-def test_ops_layer_catches_an_operator_broken_on_purpose(reference_built, docker_client,
-                                                        tmp_path):
-    """refdev with tanh made wrong (REFDEV_WRONG_OP): the ops layer fails tanh in every dtype,
-    and tanhshrink, which calls it (added to the must-pass list here so that a budget of 0 s
-    runs it), says it fails through tanh; none of the other operators run beside them fails.
-    The run's recording judged again gives the same verdicts.
-
-    The must-pass list is cut to tanh and the operators of ``BESIDE_TANH`` (with tanhshrink):
-    the whole list takes twice as long on refdev (49 s against 24 s, idle), and it already
-    runs, unbroken, in the session's verification of the reference cell."""
-    must = tmp_path / "must-pass.yaml"
+@pytest.fixture(scope="module")
+def tanh_broken(reference_built, docker_client, tmp_path_factory) -> dict[str, object]:
+    """refdev with tanh made wrong (REFDEV_WRONG_OP), its ops layer run twice: judged by the
+    pytest process and one worker (``w1``, the Docker tests' default) and by two workers
+    (``w2``), every case recorded (OOTA_RECORD_EVERY=1); then both recordings judged again in one
+    judge container. The must-pass list is cut to tanh, tanhshrink (which calls it; added so that
+    a budget of 0 s runs it) and the operators of ``BESIDE_TANH``: the whole list takes twice
+    as long on refdev (49 s against 24 s, idle), and it already runs, unbroken, in the
+    session's verification of the reference cell. (Two tests read these runs: a run of each
+    for each test cost two more containers, each importing torch and op_db.)"""
+    root = tmp_path_factory.mktemp("tanh")
+    must = root / "must-pass.yaml"
     must.write_text(must_pass_of(BESIDE_TANH | {"tanh"})
                     + "- op: nn.functional.tanhshrink\n  reason: built on tanh (this test)\n")
     must.chmod(0o644)
-    tests = _verify_refdev(
-        docker_client, reference_built, tmp_path, "oota-verify --layer ops",
-        {"REFDEV_WRONG_OP": "tanh", "OOTA_OPS_BUDGET_S": "0"},
-        {str(must): {"bind": "/opt/oota/verify/ops-must-pass.yaml", "mode": "ro"}})
+    mount = {str(must): {"bind": "/opt/oota/verify/ops-must-pass.yaml", "mode": "ro"}}
+    runs: dict[str, object] = {}
+    for workers in ("1", "2"):
+        folder = root / f"w{workers}"
+        folder.mkdir()
+        runs[f"w{workers}"] = _verify_refdev(
+            docker_client, reference_built, folder, "oota-verify --layer ops",
+            {"OOTA_OPS_BUDGET_S": "0", "OOTA_OPS_WORKERS": workers, "OOTA_RECORD_EVERY": "1",
+             "REFDEV_WRONG_OP": "tanh"}, mount)
+    replay = judge([str(root / f"w{w}" / "out" / CASES_FILE) for w in ("1", "2")],
+                   python=None, image=reference_built.tag,
+                   matrix_path=str(REPO / "matrix.yaml"), check=True)
+    runs["replay"] = {w: [c for c in replay.cases if Path(c.file).parent.parent.name == w]
+                      for w in ("w1", "w2")}
+    return runs
+
+
+def test_ops_layer_catches_an_operator_broken_on_purpose(tanh_broken):
+    """refdev with tanh made wrong: the ops layer fails tanh in every dtype, and tanhshrink,
+    which calls it, says it fails through tanh; none of the other operators run beside them
+    fails. The run's recording judged again gives the same verdicts."""
+    tests = tanh_broken["w1"]
     failed = {t["id"]: t for t in tests if t["status"] == "failed"}
     tanh = [t for t in tests if "[tanh-" in t["id"]]
     assert tanh and all(t["status"] == "failed" for t in tanh), tanh  # every dtype
@@ -224,11 +243,9 @@ def test_ops_layer_catches_an_operator_broken_on_purpose(reference_built, docker
     assert len(matched) > 30
     on_host = {t["data"]["op"] for t in matched if t["data"].get("ran_on") == "cpu"}
     assert {"mm", "add", "softmax"} <= on_host, on_host
-    replay = judge([str(tmp_path / "out" / CASES_FILE)], python=None,
-                       image=reference_built.tag, matrix_path=str(REPO / "matrix.yaml"),
-                       check=True)
-    assert replay.moved == 0
-    assert replay.count("failed") == len(failed)
+    cases = tanh_broken["replay"]["w1"]
+    assert cases and not any(c.moved for c in cases)
+    assert sum(c.status == "failed" for c in cases) == len(failed)
 
 
 def test_a_small_bias_in_an_operator_the_models_use_fails_training(reference_built,
@@ -259,76 +276,58 @@ def _timeless(data: dict | None) -> dict | None:
                                  for a in data["attempts"]]}
 
 
-def test_the_ops_layer_on_two_workers_gives_one_workers_results(reference_built, docker_client,
-                                                                tmp_path):
+def test_the_ops_layer_on_two_workers_gives_one_workers_results(tanh_broken):
     """The ops layer's pairs judged by two worker processes (OOTA_OPS_WORKERS=2) and by the
-    pytest process alone, with refdev's tanh broken: the same tests in the same order with the
-    same verdicts and records (coverage included), and the same cases recorded (each pair's
-    samples come from its own seed, whichever process makes them)."""
-    must = tmp_path / "must-pass.yaml"
-    must.write_text(must_pass_of({"tanh", "mul", "sum", "exp"}))  # a short run, twice
-    must.chmod(0o644)
-    mount = {str(must): {"bind": "/opt/oota/verify/ops-must-pass.yaml", "mode": "ro"}}
-    runs = {}
-    for workers in ("1", "2"):
-        folder = tmp_path / f"w{workers}"
-        folder.mkdir()
-        tests = _verify_refdev(docker_client, reference_built, folder, "oota-verify --layer ops",
-                               {"OOTA_OPS_BUDGET_S": "0", "OOTA_OPS_WORKERS": workers,
-                                "OOTA_RECORD_EVERY": "1", "REFDEV_WRONG_OP": "tanh"}, mount)
-        runs[workers] = [(t["id"], t["status"], t["message"], _timeless(t.get("data")))
-                         for t in tests]
-    failed = [t[0] for t in runs["1"] if t[1] == "failed"]
-    assert failed and all("[tanh-" in t for t in failed), failed
-    assert runs["2"] == runs["1"]
-    # Both recordings judged again in one judge container (each case names its file).
-    replay = judge([str(tmp_path / f"w{w}" / "out" / CASES_FILE) for w in ("1", "2")],
-                   python=None, image=reference_built.tag,
-                   matrix_path=str(REPO / "matrix.yaml"), check=True)
-    cases = {w: [c for c in replay.cases if Path(c.file).parent.parent.name == f"w{w}"]
-             for w in ("1", "2")}
-    assert cases["1"] and len(cases["1"]) + len(cases["2"]) == len(replay.cases)
-    assert not any(c.moved for c in cases["2"])
-    assert [(c.status, c.message) for c in cases["2"]] == [
-        (c.status, c.message) for c in cases["1"]]
+    pytest process and one worker, with refdev's tanh broken: the same tests in the same order
+    with the same verdicts and records (coverage included), and the same cases recorded (each
+    pair's samples come from its own seed, whichever process makes them)."""
+    runs = {w: [(t["id"], t["status"], t["message"], _timeless(t.get("data")))
+                for t in tanh_broken[w]] for w in ("w1", "w2")}
+    failed = [t[0] for t in runs["w1"] if t[1] == "failed"]
+    assert failed and all("[tanh-" in t or "[nn.functional.tanhshrink-" in t
+                          for t in failed), failed
+    assert runs["w2"] == runs["w1"]
+    cases = tanh_broken["replay"]
+    assert cases["w1"] and not any(c.moved for c in cases["w2"])
+    assert [(c.status, c.message) for c in cases["w2"]] == [
+        (c.status, c.message) for c in cases["w1"]]
 
 
 def test_runtime_layer_passes_on_refdev_and_each_runtime_fault_fails_only_its_tests(
         reference_built, docker_client, tmp_path):
     """refdev claims every capability the runtime layer tests, and each holds: no runtime test
-    is skipped. Its two runtime faults fail exactly the tests of what they break, saying what:
-    a wait that orders nothing (REFDEV_STREAM_NOWAIT) the stream and event tests, an allocator
-    that never gives memory back (REFDEV_LEAK_ALLOC) the memory and empty_cache tests; every
-    other test of the layer, and the device's evidence, still pass."""
-    broken = {
-        "": {},
-        "REFDEV_STREAM_NOWAIT": {
-            "test_side_stream_work_is_ordered_by_wait_stream": "after current.wait_stream(side): "
-            "the wait did not order the side stream's work before the default stream's",
-            "test_events_order_and_complete_work": "after current.wait_event(event recorded on "
-            "the side stream): the wait did not order"},
-        "REFDEV_LEAK_ALLOC": {
-            "test_memory_comes_back_after_del": "memory_allocated is 4194304 bytes above its "
-            "baseline",
-            "test_empty_cache_returns_memory": "memory_allocated (after empty_cache) is 8388608 "
-            "bytes above its baseline"}}
-    for fault, failing in broken.items():
-        folder = tmp_path / (fault or "clean")
-        folder.mkdir()
-        # Unbroken, the session's verification of the reference cell ran the layer already.
-        tests = _verify_refdev(docker_client, reference_built, folder,
-                               "oota-verify --layer runtime", {fault: "1"}) if fault else \
-            reference_built.results[0]["tests"]
+    is skipped. Its two runtime faults, on together in one run, fail exactly the tests of what
+    they break, each saying what: a wait that orders nothing (REFDEV_STREAM_NOWAIT) the stream
+    and event tests, an allocator that never gives memory back (REFDEV_LEAK_ALLOC) the memory
+    and empty_cache tests; every other test of the layer, and the device's evidence, still
+    pass. (One run for both: the faults touch disjoint tests, and each failure must carry its
+    own fault's words; a run per fault cost a second container and import of torch.)"""
+    failing = {
+        "test_side_stream_work_is_ordered_by_wait_stream": "after current.wait_stream(side): "
+        "the wait did not order the side stream's work before the default stream's",
+        "test_events_order_and_complete_work": "after current.wait_event(event recorded on "
+        "the side stream): the wait did not order",
+        "test_memory_comes_back_after_del": "memory_allocated is 4194304 bytes above its "
+        "baseline",
+        "test_empty_cache_returns_memory": "memory_allocated (after empty_cache) is 8388608 "
+        "bytes above its baseline"}
+    # Unbroken, the session's verification of the reference cell ran the layer already.
+    runs = {"clean": (reference_built.results[0]["tests"], {}),
+            "broken": (_verify_refdev(docker_client, reference_built, tmp_path,
+                                      "oota-verify --layer runtime",
+                                      {"REFDEV_STREAM_NOWAIT": "1", "REFDEV_LEAK_ALLOC": "1"}),
+                       failing)}
+    for name, (tests, expected) in runs.items():
         runtime = {t["id"].split("::")[1]: t for t in tests if t["layer"] == "runtime"}
         assert len(runtime) == 16, sorted(runtime)
-        failed = {name: t["message"] for name, t in runtime.items() if t["status"] != "passed"}
-        assert failed.keys() == failing.keys(), (fault, failed)
-        for name, words in failing.items():
-            assert runtime[name]["status"] == "failed" and words in failed[name], (fault, name)
+        failed = {test: t["message"] for test, t in runtime.items() if t["status"] != "passed"}
+        assert failed.keys() == expected.keys(), (name, failed)
+        for test, words in expected.items():
+            assert runtime[test]["status"] == "failed" and words in failed[test], (name, test)
         visible = next(t for t in tests if t["id"] == "test_device.py::test_device_visible")
-        assert visible["status"] == "passed", (fault, visible)
-    generator = runtime["test_generator_state_saves_and_restores"]["data"]
-    assert generator["generator_device"] == "cpu"  # refdev's generator is the CPU's, as declared
+        assert visible["status"] == "passed", (name, visible)
+        generator = runtime["test_generator_state_saves_and_restores"]["data"]
+        assert generator["generator_device"] == "cpu"  # refdev's generator is the CPU's
 
 
 MUST_RUN_ONLY = {"OOTA_MODULES_BUDGET_S": "0", "OOTA_OPTIMIZERS_BUDGET_S": "0"}
