@@ -24,6 +24,7 @@ import struct
 import subprocess
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -64,6 +65,16 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def steady_port(name: str) -> int:
+    """A port for the server ``name`` that stays the same from run to run on one machine (port
+    0 when it is taken: any free one). An index a build installs from is named, with its port,
+    in the Dockerfile's RUN line, which is part of BuildKit's cache key: on a port chosen
+    afresh each run, a warm machine built that layer, and every one after it, again every
+    run. Sessions at once on one machine (OOTA_TEST_ENGINE_BASE apart) get ports apart too."""
+    base = int(os.environ.get("OOTA_TEST_ENGINE_BASE", "0") or 0)
+    return 20000 + (zlib.crc32(name.encode()) + 97 * base) % 20000
 
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")

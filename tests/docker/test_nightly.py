@@ -45,7 +45,7 @@ from oota.report.write import write_report
 from oota.results.store import load
 from tests import image_scan
 from tests.conftest import skip_for_host
-from tests.engines import host_address
+from tests.engines import host_address, steady_port
 from tests.runs import build_cells
 
 from .conftest import NAMESPACE, copy_project, lean_cpu_vendor, made_by
@@ -77,6 +77,17 @@ class _PasswordIndex(http.server.SimpleHTTPRequestHandler):
 
     def log_message(self, *args: object) -> None:
         pass
+
+
+def index_server(host: str, folder: str, name: str) -> http.server.ThreadingHTTPServer:
+    """An index serving ``folder`` with the password, on ``host`` at the steady port of
+    ``name`` (a free one when that is taken): the index URL in the cell's Dockerfile is then
+    the same from run to run, and a warm machine's BuildKit cache holds its install."""
+    handler = functools.partial(_PasswordIndex, directory=folder)
+    try:
+        return http.server.ThreadingHTTPServer((host, steady_port(name)), handler)
+    except OSError:
+        return http.server.ThreadingHTTPServer((host, 0), handler)
 
 
 def _record_hash(data: bytes) -> str:
@@ -184,8 +195,7 @@ def indexes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
     wheels.mkdir()
     make_index(top / "old", nightly_wheel(wheels, day))
     gateway = str(host_address().ip)
-    handler = functools.partial(_PasswordIndex, directory=str(top))
-    server = http.server.ThreadingHTTPServer((gateway, 0), handler)
+    server = index_server(gateway, str(top), "nightly-index")
     # pip inside a build may keep its connection open: closing the server does not wait for
     # the handler threads until it lets go.
     server.daemon_threads = True

@@ -13,8 +13,6 @@ rule) and the report says 'no-go'.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,7 +31,7 @@ from tests.engines import host_address
 from tests.runs import build_cells
 
 from .conftest import NAMESPACE, copy_project, lean_cpu_vendor, made_by
-from .test_nightly import CANARY, MIRROR, WHEEL, _PasswordIndex, make_index, renamed_wheel
+from .test_nightly import CANARY, MIRROR, WHEEL, index_server, make_index, renamed_wheel
 
 CANDIDATE = "cpu-torchtest-py3.11-debian12"
 RELEASE = "cpu-torch2.13.0-py3.11-debian12"
@@ -49,8 +47,7 @@ def test_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     (top / "wheel").mkdir()
     make_index(top / "test", renamed_wheel(top / "wheel", "2.16.0+cpu"))
     gateway = str(host_address().ip)
-    handler = functools.partial(_PasswordIndex, directory=str(top))
-    server = http.server.ThreadingHTTPServer((gateway, 0), handler)
+    server = index_server(gateway, str(top), "test-index")
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
