@@ -68,13 +68,12 @@ def free_port() -> int:
 
 
 def steady_port(name: str) -> int:
-    """A port for the server ``name`` that stays the same from run to run on one machine (port
-    0 when it is taken: any free one). An index a build installs from is named, with its port,
-    in the Dockerfile's RUN line, which is part of BuildKit's cache key: on a port chosen
-    afresh each run, a warm machine built that layer, and every one after it, again every
-    run. Sessions at once on one machine (OOTA_TEST_ENGINE_BASE apart) get ports apart too."""
-    base = int(os.environ.get("OOTA_TEST_ENGINE_BASE", "0") or 0)
-    return 20000 + (zlib.crc32(name.encode()) + 97 * base) % 20000
+    """A port for the server ``name`` that stays the same from run to run on any machine, for
+    whichever worker runs it (the caller takes any free port when this one is taken). An index
+    a build installs from is named, with its port, in the Dockerfile's RUN line, which is part
+    of BuildKit's cache key: on a port chosen afresh each run, a warm machine built that
+    layer, and every one after it, again every run."""
+    return 20000 + zlib.crc32(name.encode()) % 20000
 
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
