@@ -217,6 +217,7 @@ def tanh_broken(reference_built, docker_client, tmp_path_factory) -> dict[str, o
                    matrix_path=str(REPO / "matrix.yaml"), check=True)
     runs["replay"] = {w: [c for c in replay.cases if Path(c.file).parent.parent.name == w]
                       for w in ("w1", "w2")}
+    runs["replayed"] = len(replay.cases)
     return runs
 
 
@@ -288,7 +289,8 @@ def test_the_ops_layer_on_two_workers_gives_one_workers_results(tanh_broken):
                           for t in failed), failed
     assert runs["w2"] == runs["w1"]
     cases = tanh_broken["replay"]
-    assert cases["w1"] and not any(c.moved for c in cases["w2"])
+    assert cases["w1"] and len(cases["w1"]) + len(cases["w2"]) == tanh_broken["replayed"]
+    assert not any(c.moved for c in cases["w2"])
     assert [(c.status, c.message) for c in cases["w2"]] == [
         (c.status, c.message) for c in cases["w1"]]
 
